@@ -1,0 +1,49 @@
+# contextd — the two commands a fresh machine needs: `make run` and `make test`.
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PG_HOST ?= 127.0.0.1
+PG_PORT ?= 5432
+export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PORT)/postgres
+
+.PHONY: install run test lint typecheck pytest postgres bench openapi clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/contextd migrate
+	$(BIN)/contextd serve --host 127.0.0.1 --port 8000
+
+postgres:
+	@pg_isready -q -h $(PG_HOST) -p $(PG_PORT) || \
+		pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | head -n1) main start
+	@for i in $$(seq 1 30); do pg_isready -q -h $(PG_HOST) -p $(PG_PORT) && exit 0; sleep 1; done; \
+		echo "PostgreSQL did not come up on $(PG_HOST):$(PG_PORT)"; exit 1
+
+lint: $(STAMP)
+	$(BIN)/ruff check app tests bench migrations
+	$(BIN)/ruff format --check app tests bench migrations
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict app
+
+# The test suite creates (and drops) its own throwaway PostgreSQL database.
+pytest: $(STAMP) postgres
+	$(BIN)/pytest -q -p no:cacheprovider
+
+test: lint typecheck pytest
+
+openapi: $(STAMP)
+	$(BIN)/python -m app.openapi > openapi.yaml
+
+bench: $(STAMP) postgres
+	$(BIN)/python -m bench.append
+
+clean:
+	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm

@@ -1,0 +1,1 @@
+"""contextd: the context service that decides what an LLM agent sees on each model call."""

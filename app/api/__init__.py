@@ -1,0 +1,1 @@
+"""HTTP shell: wire models, dependencies, one error table, thin handlers."""

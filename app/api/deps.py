@@ -1,0 +1,65 @@
+"""Dependency aliases: a database session per request and the caller's tenant.
+
+Auth: `Authorization: Bearer <key>`; keys are looked up by SHA-256. With no key configured
+anywhere the service is open and every request belongs to the `default` tenant (the CLI
+refuses to serve open on a non-loopback address).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from app.domain.errors import Unauthorized
+from app.settings import Settings
+from app.storage import repository
+
+OPEN_TENANT = "default"
+
+
+def hash_api_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    with request.app.state.session_factory() as db:
+        yield db
+
+
+def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int:
+    settings = get_settings(request)
+    header = request.headers.get("authorization")
+    if header is None:
+        if settings.api_keys or repository.has_api_keys(db):
+            raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+        tenant_id = repository.ensure_tenant(db, OPEN_TENANT)
+        db.commit()
+        return tenant_id
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
+    key = key.strip()
+    for pair in settings.api_keys:
+        tenant_name, _, static_key = pair.partition(":")
+        if static_key == key:
+            tenant_id = repository.ensure_tenant(db, tenant_name)
+            db.commit()
+            return tenant_id
+    tenant = repository.find_tenant_by_key_hash(db, hash_api_key(key))
+    if tenant is None:
+        raise Unauthorized("unknown API key")
+    return tenant
+
+
+Db = Annotated[Session, Depends(get_db)]
+TenantId = Annotated[int, Depends(get_tenant)]
+AppSettings = Annotated[Settings, Depends(get_settings)]

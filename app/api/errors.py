@@ -1,0 +1,125 @@
+"""The one error table: every failure leaves as `{"error": {"code", "message", "details"}}`.
+
+Bad input never becomes a 500, and no body ever carries a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException
+
+from app.domain import errors
+from app.metrics import DATABASE_UNAVAILABLE
+
+log = logging.getLogger("contextd")
+
+STATUS_BY_ERROR: dict[type[errors.ContextdError], int] = {
+    errors.InvalidInput: 422,
+    errors.Unauthorized: 401,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.PayloadTooLarge: 413,
+    errors.DatabaseUnavailable: 503,
+}
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in {
+        400: "Malformed JSON.",
+        401: "Missing or unknown API key.",
+        404: "Not found (or owned by another tenant).",
+        409: "Conflict.",
+        413: "Body or item too large.",
+        422: "Validation failed.",
+        503: "Database unavailable; retry after the given seconds.",
+    }.items()
+}
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
+    unavailable_headers = {"Retry-After": str(retry_after_seconds)}
+
+    async def on_contextd_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, errors.ContextdError)
+        status = next(s for kind, s in STATUS_BY_ERROR.items() if isinstance(exc, kind))
+        headers = unavailable_headers if status == 503 else None
+        if status == 503:
+            DATABASE_UNAVAILABLE.inc()
+        return error_response(status, exc.code, exc.message, exc.details, headers)
+
+    async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = list(exc.errors())
+        if any(problem.get("type") == "json_invalid" for problem in problems):
+            return error_response(400, "malformed_json", "the request body is not valid JSON")
+        details = [
+            {"loc": list(problem.get("loc", ())), "msg": str(problem.get("msg", ""))}
+            for problem in problems
+        ]
+        return error_response(422, "validation_error", "the request failed validation", details)
+
+    async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        code = HTTP_CODES.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+
+    async def on_database_down(_request: Request, exc: Exception) -> JSONResponse:
+        DATABASE_UNAVAILABLE.inc()
+        log.warning("database unavailable: %s", type(exc).__name__)
+        return error_response(
+            503,
+            "database_unavailable",
+            "the database is unavailable; retry later",
+            headers=unavailable_headers,
+        )
+
+    async def on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return error_response(500, "internal_error", "an internal error occurred")
+
+    app.add_exception_handler(errors.ContextdError, on_contextd_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(HTTPException, on_http_error)
+    for database_error in (OperationalError, InterfaceError, PoolTimeout):
+        app.add_exception_handler(database_error, on_database_down)
+    app.add_exception_handler(Exception, on_unexpected)

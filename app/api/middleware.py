@@ -1,0 +1,71 @@
+"""ASGI middleware: request body limit and per-route request metrics.
+
+Both are plain ASGI (not BaseHTTPMiddleware) so a 32 MiB body is streamed once, not copied.
+"""
+
+from __future__ import annotations
+
+import time
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.api.errors import error_response
+from app.domain.errors import PayloadTooLarge
+from app.metrics import HTTP_LATENCY, HTTP_REQUESTS
+
+
+class BodyLimitMiddleware:
+    """Refuses bodies over `max_bytes` with 413, by Content-Length or while streaming."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = f"the request body exceeds the limit of {self.max_bytes} bytes"
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await error_response(413, "payload_too_large", message)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            received = await receive()
+            seen += len(received.get("body", b""))
+            if seen > self.max_bytes:
+                raise PayloadTooLarge(message)
+            return received
+
+        await self.app(scope, limited_receive, send)
+
+
+class MetricsMiddleware:
+    """Counts and times every request under its route template (bounded label values)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            method = scope["method"]
+            HTTP_LATENCY.labels(method, template).observe(time.perf_counter() - started)
+            HTTP_REQUESTS.labels(method, template, str(status)).inc()

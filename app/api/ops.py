@@ -1,0 +1,46 @@
+"""Liveness, readiness and the Prometheus scrape endpoint."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_TYPE
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.api.errors import ERROR_RESPONSES, error_response
+from app.api.models import HealthResponse
+from app.storage.database import is_migrated
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=HealthResponse)
+def healthz() -> HealthResponse:
+    return HealthResponse(status="ok")
+
+
+@router.get("/readyz", response_model=HealthResponse, responses={503: ERROR_RESPONSES[503]})
+def readyz(request: Request) -> Response | HealthResponse:
+    try:
+        migrated = is_migrated(request.app.state.engine)
+    except SQLAlchemyError:
+        return error_response(
+            503, "database_unavailable", "the database is unreachable", headers={"Retry-After": "5"}
+        )
+    if not migrated:
+        return error_response(
+            503,
+            "not_migrated",
+            "the database schema is not at the newest migration; run 'contextd migrate'",
+        )
+    return HealthResponse(status="ready")
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+def metrics(request: Request) -> Response:
+    """Prometheus text format; OpenMetrics (with exemplars) when the scraper asks for it."""
+    if "application/openmetrics-text" in request.headers.get("accept", ""):
+        exposition = generate_openmetrics(REGISTRY)  # type: ignore[no-untyped-call]
+        return Response(exposition, media_type=OPENMETRICS_TYPE)
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,188 @@
+"""Sessions and the fact log: create, inspect, append, page through the raw log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.deps import AppSettings, Db, TenantId
+from app.api.errors import ERROR_RESPONSES
+from app.api.models import (
+    AppendedItem,
+    AppendRequest,
+    AppendResponse,
+    CreateSessionRequest,
+    ExcludedItem,
+    ItemsPageResponse,
+    LoggedItem,
+    SessionDetailResponse,
+    SessionHooks,
+    SessionResponse,
+)
+from app.domain.errors import InvalidInput, PayloadTooLarge
+from app.domain.formats import to_responses
+from app.domain.ids import derive_id
+from app.domain.items import admission_reason, item_type, visible_text
+from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS
+from app.storage import repository
+from app.storage.tables import SessionRow
+from app.tokens import token_counter
+
+router = APIRouter(prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES)
+
+
+def _session_response(row: SessionRow) -> SessionResponse:
+    return SessionResponse(
+        session_id=row.external_id or "",
+        encoding=row.encoding,
+        context_window=row.context_window,
+        model=row.model,
+        metadata=row.attributes["metadata"],
+        hooks=SessionHooks.model_validate(row.attributes["hooks"]),
+        created_at=row.created_at,
+        last_seq=row.last_seq,
+    )
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=SessionResponse)
+def create_session(
+    body: CreateSessionRequest,
+    tenant_id: TenantId,
+    db: Db,
+    settings: AppSettings,
+    response: Response,
+) -> SessionResponse:
+    row, created = repository.create_session(
+        db,
+        tenant_id=tenant_id,
+        external_id=body.session_id,
+        encoding=body.encoding or settings.default_encoding,
+        context_window=body.context_window or settings.default_context_window,
+        model=body.model,
+        attributes={"metadata": body.metadata, "hooks": body.hooks.model_dump(mode="json")},
+        derive_id=lambda internal_id: derive_id("sess", tenant_id, internal_id),
+    )
+    db.commit()
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    return _session_response(row)
+
+
+@router.get("/{session_id}", response_model=SessionDetailResponse)
+def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
+    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    facts = repository.read_facts(db, session_id=row.id)
+    active_tokens = sum(
+        fact.tokens
+        for fact in facts
+        if admission_reason(
+            fact.item, harness_authored=fact.provenance.get("harness_authored", False)
+        )
+        is None
+    )
+    return SessionDetailResponse(
+        **_session_response(row).model_dump(),
+        item_count=len(facts),
+        active_tokens=active_tokens,
+        goal=None,
+        world_state_version=0,
+        compactions=0,
+    )
+
+
+@router.post(
+    "/{session_id}/items", status_code=status.HTTP_201_CREATED, response_model=AppendResponse
+)
+def append_items(
+    session_id: str,
+    body: AppendRequest,
+    tenant_id: TenantId,
+    db: Db,
+    settings: AppSettings,
+    response: Response,
+) -> AppendResponse:
+    if len(body.items) > settings.max_items_per_request:
+        raise InvalidInput(
+            f"at most {settings.max_items_per_request} items per request",
+            details=[{"loc": ["body", "items"], "msg": "too many items"}],
+        )
+    for index, item in enumerate(body.items):
+        size = len(orjson.dumps(item))
+        if size > settings.max_item_bytes:
+            raise PayloadTooLarge(
+                f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
+            )
+    items = to_responses(body.items, body.format).items
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    count_tokens = token_counter(session.encoding)
+    provenance = body.metadata.model_dump(exclude_none=True)
+    new_facts = [
+        repository.NewFact(
+            type=item_type(item),
+            item=item,
+            tokens=count_tokens(visible_text(item)),
+            provenance=provenance,
+        )
+        for item in items
+    ]
+    result = repository.append_facts(
+        db,
+        session=session,
+        facts=new_facts,
+        unit=body.unit,
+        phase=body.phase,
+        idempotency_key=body.idempotency_key,
+        expected_last_seq=body.expected_last_seq,
+    )
+    db.commit()
+    if result.replayed:
+        response.status_code = status.HTTP_200_OK
+    else:
+        for fact in new_facts:
+            APPENDED_ITEMS.labels(fact.type).inc()
+        APPENDED_TOKENS.labels(body.unit or "", body.phase or "").inc(
+            sum(fact.tokens for fact in new_facts)
+        )
+    harness_authored = body.metadata.harness_authored
+    excluded = [
+        ExcludedItem(seq=appended.seq, type=appended.type, reason=reason)
+        for appended, item in zip(result.facts, items, strict=False)
+        if (reason := admission_reason(item, harness_authored=harness_authored)) is not None
+    ]
+    return AppendResponse(
+        first_seq=result.facts[0].seq,
+        last_seq=result.facts[-1].seq,
+        items=[AppendedItem(seq=f.seq, type=f.type, tokens=f.tokens) for f in result.facts],
+        excluded=excluded,
+    )
+
+
+@router.get("/{session_id}/items", response_model=ItemsPageResponse)
+def list_items(
+    session_id: str,
+    tenant_id: TenantId,
+    db: Db,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> ItemsPageResponse:
+    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    facts = repository.read_facts(db, session_id=row.id, after_seq=after_seq, limit=limit + 1)
+    page = facts[:limit]
+    return ItemsPageResponse(
+        items=[
+            LoggedItem(
+                seq=fact.seq,
+                item=fact.item,
+                type=fact.type,
+                recorded_at=fact.recorded_at,
+                unit=fact.unit,
+                phase=fact.phase,
+                tokens=fact.tokens,
+                metadata=fact.provenance,
+            )
+            for fact in page
+        ],
+        next_after_seq=page[-1].seq if len(facts) > limit else None,
+    )

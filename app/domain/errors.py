@@ -1,0 +1,54 @@
+"""Errors the core and the shells raise; the HTTP shell maps each to one status code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ContextdError(Exception):
+    """Base of every error that reaches a client with a stable `code`."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotFound(ContextdError):
+    code = "not_found"
+
+
+class Conflict(ContextdError):
+    code = "conflict"
+
+
+class SequenceConflict(Conflict):
+    """`expected_last_seq` did not match the session's last sequence number."""
+
+    code = "sequence_conflict"
+
+    def __init__(self, *, expected: int, actual: int) -> None:
+        super().__init__(
+            f"expected last_seq {expected} but the session is at {actual}; nothing was written",
+            details={"expected": expected, "actual": actual},
+        )
+
+
+class InvalidInput(ContextdError):
+    """Well-formed JSON that breaks a rule; `details` is a list of {loc, msg}."""
+
+    code = "validation_error"
+
+
+class PayloadTooLarge(ContextdError):
+    code = "payload_too_large"
+
+
+class Unauthorized(ContextdError):
+    code = "unauthorized"
+
+
+class DatabaseUnavailable(ContextdError):
+    code = "database_unavailable"

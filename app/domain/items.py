@@ -1,0 +1,107 @@
+"""Item vocabulary shared by the core.
+
+Items are JSON objects in the OpenAI Responses input-item shape (the canonical form); the
+other wire formats are converted to and from it in `formats`. Items are never mutated in
+place by the core: every transformation returns new objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+Item = dict[str, Any]
+"""One Responses input item, a JSON object as received."""
+
+Format = Literal["responses", "chat", "anthropic"]
+FORMATS: tuple[Format, ...] = ("responses", "chat", "anthropic")
+
+CountTokens = Callable[[str], int]
+"""Exact token count of a text under the caller's encoding."""
+
+CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+KNOWN_TYPES = frozenset(
+    {
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "compaction",
+        "web_search_call",
+        "image_generation_call",
+        "configuration_update",
+    }
+)
+
+
+def item_type(item: Item) -> str:
+    """The item's `type`; a message given without one (as Responses allows) is a `message`."""
+    kind = item.get("type")
+    if isinstance(kind, str):
+        return kind
+    return "message" if "role" in item else "unknown"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for part in content:
+        if isinstance(part, dict):
+            text = part.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+        elif isinstance(part, str):
+            parts.append(part)
+    return "\n".join(parts)
+
+
+def visible_text(item: Item) -> str:
+    """The model-visible text of an item: what its token count is charged on.
+
+    Transport fields (ids, status) are not charged; names, arguments, inputs, outputs,
+    message text and reasoning summaries are.
+    """
+    match item_type(item):
+        case "message":
+            return _content_text(item.get("content"))
+        case "function_call":
+            return f"{item.get('name', '')}\n{item.get('arguments', '')}"
+        case "custom_tool_call":
+            return f"{item.get('name', '')}\n{item.get('input', '')}"
+        case "local_shell_call":
+            action = item.get("action")
+            command = action.get("command") if isinstance(action, dict) else None
+            return " ".join(command) if isinstance(command, list) else str(command or "")
+        case "function_call_output" | "custom_tool_call_output":
+            return _content_text(item.get("output"))
+        case "reasoning":
+            return "\n".join(
+                [_content_text(item.get("summary")), _content_text(item.get("content"))]
+            ).strip("\n")
+        case _:
+            return ""
+
+
+def admission_reason(item: object, *, harness_authored: bool) -> str | None:
+    """Why `item` is kept out of model-visible history, or None when it is admitted.
+
+    System messages travel as instructions, not history; configuration updates are admitted
+    only when the harness wrote them; unknown types stay in the log but are never shown.
+    """
+    if not isinstance(item, dict):
+        return "not_an_object"
+    kind = item_type(item)
+    if kind == "message" and item.get("role") == "system":
+        return "system_message"
+    if kind == "configuration_update" and not harness_authored:
+        return "not_harness_authored"
+    if kind not in KNOWN_TYPES:
+        return "unknown_type"
+    return None

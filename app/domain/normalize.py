@@ -1,0 +1,484 @@
+"""History normalization: repair a Responses item list so that a provider accepts it.
+
+After `normalize_history`:
+
+- every call that carries a call_id (`function_call`, `custom_tool_call`, `local_shell_call`) has
+  exactly one output of its own family, placed after it, with only calls and outputs of the same
+  call batch in between (a batch is a run of adjacent calls, interleaved with their outputs);
+- every output that names a call_id (and is not server-executed) answers such a call;
+- no system message, unknown or control item, non-object, or call without a call_id is left, and
+  a `configuration_update` only when its metadata says the harness wrote it;
+- no media part the model cannot read is left (each is replaced by a text placeholder in place);
+- every tool output fits its truncation budget (see `truncation`);
+- normalizing the result again returns the same items and an empty report (idempotence);
+- the input is never mutated: a changed item is a new object, an unchanged item is returned as
+  it came (shared, not copied, so callers treat items as immutable);
+- every change is listed in the report, so an empty report means the items came back unchanged.
+
+Families: `function_call` and `local_shell_call` are answered by `function_call_output`,
+`custom_tool_call` by `custom_tool_call_output`; an output never answers a call of another family.
+Outputs without a call_id and server-executed outputs (`"execution": "server"`) stand alone:
+pairing neither moves, removes nor counts them. A `local_shell_call` without a call_id stands
+alone too; a `function_call` or `custom_tool_call` without one cannot be answered and is excluded.
+
+Steps, in order: admission → reorder and deduplicate outputs → synthesize missing outputs →
+remove orphan outputs → strip unsupported media → truncate tool outputs.
+
+Report indices: `excluded`, `removed_orphans` and `deduplicated_outputs` give `index` in the
+input list, `reordered_outputs` gives `from_index` in the input list and `to_index` in the output
+list, `synthesized_outputs` and `stripped_media` give `index` in the output list.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from app.domain.items import (
+    CALL_TYPES,
+    KNOWN_TYPES,
+    OUTPUT_TYPES,
+    CountTokens,
+    Item,
+    item_type,
+    visible_text,
+)
+from app.domain.truncation import TruncationMode, TruncationPolicy, truncate_tool_output
+
+__all__ = [
+    "DEFAULT_TRUNCATION_POLICY",
+    "MEDIA_PLACEHOLDERS",
+    "SYNTHETIC_OUTPUT_NAMESPACE",
+    "SYNTHETIC_OUTPUT_TEXT",
+    "DeduplicatedOutput",
+    "ExcludedItem",
+    "NormalizeReport",
+    "NormalizeResult",
+    "RemovedOrphan",
+    "ReorderedOutput",
+    "StrippedMedia",
+    "SynthesizedOutput",
+    "TruncatedOutput",
+    "TruncationPolicy",
+    "find_pairing_violations",
+    "normalize_history",
+    "synthetic_output_id",
+]
+
+Family = Literal["function", "custom"]
+CallKey = tuple[Family, str]
+MediaKind = Literal["image", "audio"]
+ExclusionReason = Literal[
+    "not_an_object",
+    "unknown_type",
+    "system_message",
+    "not_harness_authored",
+    "call_without_call_id",
+    "duplicate_call_id",
+]
+
+SYNTHETIC_OUTPUT_NAMESPACE = uuid.UUID("8a9fb583-5174-477f-82ff-9ad9c778f6c9")
+"""UUIDv5 namespace of synthesized output ids. Changing it changes model-visible ids and so
+invalidates every provider prompt cache that holds a synthesized output: never change it."""
+
+DEFAULT_TRUNCATION_POLICY = TruncationPolicy()
+SYNTHETIC_OUTPUT_TEXT = "[no output recorded: the call was interrupted before it returned]"
+MEDIA_PLACEHOLDERS: dict[MediaKind, str] = {
+    "image": "[image omitted: this model does not accept image input]",
+    "audio": "[audio omitted: this model does not accept audio input]",
+}
+
+_MEDIA_PART_TYPES: dict[MediaKind, str] = {"image": "input_image", "audio": "input_audio"}
+_OUTPUT_TYPE_OF: dict[Family, str] = {
+    "function": "function_call_output",
+    "custom": "custom_tool_call_output",
+}
+_ID_PREFIX_OF: dict[Family, str] = {"function": "fco", "custom": "ctco"}
+_JSON_KINDS: dict[type, str] = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+@dataclass(frozen=True)
+class SynthesizedOutput:
+    call_id: str
+    id: str
+    index: int
+
+
+@dataclass(frozen=True)
+class RemovedOrphan:
+    call_id: str
+    index: int
+
+
+@dataclass(frozen=True)
+class ReorderedOutput:
+    call_id: str
+    from_index: int
+    to_index: int
+
+
+@dataclass(frozen=True)
+class DeduplicatedOutput:
+    call_id: str
+    index: int
+
+
+@dataclass(frozen=True)
+class StrippedMedia:
+    index: int
+    kind: MediaKind
+
+
+@dataclass(frozen=True)
+class TruncatedOutput:
+    call_id: str | None
+    original_tokens: int
+    kept_tokens: int
+
+
+@dataclass(frozen=True)
+class ExcludedItem:
+    index: int
+    type: str
+    reason: ExclusionReason
+
+
+@dataclass(frozen=True)
+class NormalizeReport:
+    """Every repair `normalize_history` made; see the module docstring for what indices mean."""
+
+    synthesized_outputs: tuple[SynthesizedOutput, ...] = ()
+    removed_orphans: tuple[RemovedOrphan, ...] = ()
+    reordered_outputs: tuple[ReorderedOutput, ...] = ()
+    deduplicated_outputs: tuple[DeduplicatedOutput, ...] = ()
+    stripped_media: tuple[StrippedMedia, ...] = ()
+    truncated_outputs: tuple[TruncatedOutput, ...] = ()
+    excluded: tuple[ExcludedItem, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not any(getattr(self, field.name) for field in fields(self))
+
+    def as_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """JSON-ready, with all seven lists present even when empty."""
+        return {
+            field.name: [asdict(entry) for entry in getattr(self, field.name)]
+            for field in fields(self)
+        }
+
+
+@dataclass(frozen=True)
+class NormalizeResult:
+    items: tuple[Item, ...]
+    report: NormalizeReport
+
+
+def synthetic_output_id(family: Family, *, call_item_id: str | None, call_id: str) -> str:
+    """The id of the output synthesized for a call, the same on every run.
+
+    Normalization runs on every request without storing what it synthesizes, so the id must be
+    deterministic or each request would change the prompt and miss the provider's cache. It is
+    derived from the call's item id; a call without one derives it from its call_id, under a
+    distinct name (`call_id:` prefix) so that the two sources can never collide.
+    """
+    prefix = _ID_PREFIX_OF[family]
+    name = f"{prefix}:{call_item_id}" if call_item_id else f"{prefix}:call_id:{call_id}"
+    return f"{prefix}_{uuid.uuid5(SYNTHETIC_OUTPUT_NAMESPACE, name)}"
+
+
+def _call_key(item: Item) -> CallKey | None:
+    """The pairing key of a call that can be answered, else None."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        return None
+    match item_type(item):
+        case "function_call" | "local_shell_call":
+            return ("function", call_id)
+        case "custom_tool_call":
+            return ("custom", call_id)
+        case _:
+            return None
+
+
+def _answer_key(item: Item) -> CallKey | None:
+    """The pairing key of an output that must answer a call, else None (it stands alone)."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id or item.get("execution") == "server":
+        return None
+    match item_type(item):
+        case "function_call_output":
+            return ("function", call_id)
+        case "custom_tool_call_output":
+            return ("custom", call_id)
+        case _:
+            return None
+
+
+def _metadata_at(
+    item_metadata: Sequence[Mapping[str, Any] | None] | None, index: int | None
+) -> Mapping[str, Any]:
+    if item_metadata is None or index is None or index >= len(item_metadata):
+        return {}
+    metadata = item_metadata[index]
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def normalize_history(
+    items: Sequence[Item],
+    *,
+    count_tokens: CountTokens,
+    input_modalities: frozenset[str] = frozenset({"text", "image"}),
+    truncation: TruncationPolicy = DEFAULT_TRUNCATION_POLICY,
+    item_metadata: Sequence[Mapping[str, Any] | None] | None = None,
+) -> NormalizeResult:
+    """Repair `items` so that the module invariants hold, and report every repair.
+
+    `item_metadata[i]` describes `items[i]`: `harness_authored` (admits a configuration update)
+    and `truncation_token_limit` (a token budget for that tool output, replacing the policy and
+    its margin). Bad input never raises: it is excluded or passed through, and reported.
+    """
+    # Sizes of the same text are asked for more than once (a cut output is measured by the
+    # truncation, then again for the report); each text is counted once.
+    count = functools.cache(count_tokens)
+
+    # Admission.
+    excluded: list[ExcludedItem] = []
+    admitted: list[tuple[int, Item]] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            kind = _JSON_KINDS.get(type(item), type(item).__name__)
+            excluded.append(ExcludedItem(index=index, type=kind, reason="not_an_object"))
+            continue
+        kind = item_type(item)
+        reason: ExclusionReason | None = None
+        if kind not in KNOWN_TYPES:
+            reason = "unknown_type"
+        elif kind == "message" and item.get("role") == "system":
+            # Base instructions travel as the request's `instructions`, never as history.
+            reason = "system_message"
+        elif (
+            kind == "configuration_update"
+            and _metadata_at(item_metadata, index).get("harness_authored") is not True
+        ):
+            # Only the harness may change the model's configuration from inside the history.
+            reason = "not_harness_authored"
+        elif kind in ("function_call", "custom_tool_call") and _call_key(item) is None:
+            # No output could ever answer it. It stays in the log; only this projection drops it.
+            reason = "call_without_call_id"
+        if reason is None:
+            admitted.append((index, item))
+        else:
+            excluded.append(ExcludedItem(index=index, type=kind, reason=reason))
+
+    # Owners and answers: the first call and the first output per key win.
+    call_keys = [_call_key(item) for _, item in admitted]
+    answer_keys = [_answer_key(item) for _, item in admitted]
+    owners: set[CallKey] = set()
+    answered: set[CallKey] = set()
+    dropped: set[int] = set()
+    orphans: list[RemovedOrphan] = []
+    duplicates: list[DeduplicatedOutput] = []
+    for position, (index, item) in enumerate(admitted):
+        if (key := call_keys[position]) is not None:
+            if key in owners:
+                # Two calls under one key would make every answer ambiguous.
+                dropped.add(position)
+                excluded.append(
+                    ExcludedItem(index=index, type=item_type(item), reason="duplicate_call_id")
+                )
+            owners.add(key)
+    for position, (index, _) in enumerate(admitted):
+        if (key := answer_keys[position]) is None:
+            continue
+        if key not in owners:
+            dropped.add(position)
+            orphans.append(RemovedOrphan(call_id=key[1], index=index))
+        elif key in answered:
+            dropped.add(position)
+            duplicates.append(DeduplicatedOutput(call_id=key[1], index=index))
+        answered.add(key)
+
+    # Batches: a run of calls, each followed by its outputs or by more calls. An answer inside
+    # its call's batch stays where it is; any other answer is displaced to the batch's end.
+    survivors = [position for position in range(len(admitted)) if position not in dropped]
+    in_place: set[int] = set()
+    batch_end_of: dict[CallKey, int] = {}
+    start = 0
+    while start < len(survivors):
+        if call_keys[survivors[start]] is None:
+            start += 1
+            continue
+        members: list[CallKey] = []
+        end = start
+        while end < len(survivors):
+            position = survivors[end]
+            if (key := call_keys[position]) is not None:
+                members.append(key)
+            elif answer_keys[position] in members:
+                in_place.add(position)
+            else:
+                break
+            end += 1
+        for key in members:
+            batch_end_of[key] = survivors[end - 1]
+        start = end
+    displaced: dict[int, list[int]] = {}
+    for position in survivors:
+        if (key := answer_keys[position]) is not None and position not in in_place:
+            displaced.setdefault(batch_end_of[key], []).append(position)
+
+    # Emit in order, synthesizing missing answers and placing displaced ones.
+    entries: list[tuple[int | None, Item]] = []
+    synthesized: list[SynthesizedOutput] = []
+    reordered: list[ReorderedOutput] = []
+    for position in survivors:
+        index, item = admitted[position]
+        if answer_keys[position] is not None and position not in in_place:
+            continue
+        entries.append((index, item))
+        if (key := call_keys[position]) is not None and key not in answered:
+            family, call_id = key
+            raw_id = item.get("id")
+            output_id = synthetic_output_id(
+                family, call_item_id=raw_id if isinstance(raw_id, str) else None, call_id=call_id
+            )
+            synthesized.append(SynthesizedOutput(call_id=call_id, id=output_id, index=len(entries)))
+            entries.append(
+                (
+                    None,
+                    {
+                        "type": _OUTPUT_TYPE_OF[family],
+                        "id": output_id,
+                        "call_id": call_id,
+                        "output": SYNTHETIC_OUTPUT_TEXT,
+                    },
+                )
+            )
+        for moved in displaced.get(position, ()):
+            moved_index, moved_item = admitted[moved]
+            reordered.append(
+                ReorderedOutput(
+                    call_id=moved_item["call_id"], from_index=moved_index, to_index=len(entries)
+                )
+            )
+            entries.append((moved_index, moved_item))
+
+    # Media and truncation, item by item; positions no longer change.
+    unsupported: dict[Any, MediaKind] = {
+        part_type: kind
+        for kind, part_type in _MEDIA_PART_TYPES.items()
+        if kind not in input_modalities
+    }
+    stripped: list[StrippedMedia] = []
+    truncated: list[TruncatedOutput] = []
+    normalized: list[Item] = []
+    for output_index, (source, item) in enumerate(entries):
+        kind = item_type(item)
+        new_item = item
+        field = "content" if kind == "message" else "output" if kind in OUTPUT_TYPES else None
+        if unsupported and field is not None and isinstance(item.get(field), list):
+            parts: list[Any] = []
+            already_stripped = len(stripped)
+            for part in item[field]:
+                media = unsupported.get(part.get("type")) if isinstance(part, dict) else None
+                if media is None:
+                    parts.append(part)
+                else:
+                    # In place, so the text around an image keeps its meaning.
+                    parts.append({"type": "input_text", "text": MEDIA_PLACEHOLDERS[media]})
+                    stripped.append(StrippedMedia(index=output_index, kind=media))
+            if len(stripped) > already_stripped:
+                new_item = {**item, field: parts}
+        elif (
+            kind == "image_generation_call"
+            and "input_image" in unsupported
+            and item.get("result") not in (None, "")
+        ):
+            new_item = {**item, "result": ""}
+            stripped.append(StrippedMedia(index=output_index, kind="image"))
+        if kind in OUTPUT_TYPES and isinstance(output := new_item.get("output"), str | list):
+            limit = _metadata_at(item_metadata, source).get("truncation_token_limit")
+            mode: TruncationMode = truncation.mode
+            budget = truncation.budget
+            if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
+                # A per-item limit already includes the serialization margin.
+                mode, budget = "tokens", limit
+            cut = truncate_tool_output(output, budget=budget, mode=mode, count_tokens=count)
+            if cut is not output:
+                cut_item = {**new_item, "output": cut}
+                named_call = item.get("call_id")
+                truncated.append(
+                    TruncatedOutput(
+                        call_id=named_call if isinstance(named_call, str) else None,
+                        original_tokens=count(visible_text(new_item)),
+                        kept_tokens=count(visible_text(cut_item)),
+                    )
+                )
+                new_item = cut_item
+        normalized.append(new_item)
+
+    return NormalizeResult(
+        items=tuple(normalized),
+        report=NormalizeReport(
+            synthesized_outputs=tuple(synthesized),
+            removed_orphans=tuple(orphans),
+            reordered_outputs=tuple(reordered),
+            deduplicated_outputs=tuple(duplicates),
+            stripped_media=tuple(stripped),
+            truncated_outputs=tuple(truncated),
+            excluded=tuple(sorted(excluded, key=lambda entry: entry.index)),
+        ),
+    )
+
+
+def find_pairing_violations(items: Sequence[Item]) -> list[str]:
+    """Every way `items` breaks the pairing invariant, in words; empty when it holds.
+
+    The invariant (see the module docstring): each call with a call_id has exactly one output of
+    its family after it, with only calls and outputs in between; each output naming a call_id
+    answers a call placed before it; no call lacks a call_id; no two calls share a key.
+    """
+    violations: list[str] = []
+    waiting: dict[CallKey, int] = {}
+    seen_calls: set[CallKey] = set()
+    answered: set[CallKey] = set()
+    for position, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        kind = item_type(item)
+        if (key := _call_key(item)) is not None:
+            if key in seen_calls:
+                violations.append(f"item {position}: second {kind} with call_id {key[1]!r}")
+            seen_calls.add(key)
+            waiting[key] = position
+        elif (key := _answer_key(item)) is not None:
+            if key in waiting:
+                del waiting[key]
+                answered.add(key)
+            elif key in answered:
+                violations.append(f"item {position}: second {kind} for call_id {key[1]!r}")
+            else:
+                violations.append(
+                    f"item {position}: {kind} for call_id {key[1]!r} answers no earlier call"
+                )
+        elif kind in ("function_call", "custom_tool_call"):
+            violations.append(f"item {position}: {kind} without a call_id")
+        elif waiting and kind not in CALL_TYPES | OUTPUT_TYPES:
+            pending = ", ".join(repr(call_id) for _, call_id in waiting)
+            violations.append(
+                f"item {position}: {kind} separates calls {pending} from their outputs"
+            )
+    violations.extend(
+        f"item {position}: call_id {call_id!r} has no {_OUTPUT_TYPE_OF[family]} after it"
+        for (family, call_id), position in waiting.items()
+    )
+    return violations

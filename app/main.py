@@ -1,0 +1,56 @@
+"""Application factory. Nothing connects to anything at import time: the engine is created
+lazily by `create_app` and no query runs until a request needs one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app.api import ops, sessions
+from app.api.errors import install_error_handlers
+from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from app.settings import Settings
+from app.storage.database import create_db_engine, create_session_factory
+
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    engine = create_db_engine(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="contextd",
+        version="0.1.0",
+        summary="Decides what an LLM agent sees on each model call.",
+        generate_unique_id_function=_operation_id,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = create_session_factory(engine)
+    app.include_router(ops.router)
+    app.include_router(sessions.router)
+    install_error_handlers(app, retry_after_seconds=settings.retry_after_seconds)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware)
+    return app
+
+
+def __getattr__(name: str) -> FastAPI:
+    # `app.main:app` for any ASGI server, built on first access rather than at import.
+    if name == "app":
+        application = create_app()
+        globals()["app"] = application
+        return application
+    raise AttributeError(name)

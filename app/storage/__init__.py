@@ -1,0 +1,1 @@
+"""Persistence shell: typed tables, repository functions that never commit, error translation."""

@@ -1,0 +1,83 @@
+"""Engine construction, migrations and readiness.
+
+SQLite transactions start with `BEGIN IMMEDIATE` so that two appenders serialise on the
+write lock up front instead of failing on lock upgrade; PostgreSQL serialises appenders
+with a row lock on the session (see `repository.append_facts`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def create_db_engine(settings: Settings) -> Engine:
+    url = settings.database_url
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url, connect_args={"timeout": settings.db_timeout_seconds, "check_same_thread": False}
+        )
+        _use_immediate_transactions(engine)
+        return engine
+    return create_engine(
+        url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_pool_size,
+        pool_pre_ping=True,
+        pool_timeout=settings.db_timeout_seconds,
+        connect_args={
+            "connect_timeout": max(1, int(settings.db_timeout_seconds)),
+            "options": f"-c statement_timeout={int(settings.db_timeout_seconds * 1000)}",
+        },
+    )
+
+
+def _use_immediate_transactions(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the driver, decide when transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def create_session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def alembic_config(url: str | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def migrate(url: str, revision: str = "head") -> None:
+    """Upgrade the database at `url` to `revision` (Alembic)."""
+    command.upgrade(alembic_config(url), revision)
+
+
+def is_migrated(engine: Engine) -> bool:
+    """True when the database answers and sits at the newest migration."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
+        return MigrationContext.configure(connection).get_current_revision() == head

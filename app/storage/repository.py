@@ -1,0 +1,206 @@
+"""Repository functions over the fact log. None of them commits: the caller owns the transaction.
+
+Appends serialise per session on the session row (`SELECT ... FOR UPDATE` in PostgreSQL,
+the database write lock in SQLite), so sequence numbers are gap-free and dense; the
+`(session_id, seq)` primary key is the last line of defence against a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import exists, func, insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.domain.errors import Conflict, NotFound, SequenceConflict
+from app.storage.tables import ApiKey, Fact, SessionRow, Tenant
+
+
+@dataclass(frozen=True)
+class NewFact:
+    type: str
+    item: dict[str, Any]
+    tokens: int
+    provenance: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AppendedFact:
+    seq: int
+    type: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    facts: tuple[AppendedFact, ...]
+    replayed: bool
+    """True when the idempotency key had been seen: nothing was written."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def ensure_tenant(db: Session, name: str) -> int:
+    tenant_id = db.scalar(select(Tenant.id).where(Tenant.name == name))
+    if tenant_id is not None:
+        return tenant_id
+    tenant = Tenant(name=name, created_at=_now())
+    db.add(tenant)
+    db.flush()
+    return tenant.id
+
+
+def add_api_key(db: Session, *, tenant_id: int, key_hash: str) -> None:
+    db.add(ApiKey(tenant_id=tenant_id, key_hash=key_hash, created_at=_now()))
+    db.flush()
+
+
+def find_tenant_by_key_hash(db: Session, key_hash: str) -> int | None:
+    return db.scalar(select(ApiKey.tenant_id).where(ApiKey.key_hash == key_hash))
+
+
+def has_api_keys(db: Session) -> bool:
+    return bool(db.scalar(select(exists().where(ApiKey.id.is_not(None)))))
+
+
+def create_session(
+    db: Session,
+    *,
+    tenant_id: int,
+    external_id: str | None,
+    encoding: str,
+    context_window: int,
+    model: str | None,
+    attributes: dict[str, Any],
+    derive_id: Any,
+) -> tuple[SessionRow, bool]:
+    """Create a session, or return the existing one when every attribute matches.
+
+    Returns `(session, created)`. A known id with different attributes raises `Conflict`.
+    `derive_id(internal_id)` names a session the client did not name.
+    """
+    if external_id is not None:
+        existing = db.scalar(
+            select(SessionRow).where(
+                SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
+            )
+        )
+        if existing is not None:
+            same = (existing.encoding, existing.context_window, existing.model, existing.attributes)
+            if same != (encoding, context_window, model, attributes):
+                raise Conflict(f"session {external_id!r} exists with different attributes")
+            return existing, False
+    row = SessionRow(
+        tenant_id=tenant_id,
+        external_id=external_id,
+        encoding=encoding,
+        context_window=context_window,
+        model=model,
+        attributes=attributes,
+        last_seq=0,
+        created_at=_now(),
+    )
+    db.add(row)
+    try:
+        db.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"session {external_id!r} was created concurrently; retry") from exc
+    if external_id is None:
+        row.external_id = derive_id(row.id)
+        db.flush()
+    return row, True
+
+
+def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = False) -> SessionRow:
+    """The tenant's session; another tenant's session is `NotFound`, exactly like a missing one."""
+    query = select(SessionRow).where(
+        SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
+    )
+    if lock:
+        query = query.with_for_update()
+    row = db.scalar(query)
+    if row is None:
+        raise NotFound(f"session {external_id!r} not found")
+    return row
+
+
+def append_facts(
+    db: Session,
+    *,
+    session: SessionRow,
+    facts: Sequence[NewFact],
+    unit: str | None,
+    phase: str | None,
+    idempotency_key: str | None,
+    expected_last_seq: int | None,
+) -> AppendResult:
+    """Append `facts` atomically after the session's last seq. `session` must be locked."""
+    if idempotency_key is not None:
+        earlier = db.execute(
+            select(Fact.seq, Fact.type, Fact.tokens)
+            .where(Fact.session_id == session.id, Fact.idempotency_key == idempotency_key)
+            .order_by(Fact.seq)
+        ).all()
+        if earlier:
+            return AppendResult(
+                facts=tuple(AppendedFact(seq, kind, tokens) for seq, kind, tokens in earlier),
+                replayed=True,
+            )
+    if expected_last_seq is not None and expected_last_seq != session.last_seq:
+        raise SequenceConflict(expected=expected_last_seq, actual=session.last_seq)
+    recorded_at = _now()
+    first_seq = session.last_seq + 1
+    rows = [
+        {
+            "session_id": session.id,
+            "seq": first_seq + offset,
+            "type": fact.type,
+            "item": fact.item,
+            "tokens": fact.tokens,
+            "unit": unit,
+            "phase": phase,
+            "provenance": fact.provenance,
+            "idempotency_key": idempotency_key,
+            "recorded_at": recorded_at,
+        }
+        for offset, fact in enumerate(facts)
+    ]
+    try:
+        db.execute(insert(Fact), rows)
+    except IntegrityError as exc:
+        raise SequenceConflict(expected=session.last_seq, actual=session.last_seq + 1) from exc
+    session.last_seq = first_seq + len(rows) - 1
+    db.flush()
+    return AppendResult(
+        facts=tuple(
+            AppendedFact(first_seq + offset, fact.type, fact.tokens)
+            for offset, fact in enumerate(facts)
+        ),
+        replayed=False,
+    )
+
+
+def read_facts(
+    db: Session, *, session_id: int, after_seq: int = 0, limit: int | None = None
+) -> list[Fact]:
+    query = (
+        select(Fact).where(Fact.session_id == session_id, Fact.seq > after_seq).order_by(Fact.seq)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return list(db.scalars(query))
+
+
+def count_tokens_of_types(db: Session, *, session_id: int, types: Sequence[str]) -> int:
+    total = db.scalar(
+        select(func.coalesce(func.sum(Fact.tokens), 0)).where(
+            Fact.session_id == session_id, Fact.type.in_(types)
+        )
+    )
+    return int(total or 0)

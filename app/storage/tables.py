@@ -1,0 +1,90 @@
+"""Typed tables.
+
+`facts` is the append-only log: its primary key `(session_id, seq)` makes a duplicate
+sequence number impossible, and database triggers (see the first migration) refuse every
+UPDATE and DELETE on it in both PostgreSQL and SQLite.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+# SQLite has no BIGINT autoincrement; INTEGER PRIMARY KEY is its 64-bit rowid.
+Identity = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JsonDocument,
+        datetime: DateTime(timezone=True),
+    }
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[int] = mapped_column(Identity, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime]
+
+
+class ApiKey(Base):
+    """An API key, stored only as its SHA-256; the key itself is shown once at creation."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(Identity, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+
+
+class SessionRow(Base):
+    """A session. `external_id` is the id clients use, unique per tenant only."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (UniqueConstraint("tenant_id", "external_id"),)
+
+    id: Mapped[int] = mapped_column(Identity, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"))
+    external_id: Mapped[str | None] = mapped_column(String(200))
+    encoding: Mapped[str] = mapped_column(String(32))
+    context_window: Mapped[int]
+    model: Mapped[str | None] = mapped_column(String(200))
+    attributes: Mapped[dict[str, Any]]
+    """Client metadata and hook URLs, as given at creation."""
+    last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime]
+
+
+class Fact(Base):
+    """One item of a session's log, exactly as received (in Responses form)."""
+
+    __tablename__ = "facts"
+    __table_args__ = (Index("ix_facts_idempotency", "session_id", "idempotency_key"),)
+
+    session_id: Mapped[int] = mapped_column(Identity, ForeignKey("sessions.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    type: Mapped[str] = mapped_column(String(64))
+    item: Mapped[dict[str, Any]]
+    tokens: Mapped[int]
+    unit: Mapped[str | None] = mapped_column(String(200))
+    phase: Mapped[str | None] = mapped_column(String(200))
+    provenance: Mapped[dict[str, Any]]
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    recorded_at: Mapped[datetime]

@@ -1,0 +1,84 @@
+"""Shared bench plumbing: a throwaway PostgreSQL database and a real server process on it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from sqlalchemy.engine import make_url
+
+from app.storage.database import migrate
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAJECTORIES = sorted((ROOT / "tests" / "data" / "trajectories").glob("*.jsonl"))
+ADMIN_URL = os.environ.get(
+    "CTX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def load_trajectories() -> dict[str, list[dict[str, Any]]]:
+    return {
+        path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for path in TRAJECTORIES
+    }
+
+
+def libpq(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextlib.contextmanager
+def bench_database(name: str) -> Iterator[str]:
+    with psycopg.connect(libpq(ADMIN_URL), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    migrate(url)
+    try:
+        yield url
+    finally:
+        with psycopg.connect(libpq(ADMIN_URL), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def running_server(database_url: str, *, workers: int = 1) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "CTX_DATABASE_URL": database_url, "CTX_API_KEYS": "[]"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", str(workers)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("the server did not become ready")
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

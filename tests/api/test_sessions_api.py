@@ -1,0 +1,290 @@
+"""Sessions and the fact log over HTTP, against real PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from tests.builders import assistant_msg, system_msg, tool_call, tool_output, user_msg
+from tests.conftest import TRAJECTORIES, load_trajectory
+
+
+def _create(client: TestClient, session_id: str, **attributes: Any) -> dict[str, Any]:
+    response = client.post("/sessions", json={"session_id": session_id, **attributes})
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_create_session_returns_attributes_and_is_idempotent(
+    client: TestClient, session_id: str
+) -> None:
+    created = _create(
+        client, session_id, context_window=128_000, model="gpt-test", metadata={"a": 1}
+    )
+    assert {k: v for k, v in created.items() if k != "created_at"} == {
+        "session_id": session_id,
+        "encoding": "o200k_base",
+        "context_window": 128_000,
+        "model": "gpt-test",
+        "metadata": {"a": 1},
+        "hooks": {"pre_compact": None, "session_end": None},
+        "last_seq": 0,
+    }
+    again = client.post(
+        "/sessions",
+        json={
+            "session_id": session_id,
+            "context_window": 128_000,
+            "model": "gpt-test",
+            "metadata": {"a": 1},
+        },
+    )
+    assert (again.status_code, again.json()) == (200, created)
+    different = client.post("/sessions", json={"session_id": session_id, "context_window": 1000})
+    assert different.status_code == 409
+    assert different.json()["error"]["code"] == "conflict"
+
+
+def test_session_without_id_gets_a_derived_one(client: TestClient) -> None:
+    first = client.post("/sessions", json={}).json()["session_id"]
+    second = client.post("/sessions", json={}).json()["session_id"]
+    assert first.startswith("sess_")
+    assert second.startswith("sess_")
+    assert first != second
+
+
+def test_append_returns_sequence_types_and_exact_tokens(
+    client: TestClient, session_id: str
+) -> None:
+    _create(client, session_id)
+    items = [
+        system_msg("be terse"),
+        user_msg("hello world"),
+        tool_call("c1", "sh", '{"cmd":"ls"}'),
+        tool_output("c1", "a.py"),
+        {"type": "vendor_event", "x": 1},
+    ]
+    response = client.post(
+        f"/sessions/{session_id}/items", json={"items": items, "unit": "planner"}
+    )
+    assert response.status_code == 201, response.text
+    assert response.json() == {
+        "first_seq": 1,
+        "last_seq": 5,
+        "items": [
+            {"seq": 1, "type": "message", "tokens": 2},
+            {"seq": 2, "type": "message", "tokens": 2},
+            {"seq": 3, "type": "function_call", "tokens": 7},
+            {"seq": 4, "type": "function_call_output", "tokens": 2},
+            {"seq": 5, "type": "vendor_event", "tokens": 0},
+        ],
+        "excluded": [
+            {"seq": 1, "type": "message", "reason": "system_message"},
+            {"seq": 5, "type": "vendor_event", "reason": "unknown_type"},
+        ],
+    }
+    page = client.get(f"/sessions/{session_id}/items", params={"after_seq": 0, "limit": 2}).json()
+    assert [entry["item"] for entry in page["items"]] == items[:2]
+    assert page["next_after_seq"] == 2
+    rest = client.get(f"/sessions/{session_id}/items", params={"after_seq": 2}).json()
+    assert [entry["item"] for entry in rest["items"]] == items[2:]
+    assert rest["next_after_seq"] is None
+    detail = client.get(f"/sessions/{session_id}").json()
+    assert (detail["last_seq"], detail["item_count"], detail["active_tokens"]) == (5, 5, 11)
+
+
+def test_append_with_stale_expected_last_seq_conflicts_and_writes_nothing(
+    client: TestClient, session_id: str
+) -> None:
+    _create(client, session_id)
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("one")]})
+    response = client.post(
+        f"/sessions/{session_id}/items", json={"items": [user_msg("two")], "expected_last_seq": 0}
+    )
+    assert response.status_code == 409
+    assert response.json()["error"] == {
+        "code": "sequence_conflict",
+        "message": "expected last_seq 0 but the session is at 1; nothing was written",
+        "details": {"expected": 0, "actual": 1},
+    }
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 1
+
+
+def test_repeated_idempotency_key_returns_original_response(
+    client: TestClient, session_id: str
+) -> None:
+    _create(client, session_id)
+    body = {"items": [user_msg("one"), assistant_msg("two")], "idempotency_key": "turn-7"}
+    first = client.post(f"/sessions/{session_id}/items", json=body)
+    second = client.post(f"/sessions/{session_id}/items", json=body)
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert second.json() == first.json()
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 2
+
+
+@pytest.mark.parametrize("fmt", ["chat", "anthropic"])
+def test_append_in_other_formats_stores_responses_items(
+    client: TestClient, session_id: str, fmt: str
+) -> None:
+    _create(client, session_id)
+    if fmt == "chat":
+        items: list[dict[str, Any]] = [
+            {"role": "user", "content": "list files"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "sh", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.py"},
+        ]
+    else:
+        items = [
+            {"role": "user", "content": "list files"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "call_1", "name": "sh", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "a.py"}],
+            },
+        ]
+    response = client.post(f"/sessions/{session_id}/items", json={"items": items, "format": fmt})
+    assert response.status_code == 201, response.text
+    logged = client.get(f"/sessions/{session_id}/items").json()["items"]
+    assert [(e["type"], e["item"].get("call_id")) for e in logged] == [
+        ("message", None),
+        ("function_call", "call_1"),
+        ("function_call_output", "call_1"),
+    ]
+
+
+def test_every_trajectory_appends_losslessly(client: TestClient, session_id: str) -> None:
+    for path in TRAJECTORIES:
+        name = f"{session_id}-{path.stem}"[:200]
+        _create(client, name)
+        items = load_trajectory(path)
+        assert client.post(f"/sessions/{name}/items", json={"items": items}).status_code == 201
+        logged = client.get(f"/sessions/{name}/items", params={"limit": 1000}).json()["items"]
+        assert [entry["item"] for entry in logged] == items
+
+
+def test_other_tenants_session_answers_404_like_a_missing_one(
+    postgres_url: str, session_id: str
+) -> None:
+    settings = Settings(database_url=postgres_url, api_keys=["alpha:key-alpha", "beta:key-beta"])
+    with TestClient(create_app(settings)) as service:
+        _check_isolation(service, session_id)
+
+
+def _check_isolation(service: TestClient, session_id: str) -> None:
+    alpha = {"Authorization": "Bearer key-alpha"}
+    beta = {"Authorization": "Bearer key-beta"}
+    assert (
+        service.post("/sessions", json={"session_id": session_id}, headers=alpha).status_code == 201
+    )
+    service.post(
+        f"/sessions/{session_id}/items", json={"items": [user_msg("secret")]}, headers=alpha
+    )
+    missing = service.get("/sessions/no-such-session", headers=beta)
+    for response in (
+        service.get(f"/sessions/{session_id}", headers=beta),
+        service.get(f"/sessions/{session_id}/items", headers=beta),
+        service.post(
+            f"/sessions/{session_id}/items", json={"items": [user_msg("x")]}, headers=beta
+        ),
+    ):
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == missing.json()["error"]["code"] == "not_found"
+    # The same id is free for the other tenant: ids are per tenant and nothing leaks.
+    assert (
+        service.post("/sessions", json={"session_id": session_id}, headers=beta).status_code == 201
+    )
+    assert service.get(f"/sessions/{session_id}/items", headers=beta).json()["items"] == []
+
+
+def test_missing_or_unknown_key_is_401_when_keys_are_configured(postgres_url: str) -> None:
+    settings = Settings(database_url=postgres_url, api_keys=["alpha:key-alpha"])
+    with TestClient(create_app(settings)) as service:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
+            response = service.get("/sessions/anything", headers=headers)
+            assert response.status_code == 401
+            assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_error_shapes(client: TestClient, session_id: str) -> None:
+    _create(client, session_id)
+    malformed = client.post(
+        f"/sessions/{session_id}/items",
+        content=b'{"items": [',
+        headers={"content-type": "application/json"},
+    )
+    assert (malformed.status_code, malformed.json()["error"]["code"]) == (400, "malformed_json")
+    invalid = client.post(f"/sessions/{session_id}/items", json={"items": ["not an object"]})
+    assert invalid.status_code == 422
+    assert invalid.json()["error"]["code"] == "validation_error"
+    assert invalid.json()["error"]["details"][0]["loc"] == ["body", "items", 0]
+    unknown_route = client.get("/nowhere")
+    assert unknown_route.json() == {
+        "error": {"code": "not_found", "message": "Not Found", "details": None}
+    }
+    wrong_method = client.delete(f"/sessions/{session_id}")
+    assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (
+        405,
+        "method_not_allowed",
+    )
+    empty = client.post(f"/sessions/{session_id}/items", json={"items": []})
+    assert empty.status_code == 422
+
+
+def test_body_and_item_limits_answer_413_with_the_limit(postgres_url: str, session_id: str) -> None:
+    settings = Settings(database_url=postgres_url, max_body_bytes=2000, max_item_bytes=500)
+    with TestClient(create_app(settings)) as service:
+        service.post("/sessions", json={"session_id": session_id})
+        body = service.post(f"/sessions/{session_id}/items", json={"items": [user_msg("x" * 3000)]})
+        assert body.status_code == 413
+        assert "2000 bytes" in body.json()["error"]["message"]
+        item = service.post(f"/sessions/{session_id}/items", json={"items": [user_msg("x" * 900)]})
+        assert item.status_code == 413
+        assert "500 bytes" in item.json()["error"]["message"]
+        assert service.get(f"/sessions/{session_id}").json()["last_seq"] == 0
+
+
+def test_database_down_answers_503_with_retry_after() -> None:
+    # A real connection attempt to a port where no database listens.
+    unreachable = "postgresql+psycopg://postgres@127.0.0.1:1/none"
+    with TestClient(
+        create_app(Settings(database_url=unreachable, db_timeout_seconds=1))
+    ) as service:
+        response = service.get("/sessions/x")
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "5"
+        assert response.json()["error"]["code"] == "database_unavailable"
+        assert service.get("/readyz").status_code == 503
+
+
+def test_health_ready_and_metrics(client: TestClient, session_id: str) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"status": "ready"}
+    _create(client, session_id)
+    client.post(
+        f"/sessions/{session_id}/items",
+        json={"items": [user_msg("hi")], "unit": "u1", "phase": "p1"},
+    )
+    text = client.get("/metrics").text
+    assert 'contextd_appended_tokens_total{phase="p1",unit="u1"}' in text
+    assert (
+        'contextd_http_requests_total{method="POST",route="/sessions/{session_id}/items",status="201"}'
+        in text
+    )

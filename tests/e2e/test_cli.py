@@ -1,0 +1,51 @@
+"""The `contextd` console script, run as a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _contextd(*args: str, database_url: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CTX_DATABASE_URL": database_url, "CTX_API_KEYS": "[]"}
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_migrate_then_create_key_prints_a_working_key(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert _contextd("migrate", database_url=url).returncode == 0
+    created = _contextd("create-key", "--tenant", "acme", database_url=url)
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip().splitlines()[-1]
+    with TestClient(create_app(Settings(database_url=url))) as service:
+        assert service.post("/sessions", json={"session_id": "s"}).status_code == 401
+        authorized = {"Authorization": f"Bearer {key}"}
+        assert (
+            service.post("/sessions", json={"session_id": "s"}, headers=authorized).status_code
+            == 201
+        )
+
+
+def test_serve_refuses_open_mode_on_a_public_address(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'open.db'}"
+    assert _contextd("migrate", database_url=url).returncode == 0
+    refused = _contextd("serve", "--host", "0.0.0.0", "--port", "8999", database_url=url)
+    assert refused.returncode == 2
+    assert "refusing to serve open" in refused.stderr

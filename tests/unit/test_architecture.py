@@ -1,0 +1,69 @@
+"""The functional core stays pure: no I/O, no clock, no randomness, no framework imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+DOMAIN = Path(__file__).resolve().parents[2] / "app" / "domain"
+ALLOWED_ROOTS = {
+    "__future__",
+    "abc",
+    "bisect",
+    "collections",
+    "dataclasses",
+    "difflib",
+    "enum",
+    "functools",
+    "hashlib",
+    "heapq",
+    "itertools",
+    "json",
+    "math",
+    "operator",
+    "re",
+    "string",
+    "textwrap",
+    "types",
+    "typing",
+    "typing_extensions",
+    "unicodedata",
+    "uuid",
+    "app",
+}
+
+
+def _imported_modules(path: Path) -> list[str]:
+    modules: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.append(node.module)
+    return modules
+
+
+def test_domain_imports_only_pure_modules() -> None:
+    offenders = {
+        f"{path.name}: {module}"
+        for path in sorted(DOMAIN.glob("*.py"))
+        for module in _imported_modules(path)
+        if module.split(".")[0] not in ALLOWED_ROOTS
+        or (module.startswith("app") and not module.startswith("app.domain"))
+    }
+    assert offenders == set()
+
+
+def test_domain_calls_no_clock_or_randomness() -> None:
+    forbidden = {"uuid1", "uuid4", "now", "utcnow", "today", "time", "random", "urandom", "open"}
+    offenders = {
+        f"{path.name}:{node.lineno}"
+        for path in sorted(DOMAIN.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr in forbidden)
+            or (isinstance(node.func, ast.Name) and node.func.id in forbidden)
+        )
+    }
+    assert offenders == set()
