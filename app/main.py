@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import ops, sessions
+from app.api import history, ops, sessions
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.settings import Settings
@@ -39,8 +39,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = create_session_factory(engine)
+    app.state.tenant_by_key_hash = {}
     app.include_router(ops.router)
     app.include_router(sessions.router)
+    app.include_router(history.router)
     install_error_handlers(app, retry_after_seconds=settings.retry_after_seconds)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)

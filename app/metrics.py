@@ -26,3 +26,8 @@ APPENDED_TOKENS = Counter(
 DATABASE_UNAVAILABLE = Counter(
     "contextd_database_unavailable_total", "Requests answered 503 because the database was down."
 )
+NORMALIZE_REPAIRS = Counter(
+    "contextd_normalize_repairs_total",
+    "Repairs made while normalizing histories, by kind of repair.",
+    ["kind"],
+)

@@ -8,6 +8,7 @@ refuses to serve open on a non-loopback address).
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -37,27 +38,35 @@ def get_db(request: Request) -> Iterator[Session]:
 
 def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int:
     settings = get_settings(request)
+    # Tenants and keys are never deleted, so a resolved key stays valid for the process.
+    known: dict[str, int] = request.app.state.tenant_by_key_hash
     header = request.headers.get("authorization")
     if header is None:
         if settings.api_keys or repository.has_api_keys(db):
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-        tenant_id = repository.ensure_tenant(db, OPEN_TENANT)
-        db.commit()
-        return tenant_id
+        return _resolve(db, known, cache_key="", tenant_name=OPEN_TENANT)
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
-    key = key.strip()
+    key_hash = hash_api_key(key.strip())
+    if key_hash in known:
+        return known[key_hash]
     for pair in settings.api_keys:
         tenant_name, _, static_key = pair.partition(":")
-        if static_key == key:
-            tenant_id = repository.ensure_tenant(db, tenant_name)
-            db.commit()
-            return tenant_id
-    tenant = repository.find_tenant_by_key_hash(db, hash_api_key(key))
+        if hmac.compare_digest(hash_api_key(static_key), key_hash):
+            return _resolve(db, known, cache_key=key_hash, tenant_name=tenant_name)
+    tenant = repository.find_tenant_by_key_hash(db, key_hash)
     if tenant is None:
         raise Unauthorized("unknown API key")
+    known[key_hash] = tenant
     return tenant
+
+
+def _resolve(db: Session, known: dict[str, int], *, cache_key: str, tenant_name: str) -> int:
+    if cache_key not in known:
+        known[cache_key] = repository.ensure_tenant(db, tenant_name)
+        db.commit()
+    return known[cache_key]
 
 
 Db = Annotated[Session, Depends(get_db)]

@@ -6,6 +6,7 @@ Both are plain ASGI (not BaseHTTPMiddleware) so a 32 MiB body is streamed once, 
 from __future__ import annotations
 
 import time
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response

@@ -109,3 +109,48 @@ class ItemsPageResponse(BaseModel):
 
 class HealthResponse(BaseModel):
     status: str
+
+
+Modality = Literal["text", "image", "audio"]
+
+
+class TruncationSpec(StrictModel):
+    mode: Literal["tokens", "bytes"] = "tokens"
+    limit: Annotated[int, Field(ge=0, le=10_000_000)] = 10_000
+    serialization_margin: Annotated[float, Field(ge=1.0, le=10.0)] = 1.2
+
+
+class NormalizeRequest(StrictModel):
+    """Either `items` (stateless) or `session_id` (that session's active history)."""
+
+    items: list[dict[str, Any]] | None = None
+    session_id: SessionIdText | None = None
+    format: Format = "responses"
+    output_format: Format | None = None
+    input_modalities: list[Modality] = Field(default=["text", "image"])
+    truncation: TruncationSpec = Field(default_factory=TruncationSpec)
+    encoding: Encoding | None = None
+
+
+class NormalizeReportBody(BaseModel):
+    synthesized_outputs: list[dict[str, Any]]
+    removed_orphans: list[dict[str, Any]]
+    reordered_outputs: list[dict[str, Any]]
+    deduplicated_outputs: list[dict[str, Any]]
+    stripped_media: list[dict[str, Any]]
+    truncated_outputs: list[dict[str, Any]]
+    excluded: list[dict[str, Any]]
+
+
+class NormalizeResponse(BaseModel):
+    items: list[dict[str, Any]]
+    tokens: int = Field(description="Exact tokens of the returned items' model-visible text.")
+    report: NormalizeReportBody
+    untranslated: list[int] = Field(
+        description="Indices of Responses-form items the output format cannot express; "
+        "they are returned unchanged, in place."
+    )
+
+
+class HistoryResponse(NormalizeResponse):
+    compaction_id: str | None

@@ -25,6 +25,7 @@ from app.domain.errors import InvalidInput, PayloadTooLarge
 from app.domain.formats import to_responses
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason, item_type, visible_text
+from app.domain.normalize import normalize_history
 from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS
 from app.storage import repository
 from app.storage.tables import SessionRow
@@ -74,14 +75,13 @@ def create_session(
 def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     facts = repository.read_facts(db, session_id=row.id)
-    active_tokens = sum(
-        fact.tokens
-        for fact in facts
-        if admission_reason(
-            fact.item, harness_authored=fact.provenance.get("harness_authored", False)
-        )
-        is None
+    count_tokens = token_counter(row.encoding)
+    active = normalize_history(
+        [fact.item for fact in facts],
+        count_tokens=count_tokens,
+        item_metadata=[fact.provenance for fact in facts],
     )
+    active_tokens = sum(count_tokens(visible_text(item)) for item in active.items)
     return SessionDetailResponse(
         **_session_response(row).model_dump(),
         item_count=len(facts),

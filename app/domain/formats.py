@@ -30,9 +30,9 @@ Anthropic Messages ("anthropic"):
   outputs are `tool_result` blocks of a user message. A message stands alone as plain string
   content only when it is the single item of its Anthropic message. Going back, consecutive
   text and image blocks of a message form one Responses message.
-- Tool inputs must be objects: `arguments` that do not parse as a JSON object (or that would
-  read back as the carrier) travel as `{"_raw_arguments": "<the string>"}` and come back
-  exactly. Parsed arguments come back as compact JSON (`separators=(",", ":")`, no ASCII
+- Tool inputs must be objects: `arguments` that do not parse as a JSON object (or that hold
+  NaN or infinities, or would read back as the carrier) travel as
+  `{"_raw_arguments": "<the string>"}` and come back exactly. Parsed arguments come back as compact JSON (`separators=(",", ":")`, no ASCII
   escaping), equal as JSON to the original but not necessarily as text.
 - Reasoning becomes a `thinking` block with its text and with `encrypted_content` as the
   signature; reasoning with no text but encrypted content becomes `redacted_thinking`.
@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain.items import Format, Item, item_type
+from app.domain.items import OUTPUT_TYPES, Format, Item, item_type
 
 RAW_ARGUMENTS = "_raw_arguments"
 """Tool-input key carrying function arguments that are not a JSON object (Anthropic)."""
@@ -226,13 +226,7 @@ def _chat_from_responses(items: list[Item]) -> Conversion:
                 parts = _convert_content(content, part=_chat_part, role=role)
                 if parts is not None:
                     standalone = {"role": role, "content": parts}
-            case (
-                ("function_call_output" | "custom_tool_call_output"),
-                {
-                    "call_id": str() as call_id,
-                    "output": output,
-                },
-            ):
+            case kind, {"call_id": str() as call_id, "output": output} if kind in OUTPUT_TYPES:
                 # Chat tool messages carry text only.
                 parts = _convert_content(output, part=_chat_part, role="tool")
                 if parts is not None:
@@ -322,11 +316,8 @@ def _chat_to_responses(messages: list[Item]) -> Conversion:
             case {"role": "tool", "tool_call_id": str() as call_id, "content": content}:
                 parts = _convert_content(content, part=_responses_part_from_chat, role="tool")
                 if parts is not None:
-                    kind = (
-                        "custom_tool_call_output"
-                        if call_id in custom_calls
-                        else ("function_call_output")
-                    )
+                    custom = call_id in custom_calls
+                    kind = "custom_tool_call_output" if custom else "function_call_output"
                     converted = [{"type": kind, "call_id": call_id, "output": parts}]
             case _:
                 pass

@@ -89,7 +89,10 @@ def visible_text(item: Item) -> str:
             return ""
 
 
-def admission_reason(item: object, *, harness_authored: bool) -> str | None:
+Refusal = Literal["not_an_object", "unknown_type", "system_message", "not_harness_authored"]
+
+
+def admission_reason(item: object, *, harness_authored: bool) -> Refusal | None:
     """Why `item` is kept out of model-visible history, or None when it is admitted.
 
     System messages travel as instructions, not history; configuration updates are admitted

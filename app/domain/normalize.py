@@ -39,10 +39,11 @@ from typing import Any, Literal
 
 from app.domain.items import (
     CALL_TYPES,
-    KNOWN_TYPES,
     OUTPUT_TYPES,
     CountTokens,
     Item,
+    Refusal,
+    admission_reason,
     item_type,
     visible_text,
 )
@@ -71,14 +72,7 @@ __all__ = [
 Family = Literal["function", "custom"]
 CallKey = tuple[Family, str]
 MediaKind = Literal["image", "audio"]
-ExclusionReason = Literal[
-    "not_an_object",
-    "unknown_type",
-    "system_message",
-    "not_harness_authored",
-    "call_without_call_id",
-    "duplicate_call_id",
-]
+ExclusionReason = Refusal | Literal["call_without_call_id", "duplicate_call_id"]
 
 SYNTHETIC_OUTPUT_NAMESPACE = uuid.UUID("8a9fb583-5174-477f-82ff-9ad9c778f6c9")
 """UUIDv5 namespace of synthesized output ids. Changing it changes model-visible ids and so
@@ -259,19 +253,13 @@ def normalize_history(
             excluded.append(ExcludedItem(index=index, type=kind, reason="not_an_object"))
             continue
         kind = item_type(item)
-        reason: ExclusionReason | None = None
-        if kind not in KNOWN_TYPES:
-            reason = "unknown_type"
-        elif kind == "message" and item.get("role") == "system":
-            # Base instructions travel as the request's `instructions`, never as history.
-            reason = "system_message"
-        elif (
-            kind == "configuration_update"
-            and _metadata_at(item_metadata, index).get("harness_authored") is not True
+        harness_authored = _metadata_at(item_metadata, index).get("harness_authored") is True
+        reason: ExclusionReason | None = admission_reason(item, harness_authored=harness_authored)
+        if (
+            reason is None
+            and kind in ("function_call", "custom_tool_call")
+            and _call_key(item) is None
         ):
-            # Only the harness may change the model's configuration from inside the history.
-            reason = "not_harness_authored"
-        elif kind in ("function_call", "custom_tool_call") and _call_key(item) is None:
             # No output could ever answer it. It stays in the log; only this projection drops it.
             reason = "call_without_call_id"
         if reason is None:
@@ -279,7 +267,8 @@ def normalize_history(
         else:
             excluded.append(ExcludedItem(index=index, type=kind, reason=reason))
 
-    # Owners and answers: the first call and the first output per key win.
+    # Owners and answers: the first call and the first output per key win. Orphans and repeats
+    # are set aside before batches are formed, so that removing them never reads as a move.
     call_keys = [_call_key(item) for _, item in admitted]
     answer_keys = [_answer_key(item) for _, item in admitted]
     owners: set[CallKey] = set()
@@ -305,7 +294,8 @@ def normalize_history(
         elif key in answered:
             dropped.add(position)
             duplicates.append(DeduplicatedOutput(call_id=key[1], index=index))
-        answered.add(key)
+        else:
+            answered.add(key)
 
     # Batches: a run of calls, each followed by its outputs or by more calls. An answer inside
     # its call's batch stays where it is; any other answer is displaced to the batch's end.

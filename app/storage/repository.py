@@ -50,9 +50,13 @@ def ensure_tenant(db: Session, name: str) -> int:
     tenant_id = db.scalar(select(Tenant.id).where(Tenant.name == name))
     if tenant_id is not None:
         return tenant_id
-    tenant = Tenant(name=name, created_at=_now())
-    db.add(tenant)
-    db.flush()
+    try:
+        with db.begin_nested():
+            tenant = Tenant(name=name, created_at=_now())
+            db.add(tenant)
+    except IntegrityError:
+        # Another request created it between our read and our insert.
+        return db.scalars(select(Tenant.id).where(Tenant.name == name)).one()
     return tenant.id
 
 

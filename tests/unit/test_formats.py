@@ -226,7 +226,7 @@ def test_chat_from_responses_groups_each_assistant_turn() -> None:
 
 
 def test_chat_to_responses_splits_assistant_messages_into_items() -> None:
-    messages = [
+    messages: list[Item] = [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": [{"type": "text", "text": "list files"}]},
         {
@@ -295,7 +295,14 @@ def test_chat_carries_images_and_audio_of_user_messages() -> None:
 
 
 def test_chat_reasoning_items_each_open_a_turn() -> None:
-    items = [_reasoning("a"), _reasoning("b"), _text("assistant", "c"), _reasoning("d"), _call("1")]
+    items = [
+        _reasoning("a"),
+        _reasoning("b"),
+        _text("assistant", "c"),
+        _reasoning("d"),
+        _call("1"),
+        _text("assistant", "e"),
+    ]
     chat = from_responses(items, "chat")
     assert chat == Conversion(
         [
@@ -311,6 +318,7 @@ def test_chat_reasoning_items_each_open_a_turn() -> None:
                 "reasoning_content": "d",
                 "tool_calls": [_chat_call("1")],
             },
+            {"role": "assistant", "content": [{"type": "text", "text": "e"}]},
         ],
         [],
     )
@@ -345,7 +353,7 @@ def test_chat_passes_through_what_it_cannot_express() -> None:
 
 
 def test_chat_messages_it_cannot_read_are_passed_through_whole() -> None:
-    messages = [
+    messages: list[Item] = [
         {"role": "assistant", "content": "hi", "tool_calls": [{"id": "c1", "type": "function"}]},
         {"role": "assistant", "content": None},
         {"role": "assistant", "content": 7},
@@ -429,7 +437,7 @@ def test_anthropic_from_responses_merges_items_of_one_role() -> None:
 
 
 def test_anthropic_to_responses_gives_each_block_its_item() -> None:
-    messages = [
+    messages: list[Item] = [
         {"role": "user", "content": "look"},
         {
             "role": "user",
@@ -451,6 +459,7 @@ def test_anthropic_to_responses_gives_each_block_its_item() -> None:
                 {"type": "text", "text": "Twice."},
                 {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "é"}},
                 {"type": "tool_use", "id": "t2", "name": "raw", "input": {RAW_ARGUMENTS: "{x"}},
+                {"type": "text", "text": "After."},
             ],
         },
         {
@@ -497,6 +506,7 @@ def test_anthropic_to_responses_gives_each_block_its_item() -> None:
             ),
             _call("t1", "read", '{"path":"é"}'),
             _call("t2", "raw", "{x"),
+            _message("assistant", [{"type": "output_text", "text": "After."}]),
             _output("t1", "text"),
             _output("t2", [{"type": "input_text", "text": "see"}, image]),
             _output("t3", ""),
@@ -557,7 +567,7 @@ def test_anthropic_passes_through_what_it_cannot_express() -> None:
 
 
 def test_anthropic_messages_it_cannot_read_are_passed_through_whole() -> None:
-    messages = [
+    messages: list[Item] = [
         {"role": "system", "content": "rules"},
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "document"}]},
         {

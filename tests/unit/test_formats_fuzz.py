@@ -129,7 +129,7 @@ def messages(draw: st.DrawFn) -> Item:
     if draw(st.booleans()):
         return {"type": "message", "role": role, "content": draw(texts)}
     kind = "output_text" if role == "assistant" else "input_text"
-    part = texts.map(lambda text: {"type": kind, "text": text})
+    part: st.SearchStrategy[Item] = texts.map(lambda text: {"type": kind, "text": text})
     if role == "assistant":
         part |= texts.map(lambda text: {"type": "refusal", "refusal": text})
     if role == "user":
@@ -147,7 +147,7 @@ def calls(draw: st.DrawFn) -> Item:
     call_id = draw(call_ids)
     match draw(st.sampled_from(["function", "custom", "local_shell"])):
         case "function":
-            call = {"type": "function_call", "call_id": call_id, "name": draw(texts)}
+            call: Item = {"type": "function_call", "call_id": call_id, "name": draw(texts)}
             call["arguments"] = draw(arguments)
             if draw(st.booleans()):
                 call["id"] = f"fc_{call_id}"

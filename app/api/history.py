@@ -1,0 +1,107 @@
+"""Normalization over HTTP: stateless (`POST /history/normalize`) and the session's active
+history (`GET /sessions/{id}/history`). Both write nothing."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, get_args
+
+from fastapi import APIRouter, Query
+from sqlalchemy.orm import Session
+
+from app.api.deps import AppSettings, Db, TenantId
+from app.api.errors import ERROR_RESPONSES
+from app.api.models import (
+    HistoryResponse,
+    Modality,
+    NormalizeReportBody,
+    NormalizeRequest,
+    NormalizeResponse,
+)
+from app.domain.errors import InvalidInput
+from app.domain.formats import from_responses, to_responses
+from app.domain.items import Format, Item, visible_text
+from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_history
+from app.metrics import NORMALIZE_REPAIRS
+from app.storage import repository
+from app.tokens import token_counter
+
+router = APIRouter(tags=["history"], responses=ERROR_RESPONSES)
+
+
+def _session_history(
+    db: Session, *, tenant_id: int, session_id: str
+) -> tuple[list[Item], list[dict[str, Any]], str]:
+    """The session's active history (items and their append metadata) and its encoding."""
+    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    facts = repository.read_facts(db, session_id=row.id)
+    return [fact.item for fact in facts], [fact.provenance for fact in facts], row.encoding
+
+
+def _respond(result: NormalizeResult, *, output_format: Format, encoding: str) -> dict[str, Any]:
+    count_tokens = token_counter(encoding)
+    converted = from_responses(list(result.items), output_format)
+    report = result.report.as_dict()
+    for kind, entries in report.items():
+        if entries:
+            NORMALIZE_REPAIRS.labels(kind).inc(len(entries))
+    return {
+        "items": converted.items,
+        "tokens": sum(count_tokens(visible_text(item)) for item in result.items),
+        "report": NormalizeReportBody(**report),
+        "untranslated": converted.untranslated,
+    }
+
+
+@router.post("/history/normalize", response_model=NormalizeResponse)
+def normalize(
+    body: NormalizeRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> NormalizeResponse:
+    if (body.items is None) == (body.session_id is None):
+        raise InvalidInput(
+            "give either `items` or `session_id`, not both and not neither",
+            details=[{"loc": ["body"], "msg": "exactly one of items, session_id is required"}],
+        )
+    if body.session_id is not None:
+        items, metadata, encoding = _session_history(
+            db, tenant_id=tenant_id, session_id=body.session_id
+        )
+    else:
+        items, metadata = to_responses(body.items or [], body.format).items, []
+        encoding = settings.default_encoding
+    encoding = body.encoding or encoding
+    result = normalize_history(
+        items,
+        count_tokens=token_counter(encoding),
+        input_modalities=frozenset(body.input_modalities),
+        truncation=TruncationPolicy(**body.truncation.model_dump()),
+        item_metadata=metadata,
+    )
+    output_format = body.output_format or body.format
+    return NormalizeResponse(**_respond(result, output_format=output_format, encoding=encoding))
+
+
+@router.get("/sessions/{session_id}/history", response_model=HistoryResponse)
+def get_history(
+    session_id: str,
+    tenant_id: TenantId,
+    db: Db,
+    output_format: Format = "responses",
+    input_modalities: Annotated[str, Query(pattern=r"^[a-z,]*$")] = "text,image",
+) -> HistoryResponse:
+    modalities = {m for m in input_modalities.split(",") if m}
+    unknown = modalities - set(get_args(Modality))
+    if unknown:
+        raise InvalidInput(
+            f"unknown input modalities: {', '.join(sorted(unknown))}",
+            details=[{"loc": ["query", "input_modalities"], "msg": "unknown modality"}],
+        )
+    items, metadata, encoding = _session_history(db, tenant_id=tenant_id, session_id=session_id)
+    result = normalize_history(
+        items,
+        count_tokens=token_counter(encoding),
+        input_modalities=frozenset(modalities),
+        item_metadata=metadata,
+    )
+    return HistoryResponse(
+        **_respond(result, output_format=output_format, encoding=encoding), compaction_id=None
+    )
