@@ -44,6 +44,7 @@ openapi: $(STAMP)
 
 bench: $(STAMP) postgres
 	$(BIN)/python -m bench.append
+	$(BIN)/python -m bench.normalize
 
 clean:
 	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm

@@ -40,6 +40,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.session_factory = create_session_factory(engine)
     app.state.tenant_by_key_hash = {}
+    app.state.keys_exist = False
+    app.state.open_mode_checked_at = float("-inf")
     app.include_router(ops.router)
     app.include_router(sessions.router)
     app.include_router(history.router)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -42,7 +43,7 @@ def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int
     known: dict[str, int] = request.app.state.tenant_by_key_hash
     header = request.headers.get("authorization")
     if header is None:
-        if settings.api_keys or repository.has_api_keys(db):
+        if settings.api_keys or _has_stored_keys(request, db):
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
         return _resolve(db, known, cache_key="", tenant_name=OPEN_TENANT)
     scheme, _, key = header.partition(" ")
@@ -60,6 +61,24 @@ def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int
         raise Unauthorized("unknown API key")
     known[key_hash] = tenant
     return tenant
+
+
+OPEN_MODE_RECHECK_SECONDS = 2.0
+
+
+def _has_stored_keys(request: Request, db: Session) -> bool:
+    """Whether any key exists in the database, re-read at most every couple of seconds.
+
+    Once a key exists the service is closed for good (keys are never deleted); while it is
+    open, a key created with the CLI closes it within `OPEN_MODE_RECHECK_SECONDS`.
+    """
+    state = request.app.state
+    now = time.monotonic()
+    if state.keys_exist or now < state.open_mode_checked_at + OPEN_MODE_RECHECK_SECONDS:
+        return bool(state.keys_exist)
+    state.keys_exist = repository.has_api_keys(db)
+    state.open_mode_checked_at = now
+    return bool(state.keys_exist)
 
 
 def _resolve(db: Session, known: dict[str, int], *, cache_key: str, tenant_name: str) -> int:

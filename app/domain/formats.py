@@ -32,8 +32,9 @@ Anthropic Messages ("anthropic"):
   text and image blocks of a message form one Responses message.
 - Tool inputs must be objects: `arguments` that do not parse as a JSON object (or that hold
   NaN or infinities, or would read back as the carrier) travel as
-  `{"_raw_arguments": "<the string>"}` and come back exactly. Parsed arguments come back as compact JSON (`separators=(",", ":")`, no ASCII
-  escaping), equal as JSON to the original but not necessarily as text.
+  `{"_raw_arguments": "<the string>"}` and come back exactly. Parsed arguments come back as
+  compact JSON (`separators=(",", ":")`, no ASCII escaping): equal as JSON to the original,
+  not necessarily as text.
 - Reasoning becomes a `thinking` block with its text and with `encrypted_content` as the
   signature; reasoning with no text but encrypted content becomes `redacted_thinking`.
   A signature only verifies at the provider that issued it.
