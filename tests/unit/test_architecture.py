@@ -19,6 +19,7 @@ ALLOWED_ROOTS = {
     "heapq",
     "itertools",
     "json",
+    "json_merge_patch",
     "math",
     "operator",
     "re",
