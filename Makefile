@@ -45,6 +45,7 @@ openapi: $(STAMP)
 bench: $(STAMP) postgres
 	$(BIN)/python -m bench.append
 	$(BIN)/python -m bench.normalize
+	$(BIN)/python -m bench.assemble
 
 clean:
 	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm

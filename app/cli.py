@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import secrets
 import sys
+from typing import Any
 
+import httpx
 import uvicorn
 
 from app.api.deps import hash_api_key
@@ -68,6 +71,40 @@ def run_create_key(settings: Settings, *, tenant: str) -> int:
     return 0
 
 
+def render_plan(stored: dict[str, Any]) -> str:
+    """A stored assembly as a table: every candidate, its decision, reason, tokens, position."""
+    response = stored["response"]
+    lines = [
+        f"assembly {stored['assembly_id']}  plan_hash {response['plan_hash'][:16]}",
+        f"total {response['total_tokens']} tokens  truncated={response['truncated']}  "
+        f"over_budget={response['over_budget']}  reused prefix "
+        f"{response['cache']['reused_prefix_tokens']} tokens",
+        "",
+        f"{'pos':>4}  {'decision':<8}  {'reason':<24}  {'tokens':>7}  {'score':>6}  "
+        f"{'form':<9}  {'layer':<9}  {'source':<16}  id",
+    ]
+    ordered = sorted(response["plan"], key=lambda e: (e["position"] is None, e["position"] or 0))
+    for entry in ordered:
+        position = "-" if entry["position"] is None else str(entry["position"])
+        score = "-" if entry["score"] is None else f"{entry['score']:.3f}"
+        lines.append(
+            f"{position:>4}  {entry['decision']:<8}  {entry['reason'] or '':<24}  "
+            f"{entry['tokens']:>7}  {score:>6}  {entry['form']:<9}  {entry['layer']:<9}  "
+            f"{entry['source'][:16]:<16}  {entry['id']}"
+        )
+    return "\n".join(lines)
+
+
+def run_plan(*, assembly_id: str, url: str, api_key: str | None) -> int:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    response = httpx.get(f"{url.rstrip('/')}/assemblies/{assembly_id}", headers=headers)
+    if response.status_code != 200:
+        print(response.json()["error"]["message"], file=sys.stderr)
+        return 1
+    print(render_plan(response.json()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     parser = argparse.ArgumentParser(prog="contextd", description=__doc__)
@@ -79,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, default=1)
     create_key = commands.add_parser("create-key", help="create a tenant API key and print it once")
     create_key.add_argument("--tenant", required=True)
+    plan = commands.add_parser("plan", help="render a stored assembly plan as a table")
+    plan.add_argument("assembly_id")
+    plan.add_argument("--url", default=f"http://{settings.host}:{settings.port}")
+    plan.add_argument("--api-key", default=os.environ.get("CTX_API_KEY"))
     args = parser.parse_args(argv)
     match args.command:
         case "migrate":
@@ -87,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_serve(settings, host=args.host, port=args.port, workers=args.workers)
         case "create-key":
             return run_create_key(settings, tenant=args.tenant)
+        case "plan":
+            return run_plan(assembly_id=args.assembly_id, url=args.url, api_key=args.api_key)
         case _:
             parser.error(f"unknown command {args.command}")
     return 2

@@ -3,17 +3,19 @@ lazily by `create_app` and no query runs until a request needs one."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import history, ops, sessions
+from app.api import assembly, history, ops, sessions
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.settings import Settings
 from app.storage.database import create_db_engine, create_session_factory
+from app.storage.retention import prune_periodically
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -24,9 +26,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = create_db_engine(settings)
 
+    session_factory = create_session_factory(engine)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        retention = asyncio.create_task(prune_periodically(session_factory, settings))
         yield
+        retention.cancel()
+        with suppress(asyncio.CancelledError):
+            await retention
         engine.dispose()
 
     app = FastAPI(
@@ -38,13 +46,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = engine
-    app.state.session_factory = create_session_factory(engine)
+    app.state.session_factory = session_factory
     app.state.tenant_by_key_hash = {}
     app.state.keys_exist = False
     app.state.open_mode_checked_at = float("-inf")
     app.include_router(ops.router)
     app.include_router(sessions.router)
     app.include_router(history.router)
+    app.include_router(assembly.router)
     install_error_handlers(app, retry_after_seconds=settings.retry_after_seconds)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)

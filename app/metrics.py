@@ -6,6 +6,8 @@ caller-chosen names and are documented as low-cardinality by contract.
 
 from __future__ import annotations
 
+import threading
+
 from prometheus_client import Counter, Histogram
 
 HTTP_REQUESTS = Counter(
@@ -31,3 +33,74 @@ NORMALIZE_REPAIRS = Counter(
     "Repairs made while normalizing histories, by kind of repair.",
     ["kind"],
 )
+
+# Assembly: the three cost axes. Every token handed out is counted once per
+# (source_class, cache, unit, phase); `sum by` any one label gives that axis.
+CONTEXT_TOKENS = Counter(
+    "contextd_context_tokens_total",
+    "Tokens handed out by /assemble, by source class, cache status (reused_prefix|new), "
+    "execution unit and phase.",
+    ["source_class", "cache", "unit", "phase"],
+)
+PROVIDER_TOKENS = Counter(
+    "contextd_provider_tokens_total",
+    "Provider-reported usage (cached|uncached input, output), by execution unit and phase.",
+    ["kind", "unit", "phase"],
+)
+ASSEMBLY_LATENCY = Histogram(
+    "contextd_assembly_duration_seconds",
+    "Server-side time to assemble a context (selection, placement, storage).",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+ASSEMBLY_SIZE = Histogram(
+    "contextd_assembly_tokens",
+    "Tokens per assembled context.",
+    buckets=(256, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576),
+)
+ASSEMBLY_DECISIONS = Counter(
+    "contextd_assembly_candidates_total",
+    "Assembly candidates by decision and drop reason (reason 'none' when selected).",
+    ["decision", "reason"],
+)
+ASSEMBLY_FLAGS = Counter(
+    "contextd_assembly_flags_total",
+    "Assemblies that were truncated or went over budget because of required items.",
+    ["flag"],
+)
+ASSEMBLY_PREFIX_TOKENS = Counter(
+    "contextd_assembly_startup_tokens_total",
+    "Tokens of the required stable prefix (fixed start-up cost), by execution unit.",
+    ["unit"],
+)
+TOKEN_ESTIMATE_ERROR = Histogram(
+    "contextd_token_estimate_error_ratio",
+    "|caller estimate - exact count| / exact count, for selected items whose tokens were given.",
+    buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0),
+)
+
+
+class LabelCap:
+    """Caps a caller-chosen label to its first `limit` distinct values; later ones read 'other'.
+
+    Caller-chosen values (units, phases) would otherwise create unbounded series.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, value: str | None) -> str:
+        if not value:
+            return "none"
+        with self.lock:
+            if value in self.seen:
+                return value
+            if len(self.seen) < self.limit:
+                self.seen.add(value)
+                return value
+        return "other"
+
+
+UNIT_LABEL = LabelCap(50)
+PHASE_LABEL = LabelCap(50)

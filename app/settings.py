@@ -34,3 +34,12 @@ class Settings(BaseSettings):
     db_timeout_seconds: float = 5.0
     retry_after_seconds: int = 5
     token_cache_entries: int = 100_000
+    output_reserve_tokens: int = Field(
+        default=16_000, description="Window kept free for the model's output in session mode."
+    )
+    compaction_pressure_threshold: float = 0.9
+    near_duplicate_threshold: float = 0.9
+    retrieval_recall_cap: int = 20
+    assembly_retention_days: int = 30
+    assembly_retention_per_session: int = 1000
+    assembly_cleanup_interval_seconds: float = 300.0

@@ -3,6 +3,7 @@ history (`GET /sessions/{id}/history`). Both write nothing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Query
@@ -28,13 +29,32 @@ from app.tokens import token_counter
 router = APIRouter(tags=["history"], responses=ERROR_RESPONSES)
 
 
-def _session_history(
-    db: Session, *, tenant_id: int, session_id: str
-) -> tuple[list[Item], list[dict[str, Any]], str]:
-    """The session's active history (items and their append metadata) and its encoding."""
+@dataclass(frozen=True)
+class ActiveHistory:
+    """A session's active history before normalization, with what callers need beside it."""
+
+    session_pk: int
+    last_seq: int
+    encoding: str
+    context_window: int
+    items: list[Item]
+    metadata: list[dict[str, Any]]
+
+
+def load_active_history(
+    db: Session, *, tenant_id: int, session_id: str, up_to_seq: int | None = None
+) -> ActiveHistory:
+    """The tenant's session's active history, optionally as it was at `up_to_seq`."""
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    facts = repository.read_facts(db, session_id=row.id)
-    return [fact.item for fact in facts], [fact.provenance for fact in facts], row.encoding
+    facts = repository.read_facts(db, session_id=row.id, up_to_seq=up_to_seq)
+    return ActiveHistory(
+        session_pk=row.id,
+        last_seq=facts[-1].seq if facts else 0,
+        encoding=row.encoding,
+        context_window=row.context_window,
+        items=[fact.item for fact in facts],
+        metadata=[fact.provenance for fact in facts],
+    )
 
 
 def _respond(result: NormalizeResult, *, output_format: Format, encoding: str) -> dict[str, Any]:
@@ -62,9 +82,8 @@ def normalize(
             details=[{"loc": ["body"], "msg": "exactly one of items, session_id is required"}],
         )
     if body.session_id is not None:
-        items, metadata, encoding = _session_history(
-            db, tenant_id=tenant_id, session_id=body.session_id
-        )
+        loaded = load_active_history(db, tenant_id=tenant_id, session_id=body.session_id)
+        items, metadata, encoding = loaded.items, loaded.metadata, loaded.encoding
     else:
         items, metadata = to_responses(body.items or [], body.format).items, []
         encoding = settings.default_encoding
@@ -95,13 +114,14 @@ def get_history(
             f"unknown input modalities: {', '.join(sorted(unknown))}",
             details=[{"loc": ["query", "input_modalities"], "msg": "unknown modality"}],
         )
-    items, metadata, encoding = _session_history(db, tenant_id=tenant_id, session_id=session_id)
+    loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
     result = normalize_history(
-        items,
-        count_tokens=token_counter(encoding),
+        loaded.items,
+        count_tokens=token_counter(loaded.encoding),
         input_modalities=frozenset(modalities),
-        item_metadata=metadata,
+        item_metadata=loaded.metadata,
     )
     return HistoryResponse(
-        **_respond(result, output_format=output_format, encoding=encoding), compaction_id=None
+        **_respond(result, output_format=output_format, encoding=loaded.encoding),
+        compaction_id=None,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from app.domain.items import Format
 
@@ -154,3 +154,178 @@ class NormalizeResponse(BaseModel):
 
 class HistoryResponse(NormalizeResponse):
     compaction_id: str | None
+
+
+Layer = Literal["prefix", "task", "recent", "memory", "retrieval"]
+Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class CandidateSpec(StrictModel):
+    id: Annotated[str, Field(min_length=1, max_length=500)]
+    content: str | None = None
+    item: dict[str, Any] | None = None
+    layer: Layer = "retrieval"
+    source_class: Label | None = None
+    form: Literal["raw"] = "raw"
+    forms: dict[Literal["skeleton", "reference"], str] = Field(default_factory=dict)
+    locator: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
+    required: bool = False
+    priority: Unit = 0.0
+    relevance: Unit = 0.0
+    trust: Unit = 0.0
+    freshness: Unit = 0.0
+    tokens: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _has_exactly_one_body(self) -> CandidateSpec:
+        if (self.content is None) == (self.item is None):
+            raise ValueError("give exactly one of `content` and `item`")
+        return self
+
+
+class SourceSpec(StrictModel):
+    source: Label
+    items: list[CandidateSpec]
+
+    @model_validator(mode="after")
+    def _ids_are_unique(self) -> SourceSpec:
+        ids = [candidate.id for candidate in self.items]
+        repeated = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) < len(ids) else []
+        if repeated:
+            raise ValueError(f"duplicate candidate ids in one contribution: {repeated[:5]}")
+        return self
+
+
+Limit = Annotated[int, Field(ge=0, le=100_000_000)]
+
+
+class BudgetSpec(StrictModel):
+    max_items: Limit | None = None
+    max_tokens: Limit | None = None
+    max_items_per_source: Limit | None = None
+    max_tokens_per_source: Limit | None = None
+
+
+Policy = Literal["balanced", "compact", "expansive"]
+Placement = Literal["edges", "input_order"]
+
+
+class AssembleRequest(StrictModel):
+    session_id: SessionIdText | None = None
+    sources: list[SourceSpec] = Field(default_factory=list)
+    budget: BudgetSpec | None = None
+    policy: Policy = "balanced"
+    placement: Placement = "edges"
+    min_relevance: Unit = 0.0
+    encoding: Encoding | None = None
+    unit: Label | None = None
+    phase: Label | None = None
+    output_format: Format = "responses"
+    input_modalities: list[Modality] = Field(default=["text", "image"])
+
+
+class AssembledItem(BaseModel):
+    id: str
+    source: str
+    layer: str
+    source_class: str
+    form: str
+    position: int
+    tokens: int
+    content: str | None = None
+    item: dict[str, Any] | None = None
+
+
+class PlanEntryBody(BaseModel):
+    id: str
+    source: str
+    layer: str
+    source_class: str
+    decision: Literal["selected", "dropped"]
+    reason: str | None
+    form: str
+    tokens: int
+    score: float | None
+    position: int | None
+
+
+class CacheBody(BaseModel):
+    reused_prefix_tokens: int
+    new_tokens: int
+
+
+class AdviceBody(BaseModel):
+    should_compact: bool
+    pressure: float
+    reasons: list[dict[str, Any]]
+
+
+class AssembleResponse(BaseModel):
+    """`items` carry each selected candidate (history items in Responses form); `messages` is
+    the selected history converted as a whole to the requested `output_format`."""
+
+    assembly_id: str
+    plan_hash: str
+    total_tokens: int
+    truncated: bool
+    over_budget: bool
+    items: list[AssembledItem]
+    plan: list[PlanEntryBody]
+    by_source_class: dict[str, int]
+    cache: CacheBody
+    advice: AdviceBody
+    budget: BudgetSpec = Field(description="The effective budget after policy and overrides.")
+    startup_tokens: int = Field(description="Tokens of the required stable prefix.")
+    messages: list[dict[str, Any]] = Field(
+        description="The selected history in `output_format`, ready to send to the provider."
+    )
+
+
+class StoredAssemblyResponse(BaseModel):
+    assembly_id: str
+    created_at: datetime
+    session_id: str | None
+    request: dict[str, Any]
+    response: AssembleResponse
+
+
+class ReplayOverrides(StrictModel):
+    budget: BudgetSpec | None = None
+    policy: Policy | None = None
+    placement: Placement | None = None
+    min_relevance: Unit | None = None
+    drop_sources: list[Label] = Field(default_factory=list)
+    replace_sources: list[SourceSpec] = Field(default_factory=list)
+
+
+class ReplayRequest(StrictModel):
+    overrides: ReplayOverrides = Field(default_factory=ReplayOverrides)
+
+
+class MovedItem(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str
+    from_: int = Field(alias="from", serialization_alias="from")
+    to: int
+
+
+class AssemblyDiffBody(BaseModel):
+    added: list[str]
+    removed: list[str]
+    moved: list[MovedItem]
+    tokens_delta: int
+
+
+class ReplayResponse(BaseModel):
+    assembly: AssembleResponse
+    diff: AssemblyDiffBody
+
+
+class UsageRequest(StrictModel):
+    input_tokens: Annotated[int, Field(ge=0)] = 0
+    cached_tokens: Annotated[int, Field(ge=0)] = 0
+    output_tokens: Annotated[int, Field(ge=0)] = 0
+    unit: Label | None = None
+    phase: Label | None = None
+    assembly_id: Annotated[str, Field(max_length=64)] | None = None

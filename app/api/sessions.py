@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
+from app.api.history import load_active_history
 from app.api.models import (
     AppendedItem,
     AppendRequest,
@@ -26,7 +27,7 @@ from app.domain.formats import to_responses
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason, item_type, visible_text
 from app.domain.normalize import normalize_history
-from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS
+from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS, PHASE_LABEL, UNIT_LABEL
 from app.storage import repository
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
@@ -74,17 +75,15 @@ def create_session(
 @router.get("/{session_id}", response_model=SessionDetailResponse)
 def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    facts = repository.read_facts(db, session_id=row.id)
+    loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
     count_tokens = token_counter(row.encoding)
     active = normalize_history(
-        [fact.item for fact in facts],
-        count_tokens=count_tokens,
-        item_metadata=[fact.provenance for fact in facts],
+        loaded.items, count_tokens=count_tokens, item_metadata=loaded.metadata
     )
     active_tokens = sum(count_tokens(visible_text(item)) for item in active.items)
     return SessionDetailResponse(
         **_session_response(row).model_dump(),
-        item_count=len(facts),
+        item_count=row.last_seq,
         active_tokens=active_tokens,
         goal=None,
         world_state_version=0,
@@ -142,7 +141,7 @@ def append_items(
     else:
         for fact in new_facts:
             APPENDED_ITEMS.labels(fact.type).inc()
-        APPENDED_TOKENS.labels(body.unit or "", body.phase or "").inc(
+        APPENDED_TOKENS.labels(UNIT_LABEL(body.unit), PHASE_LABEL(body.phase)).inc(
             sum(fact.tokens for fact in new_facts)
         )
     harness_authored = body.metadata.harness_authored

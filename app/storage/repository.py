@@ -7,17 +7,17 @@ the database write lock in SQLite), so sequence numbers are gap-free and dense; 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import exists, func, insert, select
+from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.domain.errors import Conflict, NotFound, SequenceConflict
-from app.storage.tables import ApiKey, Fact, SessionRow, Tenant
+from app.storage.tables import ApiKey, AssemblyRow, Fact, SessionRow, Tenant
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def create_session(
     context_window: int,
     model: str | None,
     attributes: dict[str, Any],
-    derive_id: Any,
+    derive_id: Callable[[int], str],
 ) -> tuple[SessionRow, bool]:
     """Create a session, or return the existing one when every attribute matches.
 
@@ -191,20 +191,105 @@ def append_facts(
 
 
 def read_facts(
-    db: Session, *, session_id: int, after_seq: int = 0, limit: int | None = None
+    db: Session,
+    *,
+    session_id: int,
+    after_seq: int = 0,
+    limit: int | None = None,
+    up_to_seq: int | None = None,
 ) -> list[Fact]:
     query = (
         select(Fact).where(Fact.session_id == session_id, Fact.seq > after_seq).order_by(Fact.seq)
     )
+    if up_to_seq is not None:
+        query = query.where(Fact.seq <= up_to_seq)
     if limit is not None:
         query = query.limit(limit)
     return list(db.scalars(query))
 
 
-def count_tokens_of_types(db: Session, *, session_id: int, types: Sequence[str]) -> int:
-    total = db.scalar(
-        select(func.coalesce(func.sum(Fact.tokens), 0)).where(
-            Fact.session_id == session_id, Fact.type.in_(types)
+def store_assembly(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_pk: int | None,
+    as_of_seq: int | None,
+    unit: str | None,
+    phase: str | None,
+    plan_hash: str,
+    request: dict[str, Any],
+    fingerprints: list[Any],
+    derive_id: Callable[[int], str],
+    build_response: Callable[[str], dict[str, Any]],
+) -> AssemblyRow:
+    """Store an assembly; its public id is derived from the row id, then the response is built."""
+    row = AssemblyRow(
+        tenant_id=tenant_id,
+        session_id=session_pk,
+        as_of_seq=as_of_seq,
+        unit=unit,
+        phase=phase,
+        plan_hash=plan_hash,
+        request=request,
+        response={},
+        fingerprints=fingerprints,
+        created_at=_now(),
+    )
+    db.add(row)
+    db.flush()
+    row.external_id = derive_id(row.id)
+    row.response = build_response(row.external_id)
+    db.flush()
+    return row
+
+
+def previous_fingerprints(
+    db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
+) -> list[Any]:
+    """Fingerprints of the latest assembly of the same tenant, session and unit ([] if none)."""
+    query = (
+        select(AssemblyRow.fingerprints)
+        .where(
+            AssemblyRow.tenant_id == tenant_id,
+            AssemblyRow.session_id.is_(None)
+            if session_pk is None
+            else AssemblyRow.session_id == session_pk,
+            AssemblyRow.unit.is_(None) if unit is None else AssemblyRow.unit == unit,
+        )
+        .order_by(AssemblyRow.id.desc())
+        .limit(1)
+    )
+    found = db.scalar(query)
+    return list(found) if found is not None else []
+
+
+def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRow:
+    row = db.scalar(
+        select(AssemblyRow).where(
+            AssemblyRow.tenant_id == tenant_id, AssemblyRow.external_id == external_id
         )
     )
-    return int(total or 0)
+    if row is None:
+        raise NotFound(f"assembly {external_id!r} not found")
+    return row
+
+
+def prune_assemblies(db: Session, *, older_than: datetime, keep_per_session: int) -> int:
+    """Delete stored assemblies older than `older_than` or beyond the newest `keep_per_session`
+    of their session. Facts are never touched. Returns the number deleted."""
+    ranked = select(
+        AssemblyRow.id,
+        func.row_number()
+        .over(
+            partition_by=(AssemblyRow.tenant_id, AssemblyRow.session_id),
+            order_by=AssemblyRow.id.desc(),
+        )
+        .label("rank"),
+    ).subquery()
+    excess = select(ranked.c.id).where(ranked.c.rank > keep_per_session)
+    result = db.execute(
+        delete(AssemblyRow).where(
+            (AssemblyRow.created_at < older_than) | AssemblyRow.id.in_(excess)
+        )
+    )
+    return int(getattr(result, "rowcount", 0) or 0)

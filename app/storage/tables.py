@@ -88,3 +88,31 @@ class Fact(Base):
     provenance: Mapped[dict[str, Any]]
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     recorded_at: Mapped[datetime]
+
+
+class AssemblyRow(Base):
+    """One stored assembly: the request as received, the response and plan as returned.
+
+    Plans are not facts: retention may delete them (see `repository.prune_assemblies`).
+    """
+
+    __tablename__ = "assemblies"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "external_id"),
+        Index("ix_assemblies_lineage", "tenant_id", "session_id", "unit", "id"),
+        Index("ix_assemblies_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Identity, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"))
+    external_id: Mapped[str | None] = mapped_column(String(64))
+    session_id: Mapped[int | None] = mapped_column(Identity, ForeignKey("sessions.id"))
+    as_of_seq: Mapped[int | None] = mapped_column(BigInteger)
+    unit: Mapped[str | None] = mapped_column(String(200))
+    phase: Mapped[str | None] = mapped_column(String(200))
+    plan_hash: Mapped[str] = mapped_column(String(64))
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fingerprints: Mapped[list[Any]] = mapped_column(JSON)
+    """[fingerprint, tokens] of each selected item in position order (prompt-cache reuse)."""
+    created_at: Mapped[datetime]

@@ -1,0 +1,344 @@
+"""`/assemble`, stored plans and replay: load, call the core, store, respond."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from fastapi import APIRouter, Response, status
+from sqlalchemy.orm import Session
+
+from app.api.deps import AppSettings, Db, TenantId
+from app.api.errors import ERROR_RESPONSES
+from app.api.history import load_active_history
+from app.api.models import (
+    AssembleRequest,
+    AssembleResponse,
+    AssemblyDiffBody,
+    BudgetSpec,
+    MovedItem,
+    ReplayRequest,
+    ReplayResponse,
+    StoredAssemblyResponse,
+    UsageRequest,
+)
+from app.domain.assemble import (
+    POLICIES,
+    AssemblyInput,
+    AssemblyPlan,
+    Budget,
+    Candidate,
+    Contribution,
+    HistoryEntry,
+    diff_selections,
+    shared_prefix_tokens,
+)
+from app.domain.assemble import assemble as assemble_plan
+from app.domain.formats import from_responses
+from app.domain.ids import derive_id
+from app.domain.normalize import normalize_history
+from app.metrics import (
+    ASSEMBLY_DECISIONS,
+    ASSEMBLY_FLAGS,
+    ASSEMBLY_LATENCY,
+    ASSEMBLY_PREFIX_TOKENS,
+    ASSEMBLY_SIZE,
+    CONTEXT_TOKENS,
+    PHASE_LABEL,
+    PROVIDER_TOKENS,
+    TOKEN_ESTIMATE_ERROR,
+    UNIT_LABEL,
+)
+from app.settings import Settings
+from app.storage import repository
+from app.tokens import token_counter
+
+router = APIRouter(tags=["assembly"], responses=ERROR_RESPONSES)
+
+
+def _effective_budget(request: AssembleRequest, *, session_window: int | None) -> Budget:
+    """Preset, then session defaults, then the explicit budget field by field."""
+    budget = POLICIES[request.policy]
+    if session_window is not None and request.budget is None:
+        budget = replace(budget, max_tokens=session_window)
+    if request.budget is not None:
+        given = request.budget.model_dump(exclude_none=True)
+        budget = replace(budget, **given)
+    return budget
+
+
+def _candidates(request: AssembleRequest) -> tuple[Contribution, ...]:
+    return tuple(
+        Contribution(
+            source=source.source,
+            candidates=tuple(
+                Candidate(
+                    id=spec.id,
+                    source=source.source,
+                    layer=spec.layer,
+                    # Cost is accounted per source unless the caller names a class.
+                    source_class=spec.source_class or source.source,
+                    content=spec.content,
+                    item=spec.item,
+                    forms={str(form): text for form, text in spec.forms.items()},
+                    locator=spec.locator,
+                    required=spec.required,
+                    priority=spec.priority,
+                    relevance=spec.relevance,
+                    trust=spec.trust,
+                    freshness=spec.freshness,
+                    tokens=spec.tokens,
+                )
+                for spec in source.items
+            ),
+        )
+        for source in request.sources
+    )
+
+
+def run_assembly(
+    db: Session,
+    *,
+    tenant_id: int,
+    request: AssembleRequest,
+    settings: Settings,
+    as_of_seq: int | None = None,
+) -> tuple[AssembleResponse, AssemblyPlan]:
+    """Assemble and store one context. `as_of_seq` pins the session history (replay)."""
+    history: tuple[HistoryEntry, ...] = ()
+    session_pk: int | None = None
+    window: int | None = None
+    encoding = request.encoding or settings.default_encoding
+    if request.session_id is not None:
+        loaded = load_active_history(
+            db, tenant_id=tenant_id, session_id=request.session_id, up_to_seq=as_of_seq
+        )
+        session_pk, as_of_seq = loaded.session_pk, loaded.last_seq
+        encoding = request.encoding or loaded.encoding
+        window = max(1, loaded.context_window - settings.output_reserve_tokens)
+        normalized = normalize_history(
+            loaded.items,
+            count_tokens=token_counter(encoding),
+            input_modalities=frozenset(request.input_modalities),
+            item_metadata=loaded.metadata,
+        )
+        history = tuple(
+            HistoryEntry(id=f"history:{ordinal}", item=item)
+            for ordinal, item in enumerate(normalized.items)
+        )
+    count_tokens = token_counter(encoding)
+    budget = _effective_budget(request, session_window=window)
+    plan = assemble_plan(
+        AssemblyInput(
+            contributions=_candidates(request),
+            history=history,
+            budget=budget,
+            history_counts_toward_max_items=request.budget is not None or window is None,
+            placement=request.placement,
+            min_relevance=request.min_relevance,
+            near_duplicate_threshold=settings.near_duplicate_threshold,
+            recall_cap=settings.retrieval_recall_cap,
+        ),
+        count_tokens=count_tokens,
+    )
+    fingerprints: list[tuple[str, int]] = [(item.fingerprint, item.tokens) for item in plan.items]
+    previous = repository.previous_fingerprints(
+        db, tenant_id=tenant_id, session_pk=session_pk, unit=request.unit
+    )
+    reused = shared_prefix_tokens([(str(f), int(t)) for f, t in previous], fingerprints)
+    pressure = plan.total_tokens / (window or budget.max_tokens or max(plan.total_tokens, 1))
+    history_items = [item.item for item in plan.items if item.layer == "recent" and item.item]
+    startup_tokens = sum(i.tokens for i in plan.items if i.layer == "prefix")
+
+    def build_response(assembly_id: str) -> dict[str, Any]:
+        return {
+            "assembly_id": assembly_id,
+            "plan_hash": plan.plan_hash,
+            "total_tokens": plan.total_tokens,
+            "truncated": plan.truncated,
+            "over_budget": plan.over_budget,
+            "items": [
+                {
+                    "id": item.id,
+                    "source": item.source,
+                    "layer": item.layer,
+                    "source_class": item.source_class,
+                    "form": item.form,
+                    "position": item.position,
+                    "tokens": item.tokens,
+                    "content": item.content,
+                    "item": item.item,
+                }
+                for item in plan.items
+            ],
+            "plan": [
+                {
+                    "id": entry.id,
+                    "source": entry.source,
+                    "layer": entry.layer,
+                    "source_class": entry.source_class,
+                    "decision": entry.decision,
+                    "reason": entry.reason,
+                    "form": entry.form,
+                    "tokens": entry.tokens,
+                    "score": entry.score,
+                    "position": entry.position,
+                }
+                for entry in plan.plan
+            ],
+            "by_source_class": plan.by_source_class,
+            "cache": {
+                "reused_prefix_tokens": reused,
+                "new_tokens": plan.total_tokens - reused,
+            },
+            "advice": {
+                "should_compact": pressure >= settings.compaction_pressure_threshold,
+                "pressure": round(pressure, 4),
+                "reasons": [],
+            },
+            "budget": BudgetSpec(**vars(budget)).model_dump(),
+            "startup_tokens": startup_tokens,
+            "messages": from_responses(history_items, request.output_format).items,
+        }
+
+    row = repository.store_assembly(
+        db,
+        tenant_id=tenant_id,
+        session_pk=session_pk,
+        as_of_seq=as_of_seq,
+        unit=request.unit,
+        phase=request.phase,
+        plan_hash=plan.plan_hash,
+        request=request.model_dump(mode="json", exclude_defaults=True),
+        fingerprints=[list(pair) for pair in fingerprints],
+        derive_id=lambda row_id: derive_id("asm", tenant_id, row_id),
+        build_response=build_response,
+    )
+    return AssembleResponse.model_validate(row.response), plan
+
+
+def _record_metrics(
+    response: AssembleResponse, plan: AssemblyPlan, *, unit: str | None, phase: str | None
+) -> None:
+    unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
+    exemplar = {"assembly_id": response.assembly_id}
+    reused_left = response.cache.reused_prefix_tokens
+    for item in plan.items:
+        # Items of the reused prefix come first: attribute their tokens to the cache axis.
+        reused_part = min(reused_left, item.tokens)
+        reused_left -= reused_part
+        for cache, tokens in (("reused_prefix", reused_part), ("new", item.tokens - reused_part)):
+            if tokens:
+                CONTEXT_TOKENS.labels(item.source_class, cache, unit_label, phase_label).inc(tokens)
+    for entry in plan.plan:
+        ASSEMBLY_DECISIONS.labels(entry.decision, entry.reason or "none").inc()
+    for flag, raised in (("truncated", plan.truncated), ("over_budget", plan.over_budget)):
+        if raised:
+            ASSEMBLY_FLAGS.labels(flag).inc()
+    ASSEMBLY_SIZE.observe(plan.total_tokens, exemplar=exemplar)
+    ASSEMBLY_PREFIX_TOKENS.labels(unit_label).inc(response.startup_tokens)
+
+
+@router.post("/assemble", status_code=status.HTTP_201_CREATED, response_model=AssembleResponse)
+def assemble(
+    body: AssembleRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> AssembleResponse:
+    started = time.perf_counter()
+    response, plan = run_assembly(db, tenant_id=tenant_id, request=body, settings=settings)
+    db.commit()
+    _record_metrics(response, plan, unit=body.unit, phase=body.phase)
+    _record_estimate_error(body, plan, encoding=body.encoding or settings.default_encoding)
+    ASSEMBLY_LATENCY.observe(
+        time.perf_counter() - started, exemplar={"assembly_id": response.assembly_id}
+    )
+    return response
+
+
+def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encoding: str) -> None:
+    """Compare caller-given counts with exact ones, for the selected raw items only (cheap)."""
+    given = {(s.source, c.id): c.tokens for s in body.sources for c in s.items if c.tokens}
+    count_tokens = token_counter(encoding)
+    for item in plan.items:
+        estimate = given.get((item.source, item.id))
+        if estimate is not None and item.form == "raw" and item.content is not None:
+            exact = count_tokens(item.content)
+            if exact:
+                TOKEN_ESTIMATE_ERROR.observe(abs(estimate - exact) / exact)
+
+
+@router.get("/assemblies/{assembly_id}", response_model=StoredAssemblyResponse)
+def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> StoredAssemblyResponse:
+    row = repository.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
+    return StoredAssemblyResponse(
+        assembly_id=assembly_id,
+        created_at=row.created_at,
+        session_id=row.request.get("session_id"),
+        request=row.request,
+        response=AssembleResponse.model_validate(row.response),
+    )
+
+
+@router.post(
+    "/assemblies/{assembly_id}/replay",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ReplayResponse,
+)
+def replay_assembly(
+    assembly_id: str, body: ReplayRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> ReplayResponse:
+    row = repository.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
+    original = AssembleRequest.model_validate(row.request)
+    overrides = body.overrides
+    replaced = {source.source for source in overrides.replace_sources}
+    dropped = set(overrides.drop_sources) | replaced
+    changed = original.model_copy(
+        update={
+            "sources": [s for s in original.sources if s.source not in dropped]
+            + list(overrides.replace_sources),
+            **overrides.model_dump(
+                include={"budget", "policy", "placement", "min_relevance"}, exclude_none=True
+            ),
+        }
+    )
+    if overrides.budget is not None:
+        changed.budget = overrides.budget
+    before = AssembleResponse.model_validate(row.response)
+    after, _ = run_assembly(
+        db, tenant_id=tenant_id, request=changed, settings=settings, as_of_seq=row.as_of_seq
+    )
+    db.commit()
+    diff = diff_selections(
+        [(item.id, item.position) for item in before.items],
+        [(item.id, item.position) for item in after.items],
+        tokens_delta=after.total_tokens - before.total_tokens,
+    )
+    return ReplayResponse(
+        assembly=after,
+        diff=AssemblyDiffBody(
+            added=list(diff.added),
+            removed=list(diff.removed),
+            moved=[
+                MovedItem(id=move.id, from_=move.from_position, to=move.to_position)
+                for move in diff.moved
+            ],
+            tokens_delta=diff.tokens_delta,
+        ),
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/usage",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+)
+def report_usage(session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db) -> Response:
+    """Provider-reported usage, folded into the cache-status axis of the cost metrics."""
+    repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    unit, phase = UNIT_LABEL(body.unit), PHASE_LABEL(body.phase)
+    PROVIDER_TOKENS.labels("cached", unit, phase).inc(body.cached_tokens)
+    PROVIDER_TOKENS.labels("uncached", unit, phase).inc(
+        max(0, body.input_tokens - body.cached_tokens)
+    )
+    PROVIDER_TOKENS.labels("output", unit, phase).inc(body.output_tokens)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,624 @@
+"""Context assembly: choose which candidates and how much history a model sees, and in what order.
+
+`assemble` is a pure function of its input and the token counter. Invariants of its result:
+
+- Every candidate and every history entry appears in `plan` exactly once, in input order
+  (contributions in request order, then history), either selected (with the form used and the
+  position of its first occurrence) or dropped with exactly one reason.
+- Only the last contribution of each source counts; every candidate of an earlier one is dropped.
+- No two selected candidates share an identity (`locator`, else `id`).
+- Selected tokens never exceed `max_tokens`, and selected candidates never exceed `max_items`,
+  except by required candidates, which are always selected; `over_budget` says when they did.
+  A group's selected tokens and items likewise stay within the per-source quotas except by
+  required candidates (required candidates bypass every check but are accounted everywhere).
+- A candidate restated at the end (placement `edges`) is charged for both of its copies, so
+  `total_tokens` is the sum of the tokens of `items`.
+- Selected history is a contiguous suffix of the given history, cut only between atomic groups
+  (a call batch, its outputs and the reasoning just before it, stay together), so a history that
+  passes `find_pairing_violations` still passes it after selection.
+- The same input gives the same plan and `plan_hash`; the `prefix` layer is ordered by
+  (source, id) only, so its bytes do not change when other layers change.
+
+A non-required candidate is checked in this order: `max_items` (which ends the walk), the group's
+item quota, the token bounds (trying the raw form, then `skeleton`, then `reference`), then
+near-duplication against the selected retrieval texts.
+
+Ranking is a total order: required first, then `ranking_score` desc, relevance desc, tokens asc,
+id asc (then source, locator and input position, so that equal-looking candidates never tie).
+Scores are assumed finite (the shell rejects NaN); `near_duplicate_threshold` is in (0, 1].
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
+
+__all__ = [
+    "LAYERS",
+    "POLICIES",
+    "AssemblyDiff",
+    "AssemblyInput",
+    "AssemblyPlan",
+    "Budget",
+    "Candidate",
+    "Contribution",
+    "DropReason",
+    "HistoryEntry",
+    "Layer",
+    "Moved",
+    "Placement",
+    "PlanEntry",
+    "SelectedItem",
+    "assemble",
+    "atomic_groups",
+    "diff_selections",
+    "ranking_score",
+    "shared_prefix_tokens",
+]
+
+Layer = Literal["prefix", "task", "recent", "memory", "retrieval"]
+LAYERS: tuple[Layer, ...] = ("prefix", "task", "recent", "memory", "retrieval")
+Placement = Literal["edges", "input_order"]
+DropReason = Literal[
+    "superseded_contribution",
+    "duplicate",
+    "near_duplicate",
+    "below_relevance",
+    "max_items",
+    "max_tokens",
+    "source_max_items",
+    "source_max_tokens",
+    "unattributed",
+]
+
+RAW_FORM = "raw"
+FALLBACK_FORMS = ("skeleton", "reference")
+"""Cheaper forms tried, in this order, when the raw form does not fit."""
+HISTORY_SOURCE = "history"
+RESTATED_SUFFIX = "#restated"
+SHINGLE_WORDS = 5
+
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits of one assembly; None means unlimited."""
+
+    max_items: int | None = 12
+    max_tokens: int | None = 4000
+    max_items_per_source: int | None = 6
+    max_tokens_per_source: int | None = 2500
+
+
+POLICIES: dict[str, Budget] = {
+    "balanced": Budget(),
+    "compact": Budget(
+        max_items=8, max_tokens=2500, max_items_per_source=4, max_tokens_per_source=1200
+    ),
+    "expansive": Budget(
+        max_items=20, max_tokens=8000, max_items_per_source=8, max_tokens_per_source=3500
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One thing a source offers: a text (`content`) or a Responses item (`item`), never both."""
+
+    id: str
+    source: str
+    layer: Layer = "retrieval"
+    source_class: str | None = None
+    content: str | None = None
+    item: Item | None = None
+    forms: Mapping[str, str] = field(default_factory=dict)
+    locator: str | None = None
+    required: bool = False
+    priority: float = 0.0
+    relevance: float = 0.0
+    trust: float = 0.0
+    freshness: float = 0.0
+    tokens: int | None = None
+    restate_at_end: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.content is None) == (self.item is None):
+            raise ValueError(f"candidate {self.id!r}: give exactly one of `content` and `item`")
+
+    @property
+    def accounting_class(self) -> str:
+        """The class its tokens are reported under: `source_class`, else its layer."""
+        return self.source_class or self.layer
+
+    @property
+    def raw_text(self) -> str:
+        """The text its raw form is charged on and compared by."""
+        return self.content if self.content is not None else visible_text(self.item or {})
+
+
+@dataclass(frozen=True)
+class Contribution:
+    source: str
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    id: str
+    item: Item
+
+
+@dataclass(frozen=True)
+class AssemblyInput:
+    contributions: tuple[Contribution, ...]
+    history: tuple[HistoryEntry, ...] = ()
+    budget: Budget = Budget()
+    history_counts_toward_max_items: bool = True
+    placement: Placement = "edges"
+    min_relevance: float = 0.0
+    near_duplicate_threshold: float = 0.9
+    recall_cap: int | None = 20
+
+
+def _canonical_hash(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SelectedItem:
+    id: str
+    source: str
+    layer: Layer
+    source_class: str
+    form: str
+    position: int
+    tokens: int
+    content: str | None
+    item: Item | None
+
+    @property
+    def fingerprint(self) -> str:
+        """Equal for two items exactly when the model sees the same bytes for them."""
+        return _canonical_hash([self.id, self.source, self.form, self.content, self.item])
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    id: str
+    source: str
+    layer: Layer
+    source_class: str
+    decision: Literal["selected", "dropped"]
+    reason: DropReason | None
+    form: str
+    tokens: int
+    score: float | None
+    position: int | None
+
+
+@dataclass(frozen=True)
+class AssemblyPlan:
+    items: tuple[SelectedItem, ...]
+    plan: tuple[PlanEntry, ...]
+    total_tokens: int
+    truncated: bool
+    over_budget: bool
+    by_source_class: dict[str, int]
+    plan_hash: str
+
+
+def ranking_score(c: Candidate) -> float:
+    return c.relevance + 0.25 * c.priority + 0.15 * c.trust + 0.10 * c.freshness
+
+
+def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
+    """Index ranges that history is cut between, in order, covering `items`.
+
+    A group is a maximal run of calls and outputs together with the reasoning items right before
+    it; any other item is a group of its own. Cutting only between groups never separates a call
+    from its output nor a reasoning item from the calls it led to.
+    """
+    groups: list[range] = []
+    start = 0
+    while start < len(items):
+        end = start
+        while end < len(items) and item_type(items[end]) == "reasoning":
+            end += 1
+        run_end = end
+        while run_end < len(items) and item_type(items[run_end]) in CALL_TYPES | OUTPUT_TYPES:
+            run_end += 1
+        if run_end > end:
+            groups.append(range(start, run_end))
+            start = run_end
+        else:
+            # No call run follows: the item at `start` stands alone (reasoning or not).
+            groups.append(range(start, start + 1))
+            start += 1
+    return tuple(groups)
+
+
+class _ShingleIndex:
+    """Selected retrieval texts, searchable by Jaccard similarity of their word shingles.
+
+    An inverted index: only texts that share a shingle with the probe are ever compared, so the
+    cost of a probe is proportional to the overlap, not to the number of selected texts.
+    """
+
+    def __init__(self, threshold: float) -> None:
+        self._threshold = threshold
+        self._postings: dict[tuple[str, ...], list[int]] = {}
+        self._sizes: list[int] = []
+
+    def add(self, shingles: frozenset[tuple[str, ...]]) -> None:
+        member = len(self._sizes)
+        self._sizes.append(len(shingles))
+        for shingle in shingles:
+            self._postings.setdefault(shingle, []).append(member)
+
+    def has_near_duplicate(self, shingles: frozenset[tuple[str, ...]]) -> bool:
+        shared = Counter(
+            member for shingle in shingles for member in self._postings.get(shingle, ())
+        )
+        return any(
+            common / (len(shingles) + self._sizes[member] - common) >= self._threshold
+            for member, common in shared.items()
+        )
+
+
+def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
+    """Select, degrade and place candidates and history under `inp.budget`; see the module doc."""
+    count = functools.cache(count_tokens)
+    budget = inp.budget
+    candidates = [c for contribution in inp.contributions for c in contribution.candidates]
+    scores = [ranking_score(c) for c in candidates]
+    raw_tokens = [c.tokens if c.tokens is not None else count(c.raw_text) for c in candidates]
+    reasons: dict[int, DropReason] = {}
+    chosen: dict[int, tuple[str, int]] = {}  # index -> (form, tokens of that form)
+
+    # Superseded contributions and unattributed retrieval.
+    last_of_source = {contribution.source: n for n, contribution in enumerate(inp.contributions)}
+    origins = [
+        (n, contribution.source)
+        for n, contribution in enumerate(inp.contributions)
+        for _ in contribution.candidates
+    ]
+    alive: list[int] = []
+    for i, c in enumerate(candidates):
+        n, source = origins[i]
+        if last_of_source[source] != n:
+            reasons[i] = "superseded_contribution"
+        elif c.layer == "retrieval" and not c.locator:
+            reasons[i] = "unattributed"
+        else:
+            alive.append(i)
+
+    # Identity dedupe: the stronger wins, the first seen on an exact tie.
+    winner: dict[tuple[str, str], int] = {}
+    for i in alive:
+        c = candidates[i]
+        identity = ("locator", c.locator) if c.locator is not None else ("id", c.id)
+        held = winner.get(identity)
+        if held is None:
+            winner[identity] = i
+            continue
+        h = candidates[held]
+        if (c.required, scores[i], c.relevance) > (h.required, scores[held], h.relevance):
+            reasons[held] = "duplicate"
+            winner[identity] = i
+        else:
+            reasons[i] = "duplicate"
+
+    floored: list[int] = []
+    for i in winner.values():
+        if not candidates[i].required and candidates[i].relevance < inp.min_relevance:
+            reasons[i] = "below_relevance"
+        else:
+            floored.append(i)
+
+    ranked = sorted(
+        floored,
+        key=lambda i: (
+            not candidates[i].required,
+            -scores[i],
+            -candidates[i].relevance,
+            raw_tokens[i],
+            candidates[i].id,
+            candidates[i].source,
+            candidates[i].locator or "",
+            i,
+        ),
+    )
+
+    # Recall cap: a retrieval source offers only its best few.
+    offered: Counter[str] = Counter()
+    considered: list[int] = []
+    for i in ranked:
+        c = candidates[i]
+        if c.layer == "retrieval" and inp.recall_cap is not None:
+            offered[c.source] += 1
+            if offered[c.source] > inp.recall_cap:
+                reasons[i] = "source_max_items"
+                continue
+        considered.append(i)
+
+    # The walk, in rank order.
+    def fits(tokens: int, limit: int | None, *, used: int) -> bool:
+        return limit is None or used + tokens <= limit
+
+    selected: list[int] = []
+    total_tokens = 0
+    group_items: Counter[str] = Counter()
+    group_tokens: Counter[str] = Counter()
+    near_duplicates = _ShingleIndex(inp.near_duplicate_threshold)
+    # Shingles are computed only for retrieval candidates the walk reaches, each once; selected
+    # ones wait in `unindexed` until a probe needs them (required ones may never be compared).
+    shingles_of: dict[int, frozenset[tuple[str, ...]]] = {}
+    unindexed: list[int] = []
+
+    def shingles(i: int) -> frozenset[tuple[str, ...]]:
+        if i not in shingles_of:
+            words = _WORD.findall(candidates[i].raw_text.lower())
+            if len(words) < SHINGLE_WORDS:
+                # A text shorter than one shingle is one shingle of all its words.
+                shingles_of[i] = frozenset([tuple(words)] if words else [])
+            else:
+                shifted = (words[offset:] for offset in range(SHINGLE_WORDS))
+                shingles_of[i] = frozenset(zip(*shifted, strict=False))
+        return shingles_of[i]
+
+    stopped = False
+    for i in considered:
+        c = candidates[i]
+        # A restated candidate is shown twice, and charged for both copies.
+        copies = 2 if c.restate_at_end and inp.placement == "edges" else 1
+        if c.source_class:
+            group = f"class:{c.source_class}"
+        elif c.locator:
+            group = f"scheme:{c.locator.split(':', 1)[0]}"
+        else:
+            group = f"layer:{c.layer}"
+        form, tokens = RAW_FORM, raw_tokens[i]
+        if not c.required:
+            if stopped or (budget.max_items is not None and len(selected) >= budget.max_items):
+                stopped = True
+                reasons[i] = "max_items"
+                continue
+            limit = budget.max_items_per_source
+            if limit is not None and group_items[group] >= limit:
+                reasons[i] = "source_max_items"
+                continue
+            # Lazy: a cheaper form is counted only when every form before it failed.
+            sizes = (
+                (name, tokens if name == RAW_FORM else count(c.forms[name]))
+                for name in (RAW_FORM, *FALLBACK_FORMS)
+                if name == RAW_FORM or name in c.forms
+            )
+            fitting = next(
+                (
+                    (name, size)
+                    for name, size in sizes
+                    if fits(copies * size, budget.max_tokens, used=total_tokens)
+                    and fits(copies * size, budget.max_tokens_per_source, used=group_tokens[group])
+                ),
+                None,
+            )
+            if fitting is None:
+                raw_fits_total = fits(copies * tokens, budget.max_tokens, used=total_tokens)
+                reasons[i] = "source_max_tokens" if raw_fits_total else "max_tokens"
+                continue
+            # Checked last, so that only candidates that would otherwise be selected are ever
+            # shingled; the selection is the same as checking it first, since a drop changes no
+            # counter, but a candidate failing both is reported by the bound it fails.
+            if c.layer == "retrieval":
+                for j in unindexed:
+                    near_duplicates.add(shingles(j))
+                unindexed.clear()
+                if near_duplicates.has_near_duplicate(shingles(i)):
+                    reasons[i] = "near_duplicate"
+                    continue
+            form, tokens = fitting
+        chosen[i] = (form, tokens)
+        selected.append(i)
+        total_tokens += copies * tokens
+        group_items[group] += 1
+        group_tokens[group] += copies * tokens
+        if c.layer == "retrieval":
+            unindexed.append(i)
+
+    # History: the newest atomic groups that fit what is left, as one contiguous suffix.
+    history_tokens = [count(visible_text(entry.item)) for entry in inp.history]
+    counted_items = len(selected)
+    history_start = len(inp.history)
+    history_reason: DropReason | None = None
+    for span in reversed(atomic_groups([entry.item for entry in inp.history])):
+        span_tokens = sum(history_tokens[k] for k in span)
+        if inp.history_counts_toward_max_items and not fits(
+            len(span), budget.max_items, used=counted_items
+        ):
+            history_reason = "max_items"
+            break
+        if not fits(span_tokens, budget.max_tokens, used=total_tokens):
+            history_reason = "max_tokens"
+            break
+        history_start = span.start
+        total_tokens += span_tokens
+        if inp.history_counts_toward_max_items:
+            counted_items += len(span)
+
+    # Placement.
+    restated: list[int] = []
+    if inp.placement == "edges":
+        rank_of = {i: n for n, i in enumerate(selected)}
+        by_layer: dict[Layer, list[int]] = {layer: [] for layer in LAYERS}
+        for i in selected:
+            by_layer[candidates[i].layer].append(i)
+        middle = [i for i in selected if candidates[i].layer in ("memory", "retrieval")]
+        order = [
+            # Sorted by (source, id) alone so that the prefix bytes survive any other change.
+            *sorted(
+                by_layer["prefix"],
+                key=lambda i: (candidates[i].source, candidates[i].id, rank_of[i]),
+            ),
+            # The strongest at the block's edges, the weakest in its middle.
+            *middle[0::2],
+            *reversed(middle[1::2]),
+            *(i for i in by_layer["task"] if not candidates[i].required),
+            *(i for i in by_layer["task"] if candidates[i].required),
+            *sorted(by_layer["recent"]),  # input order: recent candidates are chronological
+        ]
+        restated = [i for i in order if candidates[i].restate_at_end]
+    else:
+        order = sorted(selected)
+
+    items: list[SelectedItem] = []
+    position_of: dict[int, int] = {}
+
+    def place(c: Candidate, *, item_id: str, form: str, tokens: int) -> None:
+        raw = form == RAW_FORM
+        items.append(
+            SelectedItem(
+                id=item_id,
+                source=c.source,
+                layer=c.layer,
+                source_class=c.accounting_class,
+                form=form,
+                position=len(items),
+                tokens=tokens,
+                content=c.content if raw else c.forms[form],
+                item=c.item if raw else None,
+            )
+        )
+
+    for i in order:
+        position_of[i] = len(items)
+        place(candidates[i], item_id=candidates[i].id, form=chosen[i][0], tokens=chosen[i][1])
+    history_position = len(items)
+    for k in range(history_start, len(inp.history)):
+        entry = inp.history[k]
+        items.append(
+            SelectedItem(
+                id=entry.id,
+                source=HISTORY_SOURCE,
+                layer="recent",
+                source_class=HISTORY_SOURCE,
+                form=RAW_FORM,
+                position=len(items),
+                tokens=history_tokens[k],
+                content=None,
+                item=entry.item,
+            )
+        )
+    for i in restated:
+        c = candidates[i]
+        place(c, item_id=c.id + RESTATED_SUFFIX, form=chosen[i][0], tokens=chosen[i][1])
+
+    plan = [
+        PlanEntry(
+            id=c.id,
+            source=c.source,
+            layer=c.layer,
+            source_class=c.accounting_class,
+            decision="dropped" if i in reasons else "selected",
+            reason=reasons.get(i),
+            form=chosen[i][0] if i in chosen else RAW_FORM,
+            tokens=chosen[i][1] if i in chosen else raw_tokens[i],
+            score=scores[i],
+            position=position_of.get(i),
+        )
+        for i, c in enumerate(candidates)
+    ]
+    plan += [
+        PlanEntry(
+            id=entry.id,
+            source=HISTORY_SOURCE,
+            layer="recent",
+            source_class=HISTORY_SOURCE,
+            decision="selected" if k >= history_start else "dropped",
+            reason=None if k >= history_start else history_reason,
+            form=RAW_FORM,
+            tokens=history_tokens[k],
+            score=None,
+            position=history_position + k - history_start if k >= history_start else None,
+        )
+        for k, entry in enumerate(inp.history)
+    ]
+
+    by_source_class: Counter[str] = Counter()
+    for selected_item in items:
+        by_source_class[selected_item.source_class] += selected_item.tokens
+    return AssemblyPlan(
+        items=tuple(items),
+        plan=tuple(plan),
+        total_tokens=total_tokens,
+        truncated=bool(reasons) or history_start > 0,
+        over_budget=not fits(0, budget.max_tokens, used=total_tokens)
+        or not fits(0, budget.max_items, used=counted_items),
+        by_source_class=dict(sorted(by_source_class.items())),
+        plan_hash=_canonical_hash(
+            [[it.id, it.source, it.layer, it.form, it.content, it.item] for it in items]
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Moved:
+    id: str
+    from_position: int
+    to_position: int
+
+
+@dataclass(frozen=True)
+class AssemblyDiff:
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    moved: tuple[Moved, ...]
+    tokens_delta: int
+
+
+def diff_selections(
+    old: Sequence[tuple[str, int]], new: Sequence[tuple[str, int]], *, tokens_delta: int
+) -> AssemblyDiff:
+    """What changed between two selections given as (id, position) pairs.
+
+    `added` in new order, `removed` in old order, `moved` (an id kept at another position) in new
+    order. An id listed twice counts at its first position.
+    """
+    old_positions: dict[str, int] = {}
+    for item_id, position in old:
+        old_positions.setdefault(item_id, position)
+    new_positions: dict[str, int] = {}
+    for item_id, position in new:
+        new_positions.setdefault(item_id, position)
+    return AssemblyDiff(
+        added=tuple(item_id for item_id in new_positions if item_id not in old_positions),
+        removed=tuple(item_id for item_id in old_positions if item_id not in new_positions),
+        moved=tuple(
+            Moved(id=item_id, from_position=old_positions[item_id], to_position=position)
+            for item_id, position in new_positions.items()
+            if item_id in old_positions and old_positions[item_id] != position
+        ),
+        tokens_delta=tokens_delta,
+    )
+
+
+def shared_prefix_tokens(
+    previous: Sequence[tuple[str, int]], current: Sequence[tuple[str, int]]
+) -> int:
+    """Tokens of the longest common leading run of (fingerprint, tokens) pairs: what a provider's
+    prompt cache can reuse, counted with the current call's tokens."""
+    reused = 0
+    for (before, _), (now, tokens) in zip(previous, current, strict=False):
+        if before != now:
+            break
+        reused += tokens
+    return reused

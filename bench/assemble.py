@@ -1,0 +1,115 @@
+"""`/assemble` server time against the floor, on candidates built from the public trajectories.
+
+For 50, 500 and 5,000 candidates (≈400 tokens each, counts given, as a runtime that caches its
+counts sends them) the benchmark posts the same request repeatedly to a real server on
+PostgreSQL, stateless and in session mode, and reads the server time from `Server-Timing`.
+The floor is what any JSON endpoint pays for this exchange, measured in the same run: parsing
+that request body and serializing a response of the same size. Prints p50/p99 and ratios.
+Run: `make bench` (or `.venv/bin/python -m bench.assemble`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from typing import Any
+
+import httpx
+
+from app.domain.items import visible_text
+from app.tokens import token_counter
+from bench.common import bench_database, load_trajectories, running_server
+
+SIZES = (50, 500, 5000)
+REQUESTS = 40
+CHUNK_CHARS = 1600
+
+
+def build_candidates(count: int) -> list[dict[str, Any]]:
+    count_tokens = token_counter("o200k_base")
+    texts = [
+        visible_text(item)
+        for items in load_trajectories().values()
+        for item in items
+        if len(visible_text(item)) > 200
+    ]
+    chunks = [text[i : i + CHUNK_CHARS] for text in texts for i in range(0, len(text), CHUNK_CHARS)]
+    candidates = []
+    for n in range(count):
+        content = chunks[n % len(chunks)] + f"\n[chunk {n}]"
+        candidates.append(
+            {
+                "id": f"doc-{n}",
+                "content": content,
+                "locator": f"file://corpus/doc-{n}.txt",
+                "relevance": round((n * 37 % 100) / 100, 2),
+                "priority": 0.5,
+                "trust": 0.8,
+                "freshness": 0.5,
+                "tokens": count_tokens(content),
+            }
+        )
+    return candidates
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def measure(client: httpx.Client, body: bytes) -> tuple[list[float], bytes]:
+    timings = []
+    answer = b""
+    for _ in range(REQUESTS):
+        response = client.post(
+            "/assemble", content=body, headers={"content-type": "application/json"}
+        )
+        response.raise_for_status()
+        timings.append(float(response.headers["server-timing"].split("dur=")[1]))
+        answer = response.content
+    return timings, answer
+
+
+def floor_ms(body: bytes, answer: bytes) -> float:
+    parsed_answer = json.loads(answer)
+    timings = []
+    for _ in range(REQUESTS):
+        started = time.perf_counter()
+        json.loads(body)
+        json.dumps(parsed_answer).encode()
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings)
+
+
+def main() -> None:
+    rows = []
+    trajectory = next(iter(load_trajectories().values()))
+    with bench_database("contextd_bench_assemble") as url, running_server(url) as base:
+        client = httpx.Client(base_url=base, timeout=120)
+        client.post("/sessions", json={"session_id": "bench"}).raise_for_status()
+        client.post("/sessions/bench/items", json={"items": trajectory}).raise_for_status()
+        for size in SIZES:
+            candidates = build_candidates(size)
+            total = sum(c["tokens"] for c in candidates)
+            for mode in ("stateless", "session"):
+                request: dict[str, Any] = {
+                    "sources": [{"source": "retrieval", "items": candidates}]
+                }
+                if mode == "session":
+                    request["session_id"] = "bench"
+                body = json.dumps(request).encode()
+                timings, answer = measure(client, body)
+                floor = floor_ms(body, answer)
+                p50, p99 = statistics.median(timings), percentile(timings, 0.99)
+                rows.append((size, total, mode, p50, p99, floor))
+        client.close()
+    header = ("cands", "tokens", "mode", "p50 ms", "p99 ms", "floor ms", "p50/floor")
+    print("{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>9}".format(*header))
+    for size, total, mode, p50, p99, floor in rows:
+        figures = f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {p50 / floor:>9.2f}"
+        print(f"{size:>6} {total:>8} {mode:<9} {figures}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Stored assemblies: request, response and plan of every /assemble call.
+
+Revision ID: 20261129_0002
+Revises: 20261129_0001
+Create Date: 2026-11-29
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "20261129_0002"
+down_revision: str | None = "20261129_0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+IDENTITY = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    # Plain JSON, not JSONB: requests can be megabytes and are read back whole, never queried.
+    op.create_table(
+        "assemblies",
+        sa.Column("id", IDENTITY, primary_key=True),
+        sa.Column("tenant_id", IDENTITY, sa.ForeignKey("tenants.id"), nullable=False),
+        sa.Column("external_id", sa.String(64), nullable=True),
+        sa.Column("session_id", IDENTITY, sa.ForeignKey("sessions.id"), nullable=True),
+        sa.Column("as_of_seq", sa.BigInteger(), nullable=True),
+        sa.Column("unit", sa.String(200), nullable=True),
+        sa.Column("phase", sa.String(200), nullable=True),
+        sa.Column("plan_hash", sa.String(64), nullable=False),
+        sa.Column("request", sa.JSON(), nullable=False),
+        sa.Column("response", sa.JSON(), nullable=False),
+        sa.Column("fingerprints", sa.JSON(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.UniqueConstraint("tenant_id", "external_id"),
+    )
+    op.create_index(
+        "ix_assemblies_lineage", "assemblies", ["tenant_id", "session_id", "unit", "id"]
+    )
+    op.create_index("ix_assemblies_created_at", "assemblies", ["created_at"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_assemblies_created_at", table_name="assemblies")
+    op.drop_index("ix_assemblies_lineage", table_name="assemblies")
+    op.drop_table("assemblies")

@@ -1,0 +1,290 @@
+"""`/assemble`, stored plans, replay, usage and cost metrics over HTTP, on PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from app.cli import render_plan
+from app.domain.normalize import find_pairing_violations
+from app.main import create_app
+from app.settings import Settings
+from tests.builders import assistant_msg, tool_call, tool_output, user_msg
+from tests.conftest import TRAJECTORIES, load_trajectory
+
+
+def doc(doc_id: str, text: str, **fields: Any) -> dict[str, Any]:
+    return {"id": doc_id, "content": text, "locator": f"file://{doc_id}", **fields}
+
+
+def _assemble(client: TestClient, **body: Any) -> dict[str, Any]:
+    response = client.post("/assemble", json=body)
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def _decisions(result: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    return [(e["id"], e["decision"], e["reason"]) for e in result["plan"]]
+
+
+def test_assemble_selects_under_budget_and_records_every_decision(client: TestClient) -> None:
+    sources = [
+        {"source": "retrieval", "items": [doc("old", "stale text", relevance=0.9)]},
+        {
+            "source": "retrieval",
+            "items": [
+                doc("a", "alpha " * 50, relevance=0.9),
+                doc("b", "beta " * 50, relevance=0.8),
+                doc("c", "gamma " * 50, relevance=0.1),
+                {"id": "nolocator", "content": "who said this", "relevance": 1.0},
+            ],
+        },
+        {
+            "source": "rules",
+            "items": [
+                {"id": "rules", "content": "be careful", "layer": "prefix", "required": True}
+            ],
+        },
+    ]
+    result = _assemble(
+        client, sources=sources, budget={"max_tokens": 120, "max_items": 5}, min_relevance=0.2
+    )
+    assert _decisions(result) == [
+        ("old", "dropped", "superseded_contribution"),
+        ("a", "selected", None),
+        ("b", "selected", None),
+        ("c", "dropped", "below_relevance"),
+        ("nolocator", "dropped", "unattributed"),
+        ("rules", "selected", None),
+    ]
+    assert [(i["id"], i["position"], i["layer"]) for i in result["items"]] == [
+        ("rules", 0, "prefix"),
+        ("a", 1, "retrieval"),
+        ("b", 2, "retrieval"),
+    ]
+    assert result["truncated"] is True
+    assert result["over_budget"] is False
+    assert result["total_tokens"] == sum(i["tokens"] for i in result["items"])
+    tokens = {i["id"]: i["tokens"] for i in result["items"]}
+    assert result["by_source_class"] == {"retrieval": tokens["a"] + tokens["b"], "rules": 2}
+    stored = client.get(f"/assemblies/{result['assembly_id']}").json()
+    assert stored["response"] == result
+    assert stored["request"]["sources"] == sources
+
+
+def test_same_request_gives_same_plan_hash_and_a_new_assembly_id(client: TestClient) -> None:
+    body = {"sources": [{"source": "s", "items": [doc("x", "some text", relevance=0.5)]}]}
+    first, second = _assemble(client, **body), _assemble(client, **body)
+    assert first["plan_hash"] == second["plan_hash"]
+    assert first["assembly_id"] != second["assembly_id"]
+    assert {k: v for k, v in first.items() if k not in ("assembly_id", "cache")} == {
+        k: v for k, v in second.items() if k not in ("assembly_id", "cache")
+    }
+
+
+def test_required_items_are_kept_beyond_the_budget_and_say_so(client: TestClient) -> None:
+    body = {
+        "sources": [
+            {
+                "source": "rules",
+                "items": [
+                    {"id": "r", "content": "rule " * 100, "required": True, "layer": "prefix"}
+                ],
+            },
+            {"source": "retrieval", "items": [doc("d", "small doc", relevance=1.0)]},
+        ],
+        "budget": {"max_tokens": 10},
+    }
+    result = _assemble(client, **body)
+    assert _decisions(result) == [("r", "selected", None), ("d", "dropped", "max_tokens")]
+    assert result["over_budget"] is True
+
+
+def test_item_degrades_to_a_cheaper_form_before_it_is_dropped(client: TestClient) -> None:
+    big = doc(
+        "f",
+        "line of code\n" * 200,
+        relevance=0.9,
+        forms={"skeleton": "def f(): ...", "reference": "file://f"},
+    )
+    result = _assemble(
+        client, sources=[{"source": "files", "items": [big]}], budget={"max_tokens": 20}
+    )
+    assert [(e["id"], e["decision"], e["form"]) for e in result["plan"]] == [
+        ("f", "selected", "skeleton")
+    ]
+    assert result["items"][0]["content"] == "def f(): ..."
+
+
+def test_session_mode_keeps_newest_turns_without_splitting_calls(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id})
+    items = load_trajectory(TRAJECTORIES[3])
+    client.post(f"/sessions/{session_id}/items", json={"items": items})
+    result = _assemble(client, session_id=session_id, budget={"max_tokens": 3000}, unit="worker")
+    history = [i["item"] for i in result["items"] if i["layer"] == "recent"]
+    assert history
+    assert find_pairing_violations(history) == []
+    assert history[-1] == items[-1]
+    assert result["total_tokens"] <= 3000
+    assert result["messages"] == history
+    again = _assemble(client, session_id=session_id, budget={"max_tokens": 3000}, unit="worker")
+    assert again["cache"] == {"reused_prefix_tokens": again["total_tokens"], "new_tokens": 0}
+
+
+def test_session_mode_default_budget_is_the_usable_window(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id, "context_window": 50_000})
+    client.post(
+        f"/sessions/{session_id}/items", json={"items": [user_msg("hi"), assistant_msg("hello")]}
+    )
+    result = _assemble(client, session_id=session_id)
+    assert result["budget"]["max_tokens"] == 50_000 - 16_000
+    assert [i["item"] for i in result["items"]] == [user_msg("hi"), assistant_msg("hello")]
+
+
+def test_chat_output_format_converts_the_selected_history(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id})
+    client.post(
+        f"/sessions/{session_id}/items",
+        json={"items": [user_msg("ls"), tool_call("c1", "sh"), tool_output("c1", "a.py")]},
+    )
+    result = _assemble(client, session_id=session_id, output_format="chat")
+    assert result["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "ls"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+
+
+def test_replay_with_a_smaller_budget_reports_the_difference(client: TestClient) -> None:
+    sources = [
+        {
+            "source": "r",
+            "items": [doc(f"d{n}", f"document {n} " * 10, relevance=1 - n / 10) for n in range(5)],
+        }
+    ]
+    original = _assemble(client, sources=sources, placement="input_order")
+    replay = client.post(
+        f"/assemblies/{original['assembly_id']}/replay",
+        json={"overrides": {"budget": {"max_items": 2}}},
+    )
+    assert replay.status_code == 201, replay.text
+    body = replay.json()
+    assert body["diff"] == {
+        "added": [],
+        "removed": ["d2", "d3", "d4"],
+        "moved": [],
+        "tokens_delta": body["assembly"]["total_tokens"] - original["total_tokens"],
+    }
+    assert body["diff"]["tokens_delta"] < 0
+    dropped = client.post(
+        f"/assemblies/{original['assembly_id']}/replay", json={"overrides": {"drop_sources": ["r"]}}
+    ).json()
+    assert dropped["diff"]["removed"] == ["d0", "d1", "d2", "d3", "d4"]
+
+
+def test_plans_are_invisible_to_other_tenants(postgres_url: str) -> None:
+    settings = Settings(database_url=postgres_url, api_keys=["t1:key-one", "t2:key-two"])
+    with TestClient(create_app(settings)) as service:
+        one = {"Authorization": "Bearer key-one"}
+        two = {"Authorization": "Bearer key-two"}
+        made = service.post("/assemble", json={"sources": []}, headers=one).json()
+        path = f"/assemblies/{made['assembly_id']}"
+        assert service.get(path, headers=one).status_code == 200
+        assert service.get(path, headers=two).status_code == 404
+        assert service.post(f"{path}/replay", json={}, headers=two).status_code == 404
+
+
+def test_bad_assemble_input_is_a_clear_4xx(client: TestClient) -> None:
+    nan_body = (
+        '{"sources": [{"source": "s", "items": [{"id": "a", "content": "x", "relevance": NaN}]}]}'
+    )
+    cases = [
+        client.post("/assemble", content=nan_body, headers={"content-type": "application/json"}),
+        client.post(
+            "/assemble",
+            json={"sources": [{"source": "s", "items": [doc("a", "x"), doc("a", "y")]}]},
+        ),
+        client.post(
+            "/assemble",
+            json={"sources": [{"source": "s", "items": [doc("a", "x", relevance=1.5)]}]},
+        ),
+        client.post("/assemble", json={"policy": "generous"}),
+        client.post(
+            "/assemble",
+            json={"sources": [{"source": "s", "items": [doc("a", "x", layer="basement")]}]},
+        ),
+        client.post("/assemble", json={"sources": [{"source": "s", "items": [{"id": "a"}]}]}),
+        client.post("/assemble", json={"session_id": "no-such-session"}),
+    ]
+    assert [c.status_code for c in cases] == [422, 422, 422, 422, 422, 422, 404]
+    assert all("error" in c.json() for c in cases)
+
+
+def test_zero_budget_and_ten_thousand_candidates_give_correct_plans(client: TestClient) -> None:
+    zero = _assemble(
+        client,
+        sources=[{"source": "s", "items": [doc("a", "x", relevance=1)]}],
+        budget={"max_tokens": 0},
+    )
+    assert _decisions(zero) == [("a", "dropped", "max_tokens")]
+    many = [doc(f"d{n}", f"text {n}", relevance=(n % 100) / 100, tokens=2) for n in range(10_000)]
+    result = _assemble(client, sources=[{"source": "s", "items": many}])
+    assert len(result["plan"]) == 10_000
+    # The balanced preset allows 6 items per source.
+    assert len(result["items"]) == 6
+
+
+def test_costs_are_exported_on_three_axes_with_exemplars(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id})
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("hello there")]})
+    made = _assemble(client, session_id=session_id, unit="planner", phase="explore")
+    usage = client.post(
+        f"/sessions/{session_id}/usage",
+        json={
+            "input_tokens": 100,
+            "cached_tokens": 60,
+            "output_tokens": 7,
+            "unit": "planner",
+            "phase": "explore",
+        },
+    )
+    assert usage.status_code == 204
+    text = client.get("/metrics").text
+    assert (
+        'contextd_context_tokens_total{cache="new",phase="explore",source_class="history",unit="planner"}'
+        in text
+    )
+    assert 'contextd_provider_tokens_total{kind="cached",phase="explore",unit="planner"} ' in text
+    openmetrics = client.get("/metrics", headers={"accept": "application/openmetrics-text"}).text
+    assert f'assembly_id="{made["assembly_id"]}"' in openmetrics
+
+
+def test_plan_renders_as_a_table_for_humans(client: TestClient) -> None:
+    made = _assemble(
+        client,
+        sources=[{"source": "s", "items": [doc("a", "x", relevance=1), doc("b", "y")]}],
+        budget={"max_items": 1},
+    )
+    table = render_plan(client.get(f"/assemblies/{made['assembly_id']}").json())
+    lines = table.splitlines()
+    assert lines[0].startswith(f"assembly {made['assembly_id']}")
+    assert lines[4].split()[:2] == ["0", "selected"]
+    assert lines[4].split()[-1] == "a"
+    assert lines[5].split()[:3] == ["-", "dropped", "max_items"]
+    assert lines[5].split()[-1] == "b"

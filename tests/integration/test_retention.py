@@ -1,0 +1,78 @@
+"""Retention of stored plans deletes assemblies by age and count, and never touches facts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import func, select
+
+from app.settings import Settings
+from app.storage import repository
+from app.storage.database import create_db_engine, create_session_factory
+from app.storage.retention import prune_once
+from app.storage.tables import AssemblyRow, Fact
+from tests.builders import user_msg
+
+
+def test_retention_keeps_newest_plans_per_session_and_every_fact(
+    postgres_url: str, session_id: str
+) -> None:
+    engine = create_db_engine(Settings(database_url=postgres_url))
+    factory = create_session_factory(engine)
+    with factory() as db:
+        tenant_id = repository.ensure_tenant(db, "retention")
+        session, _ = repository.create_session(
+            db,
+            tenant_id=tenant_id,
+            external_id=session_id,
+            encoding="o200k_base",
+            context_window=1000,
+            model=None,
+            attributes={},
+            derive_id=str,
+        )
+        repository.append_facts(
+            db,
+            session=session,
+            facts=[repository.NewFact("message", user_msg("x"), 1, {})],
+            unit=None,
+            phase=None,
+            idempotency_key=None,
+            expected_last_seq=None,
+        )
+        for n in range(3):
+            repository.store_assembly(
+                db,
+                tenant_id=tenant_id,
+                session_pk=session.id,
+                as_of_seq=1,
+                unit=None,
+                phase=None,
+                plan_hash="0" * 64,
+                request={"n": n},
+                fingerprints=[],
+                derive_id=lambda row_id: f"asm-retention-{row_id}",
+                build_response=lambda assembly_id: {"assembly_id": assembly_id},
+            )
+        db.commit()
+        session_pk = session.id
+
+    def remaining() -> tuple[list[int], int]:
+        with factory() as db:
+            kept = db.scalars(
+                select(AssemblyRow.request).where(AssemblyRow.session_id == session_pk)
+            ).all()
+            facts = db.scalar(select(func.count()).where(Fact.session_id == session_pk))
+            return sorted(r["n"] for r in kept), int(facts or 0)
+
+    settings = Settings(database_url=postgres_url, assembly_retention_per_session=2)
+    prune_once(factory, settings)
+    assert remaining() == ([1, 2], 1)
+    with factory() as db:
+        deleted = repository.prune_assemblies(
+            db, older_than=datetime.now(UTC) + timedelta(days=1), keep_per_session=10
+        )
+        db.commit()
+    assert deleted >= 2
+    assert remaining() == ([], 1)
+    engine.dispose()
