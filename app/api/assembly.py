@@ -52,6 +52,7 @@ from app.metrics import (
 )
 from app.settings import Settings
 from app.storage import repository
+from app.storage.database import dump_json
 from app.tokens import token_counter
 
 router = APIRouter(tags=["assembly"], responses=ERROR_RESPONSES)
@@ -104,8 +105,12 @@ def run_assembly(
     request: AssembleRequest,
     settings: Settings,
     as_of_seq: int | None = None,
-) -> tuple[AssembleResponse, AssemblyPlan]:
-    """Assemble and store one context. `as_of_seq` pins the session history (replay)."""
+) -> tuple[dict[str, Any], AssemblyPlan]:
+    """Assemble and store one context. `as_of_seq` pins the session history (replay).
+
+    Returns the response as plain JSON-ready data: it is built once from the plan, stored,
+    and sent as is (validating it again would cost more than the selection itself).
+    """
     history: tuple[HistoryEntry, ...] = ()
     session_pk: int | None = None
     window: int | None = None
@@ -215,15 +220,15 @@ def run_assembly(
         derive_id=lambda row_id: derive_id("asm", tenant_id, row_id),
         build_response=build_response,
     )
-    return AssembleResponse.model_validate(row.response), plan
+    return row.response, plan
 
 
 def _record_metrics(
-    response: AssembleResponse, plan: AssemblyPlan, *, unit: str | None, phase: str | None
+    response: dict[str, Any], plan: AssemblyPlan, *, unit: str | None, phase: str | None
 ) -> None:
     unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
-    exemplar = {"assembly_id": response.assembly_id}
-    reused_left = response.cache.reused_prefix_tokens
+    exemplar = {"assembly_id": response["assembly_id"]}
+    reused_left: int = response["cache"]["reused_prefix_tokens"]
     for item in plan.items:
         # Items of the reused prefix come first: attribute their tokens to the cache axis.
         reused_part = min(reused_left, item.tokens)
@@ -237,22 +242,24 @@ def _record_metrics(
         if raised:
             ASSEMBLY_FLAGS.labels(flag).inc()
     ASSEMBLY_SIZE.observe(plan.total_tokens, exemplar=exemplar)
-    ASSEMBLY_PREFIX_TOKENS.labels(unit_label).inc(response.startup_tokens)
+    ASSEMBLY_PREFIX_TOKENS.labels(unit_label).inc(response["startup_tokens"])
 
 
 @router.post("/assemble", status_code=status.HTTP_201_CREATED, response_model=AssembleResponse)
-def assemble(
-    body: AssembleRequest, tenant_id: TenantId, db: Db, settings: AppSettings
-) -> AssembleResponse:
+def assemble(body: AssembleRequest, tenant_id: TenantId, db: Db, settings: AppSettings) -> Response:
     started = time.perf_counter()
     response, plan = run_assembly(db, tenant_id=tenant_id, request=body, settings=settings)
     db.commit()
     _record_metrics(response, plan, unit=body.unit, phase=body.phase)
     _record_estimate_error(body, plan, encoding=body.encoding or settings.default_encoding)
     ASSEMBLY_LATENCY.observe(
-        time.perf_counter() - started, exemplar={"assembly_id": response.assembly_id}
+        time.perf_counter() - started, exemplar={"assembly_id": response["assembly_id"]}
     )
-    return response
+    return _json(response, status_code=status.HTTP_201_CREATED)
+
+
+def _json(content: dict[str, Any], *, status_code: int = status.HTTP_200_OK) -> Response:
+    return Response(dump_json(content), status_code=status_code, media_type="application/json")
 
 
 def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encoding: str) -> None:
@@ -268,14 +275,16 @@ def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encodin
 
 
 @router.get("/assemblies/{assembly_id}", response_model=StoredAssemblyResponse)
-def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> StoredAssemblyResponse:
+def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
     row = repository.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
-    return StoredAssemblyResponse(
-        assembly_id=assembly_id,
-        created_at=row.created_at,
-        session_id=row.request.get("session_id"),
-        request=row.request,
-        response=AssembleResponse.model_validate(row.response),
+    return _json(
+        {
+            "assembly_id": assembly_id,
+            "created_at": row.created_at.isoformat(),
+            "session_id": row.request.get("session_id"),
+            "request": row.request,
+            "response": row.response,
+        }
     )
 
 
@@ -304,10 +313,11 @@ def replay_assembly(
     if overrides.budget is not None:
         changed.budget = overrides.budget
     before = AssembleResponse.model_validate(row.response)
-    after, _ = run_assembly(
+    after_data, _ = run_assembly(
         db, tenant_id=tenant_id, request=changed, settings=settings, as_of_seq=row.as_of_seq
     )
     db.commit()
+    after = AssembleResponse.model_validate(after_data)
     diff = diff_selections(
         [(item.id, item.position) for item in before.items],
         [(item.id, item.position) for item in after.items],
