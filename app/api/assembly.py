@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import load_active_history
+from app.api.history import ActiveHistory, load_active_history
 from app.api.models import (
     AssembleRequest,
     AssembleResponse,
@@ -37,7 +37,14 @@ from app.domain.assemble import (
 from app.domain.assemble import assemble as assemble_plan
 from app.domain.formats import from_responses
 from app.domain.ids import derive_id
+from app.domain.items import developer_message, visible_text
 from app.domain.normalize import normalize_history
+from app.domain.world_state import (
+    is_state_fragment,
+    render_goal,
+    render_section,
+    section_layer,
+)
 from app.metrics import (
     ASSEMBLY_DECISIONS,
     ASSEMBLY_FLAGS,
@@ -98,6 +105,48 @@ def _candidates(request: AssembleRequest) -> tuple[Contribution, ...]:
     )
 
 
+def _session_state_sources(history: ActiveHistory) -> tuple[Contribution, ...]:
+    """The current goal and world state as required candidates.
+
+    The goal and the governing sections sit in the stable prefix, verbatim; the goal is also
+    restated at the end under `edges` placement (the two high-attention positions). The
+    environment and caller-named sections go with the task.
+    """
+    state = history.world_state
+    sections = tuple(
+        Candidate(
+            id=f"world_state:{section}",
+            source="world_state",
+            layer=section_layer(section),
+            source_class="world_state",
+            content=visible_text(render_section(section, value, version=state.version)),
+            required=True,
+        )
+        for section, value in sorted(state.sections.items())
+    )
+    goal = history.goal
+    goals = (
+        ()
+        if goal is None
+        else (
+            Candidate(
+                id="goal",
+                source="goal",
+                layer="prefix",
+                source_class="goal",
+                content=visible_text(render_goal(goal.text, version=goal.version)),
+                required=True,
+                restate_at_end=True,
+            ),
+        )
+    )
+    return tuple(
+        Contribution(source=name, candidates=candidates)
+        for name, candidates in (("goal", goals), ("world_state", sections))
+        if candidates
+    )
+
+
 def run_assembly(
     db: Session,
     *,
@@ -112,6 +161,7 @@ def run_assembly(
     and sent as is (validating it again would cost more than the selection itself).
     """
     history: tuple[HistoryEntry, ...] = ()
+    session_sources: tuple[Contribution, ...] = ()
     session_pk: int | None = None
     window: int | None = None
     encoding = request.encoding or settings.default_encoding
@@ -130,13 +180,16 @@ def run_assembly(
         )
         history = tuple(
             HistoryEntry(id=f"history:{ordinal}", item=item)
-            for ordinal, item in enumerate(normalized.items)
+            for ordinal, item in enumerate(
+                item for item in normalized.items if not is_state_fragment(item)
+            )
         )
+        session_sources = _session_state_sources(loaded)
     count_tokens = token_counter(encoding)
     budget = _effective_budget(request, session_window=window)
     plan = assemble_plan(
         AssemblyInput(
-            contributions=_candidates(request),
+            contributions=session_sources + _candidates(request),
             history=history,
             budget=budget,
             history_counts_toward_max_items=request.budget is not None or window is None,
@@ -153,7 +206,12 @@ def run_assembly(
     )
     reused = shared_prefix_tokens([(str(f), int(t)) for f, t in previous], fingerprints)
     pressure = plan.total_tokens / (window or budget.max_tokens or max(plan.total_tokens, 1))
-    history_items = [item.item for item in plan.items if item.layer == "recent" and item.item]
+    # Everything selected, in position order, as one provider-ready list: text candidates
+    # become developer messages, items stay as they are.
+    context = [
+        item.item if item.item is not None else developer_message(item.content or "")
+        for item in plan.items
+    ]
     startup_tokens = sum(i.tokens for i in plan.items if i.layer == "prefix")
 
     def build_response(assembly_id: str) -> dict[str, Any]:
@@ -204,7 +262,7 @@ def run_assembly(
             },
             "budget": BudgetSpec(**vars(budget)).model_dump(),
             "startup_tokens": startup_tokens,
-            "messages": from_responses(history_items, request.output_format).items,
+            "messages": from_responses(context, request.output_format).items,
         }
 
     row = repository.store_assembly(

@@ -18,20 +18,41 @@ from app.api.models import (
     NormalizeRequest,
     NormalizeResponse,
 )
+from app.domain import items as items_module
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses, to_responses
 from app.domain.items import Format, Item, visible_text
 from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_history
+from app.domain.world_state import apply_patch
 from app.metrics import NORMALIZE_REPAIRS
 from app.storage import repository
+from app.storage.tables import Fact
 from app.tokens import token_counter
 
 router = APIRouter(tags=["history"], responses=ERROR_RESPONSES)
 
 
 @dataclass(frozen=True)
+class Goal:
+    version: int
+    text: str
+
+
+@dataclass(frozen=True)
+class WorldState:
+    version: int
+    sections: dict[str, Any]
+    baseline: dict[str, Any] | None
+    """What was last sent to the model; None after a compaction (everything is re-sent)."""
+
+
+@dataclass(frozen=True)
 class ActiveHistory:
-    """A session's active history before normalization, with what callers need beside it."""
+    """A session's active history before normalization, with the session facts beside it.
+
+    Internal facts (goal versions, world-state snapshots, compactions) are folded into
+    `goal`, `world_state` and `compactions` and never appear in `items`.
+    """
 
     session_pk: int
     last_seq: int
@@ -39,21 +60,55 @@ class ActiveHistory:
     context_window: int
     items: list[Item]
     metadata: list[dict[str, Any]]
+    seqs: list[int]
+    goal: Goal | None
+    world_state: WorldState
+    compactions: int
 
 
 def load_active_history(
-    db: Session, *, tenant_id: int, session_id: str, up_to_seq: int | None = None
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    up_to_seq: int | None = None,
+    lock: bool = False,
 ) -> ActiveHistory:
     """The tenant's session's active history, optionally as it was at `up_to_seq`."""
-    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=lock)
     facts = repository.read_facts(db, session_id=row.id, up_to_seq=up_to_seq)
+    goal: Goal | None = None
+    sections: dict[str, Any] = {}
+    baseline: dict[str, Any] | None = None
+    world_version = compactions = 0
+    visible: list[Fact] = []
+    for fact in facts:
+        match fact.type:
+            case items_module.GOAL_FACT:
+                goal = Goal(version=fact.item["version"], text=fact.item["text"])
+            case items_module.WORLD_STATE_FACT:
+                if "snapshot" in fact.item:
+                    sections = fact.item["snapshot"]
+                else:
+                    sections = apply_patch(sections, fact.item["patch"])
+                world_version = fact.item["version"]
+                baseline = sections
+            case items_module.COMPACTION_FACT:
+                compactions += 1
+                baseline = None
+            case _:
+                visible.append(fact)
     return ActiveHistory(
         session_pk=row.id,
         last_seq=facts[-1].seq if facts else 0,
         encoding=row.encoding,
         context_window=row.context_window,
-        items=[fact.item for fact in facts],
-        metadata=[fact.provenance for fact in facts],
+        items=[fact.item for fact in visible],
+        metadata=[fact.provenance for fact in visible],
+        seqs=[fact.seq for fact in visible],
+        goal=goal,
+        world_state=WorldState(version=world_version, sections=sections, baseline=baseline),
+        compactions=compactions,
     )
 
 

@@ -262,7 +262,7 @@ class AdviceBody(BaseModel):
 
 class AssembleResponse(BaseModel):
     """`items` carry each selected candidate (history items in Responses form); `messages` is
-    the selected history converted as a whole to the requested `output_format`."""
+    the whole selected context converted to the requested `output_format`."""
 
     assembly_id: str
     plan_hash: str
@@ -277,7 +277,9 @@ class AssembleResponse(BaseModel):
     budget: BudgetSpec = Field(description="The effective budget after policy and overrides.")
     startup_tokens: int = Field(description="Tokens of the required stable prefix.")
     messages: list[dict[str, Any]] = Field(
-        description="The selected history in `output_format`, ready to send to the provider."
+        description="Every selected item in position order, in `output_format`, ready to send: "
+        "text candidates as developer messages (Anthropic: passed through, send them as the "
+        "top-level `system`), history items as they are."
     )
 
 
@@ -329,3 +331,23 @@ class UsageRequest(StrictModel):
     unit: Label | None = None
     phase: Label | None = None
     assembly_id: Annotated[str, Field(max_length=64)] | None = None
+
+
+class GoalRequest(StrictModel):
+    text: Annotated[str, Field(min_length=1, max_length=100_000)]
+
+
+class GoalResponse(BaseModel):
+    version: int
+    seq: int
+
+
+class WorldStateRequest(StrictModel):
+    sections: dict[str, Any]
+
+
+class WorldStateResponse(BaseModel):
+    version: int
+    updates: list[dict[str, Any]]
+    changes: list[dict[str, str]]
+    patch: dict[str, Any] | None

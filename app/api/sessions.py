@@ -25,7 +25,7 @@ from app.api.models import (
 from app.domain.errors import InvalidInput, PayloadTooLarge
 from app.domain.formats import to_responses
 from app.domain.ids import derive_id
-from app.domain.items import admission_reason, item_type, visible_text
+from app.domain.items import INTERNAL_TYPE_PREFIX, admission_reason, item_type, visible_text
 from app.domain.normalize import normalize_history
 from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS, PHASE_LABEL, UNIT_LABEL
 from app.storage import repository
@@ -76,6 +76,7 @@ def create_session(
 def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
+    goal = loaded.goal
     count_tokens = token_counter(row.encoding)
     active = normalize_history(
         loaded.items, count_tokens=count_tokens, item_metadata=loaded.metadata
@@ -85,9 +86,9 @@ def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailRe
         **_session_response(row).model_dump(),
         item_count=row.last_seq,
         active_tokens=active_tokens,
-        goal=None,
-        world_state_version=0,
-        compactions=0,
+        goal={"version": goal.version, "text": goal.text} if goal else None,
+        world_state_version=loaded.world_state.version,
+        compactions=loaded.compactions,
     )
 
 
@@ -114,6 +115,16 @@ def append_items(
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
             )
     items = to_responses(body.items, body.format).items
+    reserved = [
+        i for i, item in enumerate(items) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
+    ]
+    if reserved:
+        raise InvalidInput(
+            f"item types starting with {INTERNAL_TYPE_PREFIX!r} are written by the service only",
+            details=[
+                {"loc": ["body", "items", i, "type"], "msg": "reserved type"} for i in reserved
+            ],
+        )
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     count_tokens = token_counter(session.encoding)
     provenance = body.metadata.model_dump(exclude_none=True)

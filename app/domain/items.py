@@ -16,6 +16,13 @@ Item = dict[str, Any]
 Format = Literal["responses", "chat", "anthropic"]
 FORMATS: tuple[Format, ...] = ("responses", "chat", "anthropic")
 
+INTERNAL_TYPE_PREFIX = "contextd."
+"""Facts the service itself writes (goal versions, world-state snapshots, compactions). They
+live in the log but are never model-visible as such, and clients cannot append them."""
+GOAL_FACT = "contextd.goal"
+WORLD_STATE_FACT = "contextd.world_state"
+COMPACTION_FACT = "contextd.compaction"
+
 CountTokens = Callable[[str], int]
 """Exact token count of a text under the caller's encoding."""
 
@@ -36,6 +43,15 @@ KNOWN_TYPES = frozenset(
         "configuration_update",
     }
 )
+
+
+def developer_message(text: str) -> Item:
+    """A developer-role message carrying `text`: how the service hands the model its own text."""
+    return {
+        "type": "message",
+        "role": "developer",
+        "content": [{"type": "input_text", "text": text}],
+    }
 
 
 def item_type(item: Item) -> str:

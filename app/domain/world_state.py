@@ -50,7 +50,7 @@ from typing import Any, Literal
 import json_merge_patch  # type: ignore[import-untyped]
 
 from app.domain.errors import InvalidInput
-from app.domain.items import Item, item_type, visible_text
+from app.domain.items import Item, developer_message, item_type, visible_text
 
 __all__ = [
     "KNOWN_SECTIONS",
@@ -187,17 +187,9 @@ def validate_sections(sections: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sorted(snapshot.items()))
 
 
-def _developer_message(text: str) -> Item:
-    return {
-        "type": "message",
-        "role": "developer",
-        "content": [{"type": "input_text", "text": text}],
-    }
-
-
 def _fragment(section: str, body: str, *, version: int, removed: bool) -> Item:
     status = ' status="removed"' if removed else ""
-    return _developer_message(
+    return developer_message(
         f'<world_state section="{section}" version="{version}"{status}>\n{body}\n</world_state>'
     )
 
@@ -231,7 +223,7 @@ def render_section(section: str, value: Any, *, version: int) -> Item:
 
 def render_goal(text: str, *, version: int) -> Item:
     """The goal fragment; `text` is carried verbatim."""
-    return _developer_message(f'<goal version="{version}">\n{text}\n</goal>')
+    return developer_message(f'<goal version="{version}">\n{text}\n</goal>')
 
 
 def goal_text_of(item: Item) -> str | None:
@@ -252,6 +244,18 @@ def sections_in_history(items: Sequence[Item]) -> frozenset[str]:
         if match:
             visible[match.group(1)] = match.group(2) is None
     return frozenset(section for section, shown in visible.items() if shown)
+
+
+def is_state_fragment(item: Item) -> bool:
+    """True for a world-state fragment, a removal notice or a goal fragment.
+
+    Session-mode assembly re-renders the current goal and world state into the prefix, so
+    fragments already in the history would only repeat (or contradict) them.
+    """
+    if item_type(item) != "message" or item.get("role") != "developer":
+        return False
+    text = visible_text(item)
+    return bool(_FRAGMENT.fullmatch(text) or _GOAL.fullmatch(text))
 
 
 def section_layer(section: str) -> Literal["prefix", "task"]:

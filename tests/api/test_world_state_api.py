@@ -1,0 +1,144 @@
+"""Goals and world state over HTTP, on PostgreSQL: versioned, diffed, re-anchored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.domain.items import COMPACTION_FACT, visible_text
+from app.domain.world_state import RULES_REPLACEMENT_NOTICE, render_goal, render_section
+from app.settings import Settings
+from app.storage import repository
+from app.storage.database import create_db_engine, create_session_factory
+from app.storage.tables import SessionRow
+from tests.builders import user_msg
+from tests.conftest import TRAJECTORIES, load_trajectory
+
+RULES = {"text": "Run the tests before every commit.", "directory": "src/"}
+
+
+def _session(client: TestClient, session_id: str) -> None:
+    assert client.post("/sessions", json={"session_id": session_id}).status_code == 201
+
+
+def _put_state(client: TestClient, session_id: str, sections: dict[str, Any]) -> dict[str, Any]:
+    response = client.put(f"/sessions/{session_id}/world-state", json={"sections": sections})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_goal_versions_are_facts_and_the_session_shows_the_current_one(
+    client: TestClient, session_id: str
+) -> None:
+    _session(client, session_id)
+    first = client.put(f"/sessions/{session_id}/goal", json={"text": "Fix the flaky test"})
+    second = client.put(f"/sessions/{session_id}/goal", json={"text": "Fix it without mocks"})
+    assert (first.json()["version"], second.json()["version"]) == (1, 2)
+    detail = client.get(f"/sessions/{session_id}").json()
+    assert detail["goal"] == {"version": 2, "text": "Fix it without mocks"}
+    logged = client.get(f"/sessions/{session_id}/items").json()["items"]
+    assert [e["item"] for e in logged] == [
+        {"type": "contextd.goal", "version": 1, "text": "Fix the flaky test"},
+        {"type": "contextd.goal", "version": 2, "text": "Fix it without mocks"},
+    ]
+    assert client.get(f"/sessions/{session_id}/history").json()["items"] == []
+
+
+def test_world_state_sends_only_what_changed(client: TestClient, session_id: str) -> None:
+    _session(client, session_id)
+    first = _put_state(client, session_id, {"rules": RULES, "environment": {"cwd": "/repo"}})
+    assert first["version"] == 1
+    assert first["patch"] is None
+    assert first["updates"] == [
+        render_section("environment", {"cwd": "/repo"}, version=1),
+        render_section("rules", RULES, version=1),
+    ]
+    unchanged = _put_state(client, session_id, {"rules": RULES, "environment": {"cwd": "/repo"}})
+    assert (unchanged["updates"], unchanged["patch"]) == ([], {})
+    new_rules = {"text": "Never push to main."}
+    changed = _put_state(client, session_id, {"rules": new_rules, "environment": {"cwd": "/repo"}})
+    assert changed["changes"] == [{"section": "rules", "change": "changed"}]
+    assert changed["patch"] == {"rules": {"directory": None, "text": "Never push to main."}}
+    [update] = changed["updates"]
+    assert RULES_REPLACEMENT_NOTICE in visible_text(update)
+    removed = _put_state(client, session_id, {"environment": {"cwd": "/repo"}})
+    assert removed["changes"] == [{"section": "rules", "change": "removed"}]
+    assert client.get(f"/sessions/{session_id}").json()["world_state_version"] == 4
+
+
+def test_bad_world_state_and_goal_input_is_refused_and_stores_nothing(
+    client: TestClient, session_id: str
+) -> None:
+    _session(client, session_id)
+    cases = [
+        client.put(f"/sessions/{session_id}/world-state", json={"sections": {"rules": None}}),
+        client.put(f"/sessions/{session_id}/world-state", json={"sections": {"bad id!": 1}}),
+        client.put(f"/sessions/{session_id}/world-state", json={"sections": None}),
+        client.put(f"/sessions/{session_id}/goal", json={"text": "   "}),
+        client.put(f"/sessions/{session_id}/goal", json={"text": "x" * 100_001}),
+        client.put("/sessions/no-such-session/goal", json={"text": "goal"}),
+        client.post(
+            f"/sessions/{session_id}/items",
+            json={"items": [{"type": "contextd.goal", "version": 9, "text": "spoofed"}]},
+        ),
+    ]
+    assert [c.status_code for c in cases] == [422, 422, 422, 422, 422, 404, 422]
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 0
+
+
+def test_session_assembly_pins_goal_and_rules_in_the_prefix_and_restates_the_goal(
+    client: TestClient, session_id: str
+) -> None:
+    _session(client, session_id)
+    client.put(f"/sessions/{session_id}/goal", json={"text": "Ship the release notes"})
+    _put_state(client, session_id, {"rules": RULES, "environment": {"cwd": "/repo"}})
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("start")]})
+    result = client.post("/assemble", json={"session_id": session_id}).json()
+    goal_text = visible_text(render_goal("Ship the release notes", version=1))
+    assert [(i["id"], i["layer"]) for i in result["items"]] == [
+        ("goal", "prefix"),
+        ("world_state:rules", "prefix"),
+        ("world_state:environment", "task"),
+        ("history:0", "recent"),
+        ("goal#restated", "prefix"),
+    ]
+    assert result["items"][0]["content"] == goal_text
+    assert result["items"][-1]["content"] == goal_text
+    again = client.post("/assemble", json={"session_id": session_id}).json()
+    assert again["items"][:2] == result["items"][:2]
+
+
+def test_after_a_compaction_rules_are_resent_and_the_goal_survives(
+    client: TestClient, postgres_url: str, session_id: str
+) -> None:
+    _session(client, session_id)
+    goal = load_trajectory(TRAJECTORIES[0])[1]["content"][0]["text"]
+    client.put(f"/sessions/{session_id}/goal", json={"text": goal})
+    _put_state(client, session_id, {"rules": RULES})
+    client.post(f"/sessions/{session_id}/items", json={"items": load_trajectory(TRAJECTORIES[0])})
+    # Stand-in for /compact: append a compaction fact through the storage layer.
+    engine = create_db_engine(Settings(database_url=postgres_url))
+    with create_session_factory(engine)() as db:
+        session = db.scalars(select(SessionRow).where(SessionRow.external_id == session_id)).one()
+        repository.append_facts(
+            db,
+            session=session,
+            facts=[repository.NewFact(COMPACTION_FACT, {"type": COMPACTION_FACT}, 0, {})],
+            unit=None,
+            phase=None,
+            idempotency_key=None,
+            expected_last_seq=None,
+        )
+        db.commit()
+    engine.dispose()
+    resent = _put_state(client, session_id, {"rules": RULES})
+    # The baseline was reset by the compaction, so the rules go out again in full.
+    assert resent["changes"] == [{"section": "rules", "change": "changed"}]
+    assert visible_text(resent["updates"][0]).startswith('<world_state section="rules"')
+    result = client.post("/assemble", json={"session_id": session_id}).json()
+    goal_text = visible_text(render_goal(goal, version=1))
+    assert result["items"][0]["content"] == goal_text
+    assert result["items"][-1]["content"] == goal_text
