@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from app.domain.items import Format
@@ -12,10 +13,31 @@ from app.domain.items import Format
 SessionIdText = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
 Label = Annotated[str, Field(min_length=1, max_length=200)]
 Encoding = Literal["o200k_base", "cl100k_base"]
+MAX_SEQ = 2**63 - 1
+"""Sequence numbers are 64-bit in the database; larger ones are refused at the door."""
+Count = Annotated[int, Field(ge=0, le=10**12)]
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class RequestModel(StrictModel):
+    """A whole request body. It must be valid Unicode throughout: JSON may carry a lone UTF-16
+    surrogate escape (`\\ud800`) that no provider, database or response encoder accepts, so it is
+    refused here, before anything is stored."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _is_valid_unicode(cls, data: Any) -> Any:
+        try:
+            orjson.dumps(data)
+        except orjson.JSONEncodeError as exc:
+            if "surrogates not allowed" in str(exc):
+                raise ValueError(
+                    "text contains a lone UTF-16 surrogate; send valid Unicode"
+                ) from exc
+        return data
 
 
 class SessionHooks(StrictModel):
@@ -23,7 +45,7 @@ class SessionHooks(StrictModel):
     session_end: HttpUrl | None = None
 
 
-class CreateSessionRequest(StrictModel):
+class CreateSessionRequest(RequestModel):
     session_id: SessionIdText | None = None
     encoding: Encoding | None = None
     context_window: Annotated[int, Field(gt=0, le=10_000_000)] | None = None
@@ -57,13 +79,13 @@ class AppendMetadata(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     harness_authored: bool = False
-    truncation_token_limit: Annotated[int, Field(gt=0)] | None = None
+    truncation_token_limit: Annotated[int, Field(gt=0, le=10**9)] | None = None
 
 
-class AppendRequest(StrictModel):
+class AppendRequest(RequestModel):
     items: Annotated[list[dict[str, Any]], Field(min_length=1)]
     format: Format = "responses"
-    expected_last_seq: Annotated[int, Field(ge=0)] | None = None
+    expected_last_seq: Annotated[int, Field(ge=0, le=MAX_SEQ)] | None = None
     idempotency_key: Label | None = None
     unit: Label | None = None
     phase: Label | None = None
@@ -120,7 +142,7 @@ class TruncationSpec(StrictModel):
     serialization_margin: Annotated[float, Field(ge=1.0, le=10.0)] = 1.2
 
 
-class NormalizeRequest(StrictModel):
+class NormalizeRequest(RequestModel):
     """Either `items` (stateless) or `session_id` (that session's active history)."""
 
     items: list[dict[str, Any]] | None = None
@@ -174,7 +196,7 @@ class CandidateSpec(StrictModel):
     relevance: Unit = 0.0
     trust: Unit = 0.0
     freshness: Unit = 0.0
-    tokens: Annotated[int, Field(ge=0)] | None = None
+    tokens: Count | None = None
 
     @model_validator(mode="after")
     def _has_exactly_one_body(self) -> CandidateSpec:
@@ -210,7 +232,7 @@ Policy = Literal["balanced", "compact", "expansive"]
 Placement = Literal["edges", "input_order"]
 
 
-class AssembleRequest(StrictModel):
+class AssembleRequest(RequestModel):
     session_id: SessionIdText | None = None
     sources: list[SourceSpec] = Field(default_factory=list)
     budget: BudgetSpec | None = None
@@ -300,7 +322,7 @@ class ReplayOverrides(StrictModel):
     replace_sources: list[SourceSpec] = Field(default_factory=list)
 
 
-class ReplayRequest(StrictModel):
+class ReplayRequest(RequestModel):
     overrides: ReplayOverrides = Field(default_factory=ReplayOverrides)
 
 
@@ -324,16 +346,16 @@ class ReplayResponse(BaseModel):
     diff: AssemblyDiffBody
 
 
-class UsageRequest(StrictModel):
-    input_tokens: Annotated[int, Field(ge=0)] = 0
-    cached_tokens: Annotated[int, Field(ge=0)] = 0
-    output_tokens: Annotated[int, Field(ge=0)] = 0
+class UsageRequest(RequestModel):
+    input_tokens: Count = 0
+    cached_tokens: Count = 0
+    output_tokens: Count = 0
     unit: Label | None = None
     phase: Label | None = None
     assembly_id: Annotated[str, Field(max_length=64)] | None = None
 
 
-class GoalRequest(StrictModel):
+class GoalRequest(RequestModel):
     text: Annotated[str, Field(min_length=1, max_length=100_000)]
 
 
@@ -342,7 +364,7 @@ class GoalResponse(BaseModel):
     seq: int
 
 
-class WorldStateRequest(StrictModel):
+class WorldStateRequest(RequestModel):
     sections: dict[str, Any]
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import orjson
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import load_active_history
 from app.api.models import (
+    MAX_SEQ,
     AppendedItem,
     AppendRequest,
     AppendResponse,
@@ -29,6 +29,7 @@ from app.domain.items import INTERNAL_TYPE_PREFIX, admission_reason, item_type, 
 from app.domain.normalize import normalize_history
 from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS, PHASE_LABEL, UNIT_LABEL
 from app.storage import repository
+from app.storage.database import dump_json
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
 
@@ -48,7 +49,12 @@ def _session_response(row: SessionRow) -> SessionResponse:
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=SessionResponse)
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=SessionResponse,
+    responses={200: {"model": SessionResponse, "description": "Existing, identical session."}},
+)
 def create_session(
     body: CreateSessionRequest,
     tenant_id: TenantId,
@@ -93,7 +99,12 @@ def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailRe
 
 
 @router.post(
-    "/{session_id}/items", status_code=status.HTTP_201_CREATED, response_model=AppendResponse
+    "/{session_id}/items",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AppendResponse,
+    responses={
+        200: {"model": AppendResponse, "description": "Idempotent replay; nothing written."}
+    },
 )
 def append_items(
     session_id: str,
@@ -109,7 +120,7 @@ def append_items(
             details=[{"loc": ["body", "items"], "msg": "too many items"}],
         )
     for index, item in enumerate(body.items):
-        size = len(orjson.dumps(item))
+        size = len(dump_json(item).encode())
         if size > settings.max_item_bytes:
             raise PayloadTooLarge(
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
@@ -174,7 +185,7 @@ def list_items(
     session_id: str,
     tenant_id: TenantId,
     db: Db,
-    after_seq: Annotated[int, Query(ge=0)] = 0,
+    after_seq: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> ItemsPageResponse:
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)

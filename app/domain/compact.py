@@ -8,27 +8,30 @@ did. For every strategy and every input:
   clear_tool_results and truncate keep an earlier product there unchanged. The kept items
   follow in chronological order.
 - Call/output pairing holds in the new history (`find_pairing_violations` is empty), or
-  `CompactionBroken` is raised: a broken history is never returned. Items are only ever kept
-  or dropped by whole units (a unit ends where no call waits for its output and the last item is
-  not reasoning), so a call never loses its output.
-- The goal is pinned: the product carries `inp.goal` verbatim under its own heading. A summary
-  text from a model never replaces it; goal claims in that text are removed.
+  `CompactionBroken` is raised: a broken history is never returned. Items are kept or dropped
+  by whole units (a unit ends where no call waits for its output and the last item is not
+  reasoning), so a call never loses its output; a cleared output keeps its call_id.
+- The goal is pinned: every product carries the goal verbatim under its own heading (`inp.goal`,
+  else the earlier record's). A summary text from a model never replaces it: goal claims in
+  that text are removed.
 - User requests keep the user's words and are attributed to the user; decisions, state and next
   steps are attributed to the agent. Nothing the agent said is recorded as the user's.
-- Re-compaction merges, never nests: an earlier product found in the history (or given as
-  `previous_summary` / `previous_notes`) is folded into the new product and dropped, together with
-  the re-anchored invariants in front of it. An item equal to one of `inp.invariants` is dropped
-  wherever it is (it is re-anchored at the top).
+- Re-compaction merges, never nests: the earlier product found in the history (or given as
+  `previous_summary` / `previous_notes`) is folded into the new one and dropped, with the
+  re-anchored invariants in front of it. A product carries every part the earlier one had (a
+  notes record keeps an earlier summary, a summary keeps earlier lessons), and the notes pinned by
+  a pre_compact hook. An item equal to one of `inp.invariants` is dropped wherever it is.
 - Lossy strategies (truncate, summary, handoff, notes) pass the loss check: the goal, the latest
   user request, every file path touched in the covered range and its latest unresolved error
   signature are substrings of the new history's visible text. When the first draft misses some,
-  the smallest covered units carrying them are re-loaded verbatim (outputs in them that carry
+  the cheapest covered units carrying them are re-loaded verbatim (outputs in them that carry
   nothing needed are masked); when that cannot help, the strategy falls back to
   clear_tool_results (`fell_back`). `loss_missing` lists what the first draft missed.
-- Nothing to compact, a target no smaller than the history, or clearing that frees less than
-  `clear_at_least_tokens` gives `is_noop` and the history exactly as it came.
+- `target_tokens` defaults to half the history. Nothing to compact, a target no smaller than the
+  history, or clearing that frees less than `clear_at_least_tokens` gives `is_noop` and the
+  history exactly as it came.
 - Inputs are never mutated; a changed item is a new object and its entry has `verbatim=False`.
-  Entries the core writes (products) have `seq=None`.
+  Entries the core writes (products, invariants) have `seq=None`.
 - Pure and deterministic: same input and counter, same output. No I/O, clock or randomness.
 
 Product item: a `user` message with one `input_text` part. User, not developer, because its text
@@ -39,18 +42,19 @@ carries developer messages only as the system prompt. Its text is
     <marker>\\n<preamble>            marker: SUMMARY_MARKER, HANDOFF_MARKER or NOTES_MARKER
     \\n\\n## <heading>\\n<text>       a single-text section (goal, narrative, state)
     \\n\\n## <heading>\\n- <entry>…   a list section, one "- " line per entry
-    \\n\\n```json\\n<meta>\\n```      kind, version, section layout, source range
+    \\n\\n```json\\n<meta>\\n```      kind, version, parts, section layout, source ranges
 
 Every entry is written raw (the goal and the user's words stay verbatim substrings) and the
 meta gives each section's entry lengths in code points, so `summary_of` / `notes_of` read the
 record back exactly, whatever the entries contain. Empty sections are left out.
 
 Extraction is mechanical. Touched files are paths named in call arguments or inputs (a token with
-a known file extension, or an absolute or ./-relative path) and project frames of Python
-tracebacks; paths that outputs merely list (`ls`, `grep`) are not touches. An error signature
-is the final exception line of a traceback, an `error:` / `fatal:` line or a `FAILED` line; a
-bare non-zero exit is a command outcome, not an error (grep and diff exit 1 routinely). An
-error is resolved when a later run of the same call, within the same range, succeeds.
+a known file extension, or an absolute or ./-relative path; written file contents and URLs do
+not count) and the project frame where the last traceback of an output failed; paths an output
+merely lists (`ls`, `grep`) are not touches. An error signature is the final exception line of a
+traceback, an `error:` / `fatal:` line or a `FAILED` line; a bare non-zero exit is a command
+outcome, not an error (grep and diff exit 1 routinely). An error counts as resolved when a later
+run of the same call, within the same range, succeeds; records say "not seen resolved".
 """
 
 from __future__ import annotations
@@ -129,7 +133,7 @@ _STATE_CHARS = 600
 _PROMPT_ITEM_BYTES = 2000
 
 _CLEARED_PREFIX = "[tool output cleared by contextd"
-SHELL_TOOLS = frozenset({"bash", "shell", "sh", "execute_bash", "run_shell_command", "terminal"})
+_SHELL_TOOLS = frozenset({"bash", "shell", "sh", "execute_bash", "run_shell_command", "terminal"})
 
 DECLARATIONS: dict[Strategy, dict[str, list[str]]] = {
     "clear_tool_results": {
@@ -454,7 +458,7 @@ def _describe_call(item: Item) -> _Call:
             paths.append(leaf)
         elif key not in _CONTENT_KEYS:
             paths.extend(_paths_in(leaf))
-    if isinstance(command, str) and name.lower() in SHELL_TOOLS:
+    if isinstance(command, str) and name.lower() in _SHELL_TOOLS:
         display = _first_line(command)
     else:
         display = _first_line(f"{name} {raw}".strip())
@@ -467,7 +471,6 @@ class _Step:
     """One tool call and its output."""
 
     call: _Call
-    call_seq: int | None
     output_seq: int | None
     errors: tuple[str, ...]
     verification: tuple[str, ...]
@@ -520,7 +523,7 @@ def _scan(entries: Sequence[HistoryEntry]) -> _Scan:
     agent: list[str] = []
     steps: list[_Step] = []
     paths: dict[str, int | None] = {}
-    waiting: dict[str, tuple[_Call, int | None, str | None]] = {}
+    waiting: dict[str, tuple[_Call, str | None]] = {}
     for entry in entries:
         item = entry.item
         kind = item_type(item)
@@ -534,21 +537,22 @@ def _scan(entries: Sequence[HistoryEntry]) -> _Scan:
             call = _describe_call(item)
             for path in call.paths:
                 paths[path] = entry.seq
-            waiting[str(item.get("call_id"))] = (call, entry.seq, agent[-1] if agent else None)
+            waiting[str(item.get("call_id"))] = (call, agent[-1] if agent else None)
         elif kind in OUTPUT_TYPES and (pending := waiting.pop(str(item.get("call_id")), None)):
-            call, call_seq, reason = pending
+            call, reason = pending
             text = visible_text(item)
             # Where the last traceback failed in the project; other frames were only passed by.
             frames = _FRAME.findall(text[text.rfind(_TRACEBACK) :]) if _TRACEBACK in text else []
             if own := [frame for frame in frames if not _LIBRARY_PATH.search(frame)]:
                 paths[own[-1]] = entry.seq
+            # Harnesses report the status at the very start or end; "exit code" in the middle
+            # of an output is usually the program talking about something else.
             status = next(
                 (int(a or b) for a, b in _EXIT_STATUS.findall(text[:200] + text[-200:])), None
             )
             steps.append(
                 _Step(
                     call=call,
-                    call_seq=call_seq,
                     output_seq=entry.seq,
                     errors=error_signatures(text),
                     verification=tuple(line.strip() for line in _VERIFICATION_LINE.findall(text)),
@@ -620,7 +624,7 @@ def summarize_builtin(
         verification=_merged(before.verification, _verification(scan), cap=MAX_VERIFICATION),
         state=_clip(last_agent, _STATE_CHARS) if last_agent else before.state,
         next_steps=_next_steps(scan) or before.next_steps,
-        from_seq=before.from_seq if before.from_seq is not None else span and span[0],
+        from_seq=before.from_seq if before.from_seq is not None else (span[0] if span else None),
         to_seq=span[1] if span else before.to_seq,
         narrative=before.narrative,
     )
@@ -638,7 +642,7 @@ def _take_notes(scan: _Scan, *, goal: str | None, previous: Notes | None) -> Not
         *(f"The user said: {text}" for _, text in scan.user_requests if text != goal),
         *(f"File touched: {path}" for path in scan.paths),
         *(f"Verification: {line}" for line in _verification(scan)[-MAX_VERIFICATION:]),
-        *(f"Unresolved error: {sig}" for _, sig in scan.unresolved()[-MAX_ERRORS:]),
+        *(f"Error not seen resolved: {sig}" for _, sig in scan.unresolved()[-MAX_ERRORS:]),
     ]
     return Notes(
         facts=_merged(before.facts, facts, cap=None),
@@ -663,7 +667,9 @@ def _handoff(scan: _Scan, *, previous: Handoff | None) -> Handoff:
             continue  # a lesson needs an error and a next attempt
         signature = step.errors[-1]
         later = scan.steps[index + 1 :]
-        fixed = next((s for s in later if s.call.key == step.call.key and not s.failed), None)
+        fixed = next(
+            (s for s in later if s.call.key == step.call.key and s.settled and not s.failed), None
+        )
         recurred = sum(signature in s.errors for s in later)
         if fixed is not None:
             outcome = f"a later run of the same call succeeded (fact seq {fixed.output_seq})"
@@ -682,11 +688,6 @@ def _handoff(scan: _Scan, *, previous: Handoff | None) -> Handoff:
         references=_merged(before.references, references, cap=MAX_REFERENCES),
         lessons=_merged(before.lessons, list(lessons.values()), cap=MAX_LESSONS),
     )
-
-
-def _without_goal_claims(text: str) -> str:
-    """A model-written summary minus any goal it states: the pinned goal is the only goal."""
-    return _GOAL_LINE.sub("", _GOAL_HEADING_SECTION.sub("", text)).strip()
 
 
 # --------------------------------------------------------------------------------------------
@@ -777,7 +778,7 @@ def _render_product(product: _Product) -> Item:
             parts.append("\n".join(f"- {e}" for e in entries) if is_list else entries[0])
             layout.append([key, [len(e) for e in entries]])
     first, last = product.source_range
-    meta = {
+    meta: dict[str, Any] = {
         "contextd": product.kind,
         "version": _PRODUCT_VERSION,
         "parts": [
@@ -792,6 +793,9 @@ def _render_product(product: _Product) -> Item:
         "layout": layout,
         "source_range": {"from_seq": first, "to_seq": last},
     }
+    if summary is not None:
+        # A summary carried into notes keeps the range it was written for.
+        meta["summary_range"] = {"from_seq": summary.from_seq, "to_seq": summary.to_seq}
     parts.append(f"{_META_FENCE}{json.dumps(meta, separators=(',', ':'))}\n```")
     return {
         "type": "message",
@@ -814,9 +818,17 @@ def _read_product(item: Item) -> _Product | None:
         first, last = meta["source_range"]["from_seq"], meta["source_range"]["to_seq"]
         layout = [(str(key), [int(n) for n in lengths]) for key, lengths in meta["layout"]]
         parts = set(meta["parts"])
-    except (ValueError, KeyError, TypeError):
+        summary_range = meta.get("summary_range") or {}
+        summary_first, summary_last = summary_range.get("from_seq"), summary_range.get("to_seq")
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    if meta.get("contextd") != kind or meta.get("version") != _PRODUCT_VERSION:
+    seqs = (first, last, summary_first, summary_last)
+    if (
+        meta.get("contextd") != kind
+        or meta.get("version") != _PRODUCT_VERSION
+        or any(seq is not None and (type(seq) is not int) for seq in seqs)
+        or any(n < 0 for _, lengths in layout for n in lengths)
+    ):
         return None
     head = f"{_MARKERS[kind]}\n{_preamble(kind, (first, last))}"
     if not text.startswith(head):
@@ -853,8 +865,8 @@ def _read_product(item: Item) -> _Product | None:
             goal=goal,
             **{key: values.get(key, ()) for key in _SUMMARY_KEYS},
             state=one("state"),
-            from_seq=first,
-            to_seq=last,
+            from_seq=summary_first,
+            to_seq=summary_last,
             narrative=one("narrative"),
         )
         if "summary" in parts
@@ -1108,15 +1120,21 @@ def _product_for(ctx: _Context, covered: Sequence[HistoryEntry], *, kind: Produc
     inp, before = ctx.inp, ctx.previous
     previous_summary = inp.previous_summary or (before.summary if before else None)
     previous_notes = inp.previous_notes or (before.notes if before else None)
-    goal = inp.goal if inp.goal is not None else (before.goal if before else None)
-    summary, notes, handoff = previous_summary, previous_notes, None
+    goal = inp.goal
+    if goal is None:
+        goal = previous_summary.goal if previous_summary else before.goal if before else None
+    # The pinned goal is the only goal, also in a summary carried over unchanged.
+    summary = replace(previous_summary, goal=goal) if previous_summary else None
+    notes, handoff = previous_notes, before.handoff if before else None
     scan = _scan(covered)
     if kind in ("summary", "handoff"):
         summary = summarize_builtin(covered, goal=goal, previous=previous_summary)
         if inp.params.summarizer != "builtin" and inp.summary_text:
-            summary = replace(summary, narrative=_without_goal_claims(inp.summary_text) or None)
+            # The pinned goal is the only goal: whatever goal the text states is taken out.
+            narrative = _GOAL_LINE.sub("", _GOAL_HEADING_SECTION.sub("", inp.summary_text))
+            summary = replace(summary, narrative=narrative.strip() or None)
     if kind == "handoff":
-        handoff = _handoff(scan, previous=before.handoff if before else None)
+        handoff = _handoff(scan, previous=handoff)
     if kind == "notes":
         notes = _take_notes(scan, goal=goal, previous=previous_notes)
     span = _seq_range(covered)
@@ -1152,33 +1170,33 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
         if item_type(entry.item) == "message" and entry.item.get("role") == "user"
     ]
     # truncate keeps as much as fits; the others keep the newest turn and record the rest.
-    prefer = 0 if truncating or not users else max(c for c in cuts if c <= users[-1])
-    if not truncating and not users:
+    if truncating:
+        prefer = 0
+    elif users:
+        prefer = max(c for c in cuts if c <= users[-1])
+    else:
         prefer = len(body)
     head_size = ctx.total(ctx.invariants) + (ctx.total(ctx.products) if truncating else 0)
     budget = target - head_size
     start = _tail_start(cuts, suffix_sizes=suffix, budget=budget, prefer=prefer, keep=keep)
     if _seq_range(body[:start]) is None:
         return ctx.noop()
-    product = None if kind is None else _product_for(ctx, body[:start], kind=kind)
-    if product is not None:
+    head: tuple[HistoryEntry, ...] = (*ctx.invariants, *ctx.products)
+    product = None
+    if kind is not None:
+        product = _product_for(ctx, body[:start], kind=kind)
+        record = _render_product(product)
         # The record's size is known only once it is written: make room for it once.
-        product_size = ctx.size(visible_text(_render_product(product)))
-        if head_size + product_size + suffix[start] > target:
+        record_size = ctx.size(visible_text(record))
+        if head_size + record_size + suffix[start] > target:
             later = _tail_start(
-                cuts, suffix_sizes=suffix, budget=budget - product_size, prefer=prefer, keep=keep
+                cuts, suffix_sizes=suffix, budget=budget - record_size, prefer=prefer, keep=keep
             )
             if later != start:
-                start, product = later, _product_for(ctx, body[:later], kind=product.kind)
+                start, product = later, _product_for(ctx, body[:later], kind=kind)
+                record = _render_product(product)
+        head = (*ctx.invariants, HistoryEntry(None, record, verbatim=False))
     covered, tail = body[:start], body[start:]
-    head: tuple[HistoryEntry, ...] = (
-        *ctx.invariants,
-        *(
-            ctx.products
-            if product is None
-            else (HistoryEntry(None, _render_product(product), False),)
-        ),
-    )
     units = [(a, b) for a, b in itertools.pairwise(cuts) if b <= start]
     reloaded: dict[int, tuple[tuple[HistoryEntry, ...], str]] = {}
     if truncating and users and users[-1] < start:
@@ -1194,7 +1212,7 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
     for fact in missing:
         if fact.needle in "\n".join(visible_text(e.item) for a in reloaded for e in reloaded[a][0]):
             continue
-        options: list[tuple[int, int, tuple[HistoryEntry, ...]]] = []
+        options: list[tuple[int, int, int, tuple[HistoryEntry, ...]]] = []
         for a, b in units:
             if a in reloaded or not any(fact.needle in visible_text(e.item) for e in body[a:b]):
                 continue
@@ -1210,10 +1228,11 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
                 else e
                 for e in body[a:b]
             )
-            options.append((ctx.total(unit), -a, unit))
+            options.append((ctx.total(unit), -a, a, unit))
         if options:
-            _, negative_start, unit = min(options, key=lambda option: option[:2])
-            reloaded[-negative_start] = (unit, f"loss check: {fact.label}")
+            # The cheapest unit carrying the fact; the newest of equally cheap ones.
+            _, _, a, unit = min(options, key=lambda option: option[:2])
+            reloaded[a] = (unit, f"loss check: {fact.label}")
     history = assemble()
     if missing and _missing(facts, history):
         fallback = _clear(ctx)

@@ -29,7 +29,7 @@ def dump_json(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
     except TypeError:
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value)
 
 
 def create_db_engine(settings: Settings) -> Engine:

@@ -20,10 +20,12 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-JsonDocument = JSON().with_variant(JSONB(), "postgresql")
+# Plain JSON, not JSONB, on PostgreSQL too: it keeps the document exactly as received (key
+# order included) and accepts the \u0000 escapes real tool outputs contain; nothing queries
+# inside these documents.
+JsonDocument = JSON()
 # SQLite has no BIGINT autoincrement; INTEGER PRIMARY KEY is its 64-bit rowid.
 Identity = BigInteger().with_variant(Integer(), "sqlite")
 

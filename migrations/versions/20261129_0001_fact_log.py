@@ -9,14 +9,13 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 revision: str = "20261129_0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-JSON_DOCUMENT = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+JSON_DOCUMENT = sa.JSON()
 IDENTITY = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 TIMESTAMP = sa.DateTime(timezone=True)
 

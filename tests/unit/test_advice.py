@@ -1,0 +1,137 @@
+"""Compaction advice from window pressure, growth and behaviour signals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from app.domain.advice import Advice, AdviceSignal, advise
+from app.domain.items import Item
+from tests.builders import assistant_msg, tool_call, tool_output, user_msg
+
+TALK = [user_msg("Add a CSV export."), assistant_msg("On it.")]
+
+
+def with_outputs(*outputs: str) -> list[Item]:
+    items: list[Item] = [user_msg("Fix the build.")]
+    for number, output in enumerate(outputs):
+        items += [
+            tool_call(f"c{number}", "bash", json.dumps({"command": "make"})),
+            tool_output(f"c{number}", output),
+        ]
+    return items
+
+
+def calm(
+    history: Sequence[Item],
+    *,
+    active_tokens: int = 10_000,
+    phases: Sequence[str | None] = (),
+    turn_tokens: Sequence[int] = (),
+) -> Advice:
+    """Advice for a 100k window."""
+    return advise(
+        active_tokens=active_tokens,
+        context_window=100_000,
+        history=history,
+        phases=phases,
+        turn_tokens=turn_tokens,
+    )
+
+
+def test_a_roomy_window_with_no_signal_gives_no_advice() -> None:
+    assert calm(TALK, turn_tokens=[1_000, 3_000]) == Advice(
+        should_compact=False,
+        pressure=0.1,
+        reasons=(),
+        turns_until_full=45,
+        recommended_strategy=None,
+    )
+
+
+def test_window_pressure_recommends_masking_when_tool_outputs_dominate() -> None:
+    history = with_outputs("x" * 5_000, "y" * 5_000)
+
+    assert calm(history, active_tokens=95_000) == Advice(
+        should_compact=True,
+        pressure=0.95,
+        reasons=(
+            AdviceSignal(
+                "window_pressure",
+                "the active history fills 95% of the window (threshold 90%)",
+                0.95,
+            ),
+        ),
+        turns_until_full=None,
+        recommended_strategy="clear_tool_results",
+    )
+
+
+def test_window_pressure_recommends_a_summary_when_tool_outputs_are_a_small_share() -> None:
+    history = [*TALK, user_msg("z" * 5_000), *with_outputs("ok")]
+
+    assert calm(history, active_tokens=92_000).recommended_strategy == "summary"
+
+
+def test_the_same_error_in_three_recent_outputs_is_a_repeated_error() -> None:
+    history = with_outputs(
+        "error: port 8001 in use", "ok", "error: port 8002 in use", "error: port 8003 in use"
+    )
+
+    assert calm(history, active_tokens=60_000).reasons == (
+        AdviceSignal(
+            "repeated_error",
+            "the error 'error: port N in use' came back in 3 of the last 10 outputs",
+            3.0,
+        ),
+    )
+    assert calm(history, active_tokens=60_000).should_compact
+    # Below half the window a loop alone does not justify a cache rewrite.
+    assert not calm(history, active_tokens=40_000).should_compact
+
+
+def test_the_same_user_question_twice_is_a_repeated_question() -> None:
+    history = [
+        user_msg("Where is the config?"),
+        assistant_msg("Here."),
+        user_msg("where is the CONFIG"),
+    ]
+
+    assert calm(history).reasons == (
+        AdviceSignal(
+            "repeated_question", "the user asked the same thing 2 times: 'where is the config'", 2.0
+        ),
+    )
+
+
+def test_a_new_phase_after_the_previous_non_null_phase_is_a_phase_change() -> None:
+    assert calm(TALK, phases=["explore", None, "implement"]).reasons == (
+        AdviceSignal("phase_change", "the phase changed from 'explore' to 'implement'", 1.0),
+    )
+    assert calm(TALK, phases=["explore", "implement", "implement"]).reasons == ()
+    assert calm(TALK, phases=["explore", None]).reasons == ()
+
+
+def test_growth_that_fills_the_window_within_a_few_turns_advises_compaction() -> None:
+    advice = calm(
+        TALK, active_tokens=70_000, turn_tokens=[1, 10_000, 10_000, 10_000, 10_000, 10_000]
+    )
+
+    assert (advice.turns_until_full, advice.should_compact) == (3, True)
+    assert advice.reasons == (
+        AdviceSignal("growth", "at 10000 tokens per turn the window is full in 3 turns", 10_000.0),
+    )
+
+
+def test_advice_serializes_to_the_api_shape() -> None:
+    advice = calm(TALK, phases=["a", "b"])
+
+    assert advice.as_dict() == {
+        "should_compact": False,
+        "pressure": 0.1,
+        "reasons": [
+            {"signal": "phase_change", "detail": "the phase changed from 'a' to 'b'", "value": 1.0}
+        ],
+        "turns_until_full": None,
+        "recommended_strategy": None,
+    }
