@@ -104,3 +104,21 @@ class LabelCap:
 
 UNIT_LABEL = LabelCap(50)
 PHASE_LABEL = LabelCap(50)
+COMPACTIONS = Counter(
+    "contextd_compactions_total",
+    "Compactions written, by the strategy applied and whether it was requested or a fallback.",
+    ["strategy", "outcome"],
+)
+COMPACTION_FALLBACKS = Counter(
+    "contextd_compaction_fallbacks_total",
+    "Lossy compactions whose loss check fired, by requested strategy.",
+    ["strategy"],
+)
+COMPACTION_TOKENS_SAVED = Counter(
+    "contextd_compaction_tokens_saved_total",
+    "Active-history tokens removed by compactions, by strategy.",
+    ["strategy"],
+)
+HOOK_CALLS = Counter(
+    "contextd_hook_calls_total", "Lifecycle hook calls, by event and outcome.", ["event", "outcome"]
+)

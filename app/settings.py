@@ -43,3 +43,11 @@ class Settings(BaseSettings):
     assembly_retention_days: int = 30
     assembly_retention_per_session: int = 1000
     assembly_cleanup_interval_seconds: float = 300.0
+    hook_timeout_seconds: float = 5.0
+    summarizer_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL (…/v1) of the `llm` summarizer; unset: disabled.",
+    )
+    summarizer_model: str = "gpt-4o-mini"
+    summarizer_api_key: str | None = None
+    summarizer_timeout_seconds: float = 60.0

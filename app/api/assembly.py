@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
+from app.api.compaction import session_advice
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import ActiveHistory, load_active_history
@@ -161,6 +162,7 @@ def run_assembly(
     and sent as is (validating it again would cost more than the selection itself).
     """
     history: tuple[HistoryEntry, ...] = ()
+    loaded_history: ActiveHistory | None = None
     session_sources: tuple[Contribution, ...] = ()
     session_pk: int | None = None
     window: int | None = None
@@ -170,6 +172,7 @@ def run_assembly(
             db, tenant_id=tenant_id, session_id=request.session_id, up_to_seq=as_of_seq
         )
         session_pk, as_of_seq = loaded.session_pk, loaded.last_seq
+        loaded_history = loaded
         encoding = request.encoding or loaded.encoding
         window = max(1, loaded.context_window - settings.output_reserve_tokens)
         normalized = normalize_history(
@@ -205,7 +208,17 @@ def run_assembly(
         db, tenant_id=tenant_id, session_pk=session_pk, unit=request.unit
     )
     reused = shared_prefix_tokens([(str(f), int(t)) for f, t in previous], fingerprints)
-    pressure = plan.total_tokens / (window or budget.max_tokens or max(plan.total_tokens, 1))
+    if loaded_history is not None:
+        advice = session_advice(loaded_history, settings=settings)
+    else:
+        pressure = plan.total_tokens / (budget.max_tokens or max(plan.total_tokens, 1))
+        advice = {
+            "should_compact": False,
+            "pressure": round(pressure, 4),
+            "reasons": [],
+            "turns_until_full": None,
+            "recommended_strategy": None,
+        }
     # Everything selected, in position order, as one provider-ready list: text candidates
     # become developer messages, items stay as they are.
     context = [
@@ -255,11 +268,7 @@ def run_assembly(
                 "reused_prefix_tokens": reused,
                 "new_tokens": plan.total_tokens - reused,
             },
-            "advice": {
-                "should_compact": pressure >= settings.compaction_pressure_threshold,
-                "pressure": round(pressure, 4),
-                "reasons": [],
-            },
+            "advice": advice,
             "budget": BudgetSpec(**vars(budget)).model_dump(),
             "startup_tokens": startup_tokens,
             "messages": from_responses(context, request.output_format).items,

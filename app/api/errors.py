@@ -81,7 +81,7 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
 
     async def on_contextd_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, errors.ContextdError)
-        status = next(s for kind, s in STATUS_BY_ERROR.items() if isinstance(exc, kind))
+        status = next((s for kind, s in STATUS_BY_ERROR.items() if isinstance(exc, kind)), 409)
         headers = unavailable_headers if status == 503 else None
         if status == 503:
             DATABASE_UNAVAILABLE.inc()

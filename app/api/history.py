@@ -60,10 +60,13 @@ class ActiveHistory:
     context_window: int
     items: list[Item]
     metadata: list[dict[str, Any]]
-    seqs: list[int]
+    seqs: list[int | None]
+    """The fact each item is, verbatim; None for items a compaction wrote."""
     goal: Goal | None
     world_state: WorldState
     compactions: int
+    compaction_id: str | None
+    phases: list[str | None]
 
 
 def load_active_history(
@@ -81,8 +84,12 @@ def load_active_history(
     sections: dict[str, Any] = {}
     baseline: dict[str, Any] | None = None
     world_version = compactions = 0
-    visible: list[Fact] = []
+    compaction_id: str | None = None
+    by_seq: dict[int, Fact] = {}
+    # (seq or None, item, append metadata, phase), in model-visible order.
+    visible: list[tuple[int | None, Item, dict[str, Any], str | None]] = []
     for fact in facts:
+        by_seq[fact.seq] = fact
         match fact.type:
             case items_module.GOAL_FACT:
                 goal = Goal(version=fact.item["version"], text=fact.item["text"])
@@ -94,21 +101,37 @@ def load_active_history(
                 world_version = fact.item["version"]
                 baseline = sections
             case items_module.COMPACTION_FACT:
+                # A compaction replaces the projection: entries name a fact by seq (verbatim)
+                # or carry an item the compaction wrote. The log itself is untouched.
                 compactions += 1
+                compaction_id = fact.item.get("compaction_id")
                 baseline = None
+                visible = [
+                    (
+                        entry["seq"],
+                        by_seq[entry["seq"]].item,
+                        by_seq[entry["seq"]].provenance,
+                        by_seq[entry["seq"]].phase,
+                    )
+                    if "seq" in entry
+                    else (None, entry["item"], {}, None)
+                    for entry in fact.item.get("history", [])
+                ]
             case _:
-                visible.append(fact)
+                visible.append((fact.seq, fact.item, fact.provenance, fact.phase))
     return ActiveHistory(
         session_pk=row.id,
         last_seq=facts[-1].seq if facts else 0,
         encoding=row.encoding,
         context_window=row.context_window,
-        items=[fact.item for fact in visible],
-        metadata=[fact.provenance for fact in visible],
-        seqs=[fact.seq for fact in visible],
+        items=[item for _, item, _, _ in visible],
+        metadata=[metadata for _, _, metadata, _ in visible],
+        seqs=[seq for seq, _, _, _ in visible],
         goal=goal,
         world_state=WorldState(version=world_version, sections=sections, baseline=baseline),
         compactions=compactions,
+        compaction_id=compaction_id,
+        phases=[phase for _, _, _, phase in visible],
     )
 
 
@@ -178,5 +201,5 @@ def get_history(
     )
     return HistoryResponse(
         **_respond(result, output_format=output_format, encoding=loaded.encoding),
-        compaction_id=None,
+        compaction_id=loaded.compaction_id,
     )

@@ -43,6 +43,9 @@ class RequestModel(StrictModel):
 class SessionHooks(StrictModel):
     pre_compact: HttpUrl | None = None
     session_end: HttpUrl | None = None
+    failure_policy: Literal["fail_open", "fail_closed"] = Field(
+        default="fail_open", description="What a hook timeout or error means for the compaction."
+    )
 
 
 class CreateSessionRequest(RequestModel):
@@ -280,6 +283,8 @@ class AdviceBody(BaseModel):
     should_compact: bool
     pressure: float
     reasons: list[dict[str, Any]]
+    turns_until_full: int | None = None
+    recommended_strategy: str | None = None
 
 
 class AssembleResponse(BaseModel):
@@ -373,3 +378,83 @@ class WorldStateResponse(BaseModel):
     updates: list[dict[str, Any]]
     changes: list[dict[str, str]]
     patch: dict[str, Any] | None
+
+
+Strategy = Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"]
+
+
+class CompactParams(StrictModel):
+    keep_recent: Annotated[int, Field(ge=0, le=10_000)] = 3
+    clear_at_least_tokens: Count = 0
+    exclude_tools: list[Label] = Field(default_factory=list)
+    clear_tool_inputs: bool = False
+    target_tokens: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
+    summarizer: Literal["builtin", "llm", "client"] = "builtin"
+
+
+class ClientSummary(StrictModel):
+    text: Annotated[str, Field(min_length=1, max_length=1_000_000)]
+
+
+class CompactRequest(RequestModel):
+    """Either `session_id` (writes a compaction fact) or `items` (stateless, writes nothing)."""
+
+    session_id: SessionIdText | None = None
+    items: list[dict[str, Any]] | None = None
+    format: Format = "responses"
+    output_format: Format | None = None
+    strategy: Strategy
+    params: CompactParams = Field(default_factory=CompactParams)
+    summary: ClientSummary | None = None
+    goal: Annotated[str, Field(max_length=100_000)] | None = Field(
+        default=None, description="Stateless mode only: the goal to pin (sessions use their own)."
+    )
+    dry_run: bool = False
+    encoding: Encoding | None = None
+
+
+class WorkingSetEntry(BaseModel):
+    seq: int
+    reason: str
+
+
+class LossCheck(BaseModel):
+    missing: list[str]
+    fell_back: bool
+
+
+class CompactResponse(BaseModel):
+    compaction_id: str | None
+    strategy: str
+    requested_strategy: str
+    declares: dict[str, list[str]]
+    tokens_before: int
+    tokens_after: int
+    summary: dict[str, Any] | None
+    notes: dict[str, Any] | None
+    working_set: list[WorkingSetEntry]
+    history: list[dict[str, Any]]
+    loss_check: LossCheck
+    hooks: list[dict[str, Any]]
+    summarization_prompt: str | None = None
+    summarizer: dict[str, Any]
+    noop: bool
+    dry_run: bool
+
+
+class AdviceResponse(BaseModel):
+    should_compact: bool
+    pressure: float
+    reasons: list[dict[str, Any]]
+    turns_until_full: int | None
+    recommended_strategy: str | None
+
+
+class EndSessionRequest(RequestModel):
+    conclusion: dict[str, Any] | None = None
+
+
+class EndSessionResponse(BaseModel):
+    compaction_id: str | None
+    hooks: list[dict[str, Any]]
+    conclusion_seq: int | None = None

@@ -32,7 +32,7 @@ def test_create_session_returns_attributes_and_is_idempotent(
         "context_window": 128_000,
         "model": "gpt-test",
         "metadata": {"a": 1},
-        "hooks": {"pre_compact": None, "session_end": None},
+        "hooks": {"pre_compact": None, "session_end": None, "failure_policy": "fail_open"},
         "last_seq": 0,
     }
     again = client.post(

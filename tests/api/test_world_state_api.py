@@ -5,14 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 
-from app.domain.items import COMPACTION_FACT, visible_text
+from app.domain.items import visible_text
 from app.domain.world_state import RULES_REPLACEMENT_NOTICE, render_goal, render_section
-from app.settings import Settings
-from app.storage import repository
-from app.storage.database import create_db_engine, create_session_factory
-from app.storage.tables import SessionRow
 from tests.builders import user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
@@ -112,32 +107,22 @@ def test_session_assembly_pins_goal_and_rules_in_the_prefix_and_restates_the_goa
 
 
 def test_after_a_compaction_rules_are_resent_and_the_goal_survives(
-    client: TestClient, postgres_url: str, session_id: str
+    client: TestClient, session_id: str
 ) -> None:
     _session(client, session_id)
-    goal = load_trajectory(TRAJECTORIES[0])[1]["content"][0]["text"]
+    trajectory = load_trajectory(TRAJECTORIES[4])
+    goal = trajectory[1]["content"][0]["text"]
     client.put(f"/sessions/{session_id}/goal", json={"text": goal})
     _put_state(client, session_id, {"rules": RULES})
-    client.post(f"/sessions/{session_id}/items", json={"items": load_trajectory(TRAJECTORIES[0])})
-    # Stand-in for /compact: append a compaction fact through the storage layer.
-    engine = create_db_engine(Settings(database_url=postgres_url))
-    with create_session_factory(engine)() as db:
-        session = db.scalars(select(SessionRow).where(SessionRow.external_id == session_id)).one()
-        repository.append_facts(
-            db,
-            session=session,
-            facts=[repository.NewFact(COMPACTION_FACT, {"type": COMPACTION_FACT}, 0, {})],
-            unit=None,
-            phase=None,
-            idempotency_key=None,
-            expected_last_seq=None,
-        )
-        db.commit()
-    engine.dispose()
+    client.post(f"/sessions/{session_id}/items", json={"items": trajectory})
+    compacted = client.post("/compact", json={"session_id": session_id, "strategy": "summary"})
+    assert compacted.status_code == 201, compacted.text
+    history = client.get(f"/sessions/{session_id}/history").json()["items"]
+    assert history[:2] == [render_goal(goal, version=1), render_section("rules", RULES, version=1)]
+    # The compaction reset the baseline, so the rules go out again in full.
     resent = _put_state(client, session_id, {"rules": RULES})
-    # The baseline was reset by the compaction, so the rules go out again in full.
     assert resent["changes"] == [{"section": "rules", "change": "changed"}]
-    assert visible_text(resent["updates"][0]).startswith('<world_state section="rules"')
+    assert RULES["text"] in visible_text(resent["updates"][0])
     result = client.post("/assemble", json={"session_id": session_id}).json()
     goal_text = visible_text(render_goal(goal, version=1))
     assert result["items"][0]["content"] == goal_text
