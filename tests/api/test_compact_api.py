@@ -1,0 +1,269 @@
+"""`/compact`, advice and session end over HTTP on PostgreSQL, with real hook and summarizer
+servers on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.domain.compact import SUMMARY_MARKER
+from app.domain.items import visible_text
+from app.domain.normalize import find_pairing_violations
+from app.domain.world_state import render_goal
+from app.main import create_app
+from app.settings import Settings
+from tests.builders import tool_call, tool_output, user_msg
+from tests.conftest import TRAJECTORIES, load_trajectory
+
+Handler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+
+
+class Recorder:
+    """A loopback HTTP endpoint that records what it receives and answers with `handler`."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.received: list[dict[str, Any]] = []
+
+    def __call__(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.received.append({"path": path, **body})
+        return self.handler(body)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Callable[[Handler], tuple[str, Recorder]]]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(handler: Handler) -> tuple[str, Recorder]:
+        recorder = Recorder(handler)
+
+        class Answer(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                status, answer = recorder(self.path, json.loads(self.rfile.read(length) or b"{}"))
+                payload = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *_args: object) -> None:
+                return
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}", recorder
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _session_with_trajectory(
+    client: TestClient, session_id: str, **hooks: Any
+) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {"session_id": session_id}
+    if hooks:
+        body["hooks"] = hooks
+    assert client.post("/sessions", json=body).status_code == 201
+    items = load_trajectory(TRAJECTORIES[4])
+    client.put(f"/sessions/{session_id}/goal", json={"text": items[1]["content"][0]["text"]})
+    assert client.post(f"/sessions/{session_id}/items", json={"items": items}).status_code == 201
+    return items
+
+
+def _compact(client: TestClient, **body: Any) -> dict[str, Any]:
+    response = client.post("/compact", json=body)
+    assert response.status_code in (200, 201), response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def test_clearing_tool_results_is_a_projection_and_keeps_the_raw_log(
+    client: TestClient, session_id: str
+) -> None:
+    items = _session_with_trajectory(client, session_id)
+    result = _compact(client, session_id=session_id, strategy="clear_tool_results")
+    assert result["compaction_id"].startswith("cmp_")
+    assert result["tokens_after"] < result["tokens_before"]
+    assert find_pairing_violations(result["history"]) == []
+    history = client.get(f"/sessions/{session_id}/history").json()
+    assert history["compaction_id"] == result["compaction_id"]
+    assert history["items"] == result["history"]
+    raw = client.get(f"/sessions/{session_id}/items", params={"limit": 1000}).json()["items"]
+    assert [e["item"] for e in raw if not e["type"].startswith("contextd.")] == items
+    assert client.get(f"/sessions/{session_id}").json()["compactions"] == 1
+
+
+def test_summary_pins_the_goal_and_recompaction_merges(client: TestClient, session_id: str) -> None:
+    items = _session_with_trajectory(client, session_id)
+    goal = items[1]["content"][0]["text"]
+    first = _compact(client, session_id=session_id, strategy="summary")
+    assert first["summary"]["goal"] == goal
+    assert first["history"][0] == render_goal(goal, version=1)
+    assert (
+        first["loss_check"] == {"missing": [], "fell_back": False}
+        or first["loss_check"]["fell_back"]
+    )
+    client.post(
+        f"/sessions/{session_id}/items", json={"items": [user_msg("now also fix the docs")]}
+    )
+    second = _compact(client, session_id=session_id, strategy="summary", params={"keep_recent": 1})
+    products = [i for i in second["history"] if SUMMARY_MARKER in visible_text(i)]
+    assert len(products) == 1
+    assert goal in visible_text(products[0])
+    assert "now also fix the docs" in json.dumps(second["history"])
+    assert find_pairing_violations(second["history"]) == []
+
+
+def test_dry_run_and_noop_write_nothing(client: TestClient, session_id: str) -> None:
+    _session_with_trajectory(client, session_id)
+    before = client.get(f"/sessions/{session_id}").json()["last_seq"]
+    dry = client.post(
+        "/compact", json={"session_id": session_id, "strategy": "notes", "dry_run": True}
+    )
+    assert dry.status_code == 200
+    assert dry.json()["compaction_id"] is None
+    assert dry.json()["dry_run"] is True
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == before
+    client.post("/sessions", json={"session_id": f"{session_id}-empty"})
+    noop = client.post(
+        "/compact", json={"session_id": f"{session_id}-empty", "strategy": "summary"}
+    )
+    assert (noop.status_code, noop.json()["noop"]) == (200, True)
+
+
+def test_client_summarizer_gets_a_prompt_then_posts_its_summary(
+    client: TestClient, session_id: str
+) -> None:
+    items = _session_with_trajectory(client, session_id)
+    params = {"summarizer": "client"}
+    dry = _compact(client, session_id=session_id, strategy="summary", params=params, dry_run=True)
+    assert items[1]["content"][0]["text"] in dry["summarization_prompt"]
+    missing = client.post(
+        "/compact", json={"session_id": session_id, "strategy": "summary", "params": params}
+    )
+    assert missing.status_code == 422
+    done = _compact(
+        client,
+        session_id=session_id,
+        strategy="summary",
+        params=params,
+        summary={"text": "Goal: something else entirely. The agent fixed the parser."},
+    )
+    assert done["summarizer"] == {"requested": "client", "used": "client"}
+    assert done["summary"]["goal"] == items[1]["content"][0]["text"]
+
+
+def test_llm_summarizer_is_called_with_our_prompt(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    reply = {"choices": [{"message": {"role": "assistant", "content": "The agent fixed the bug."}}]}
+    url, recorder = endpoint(lambda _body: (200, reply))
+    settings = Settings(database_url=postgres_url, summarizer_url=f"{url}/v1")
+    with TestClient(create_app(settings)) as service:
+        _session_with_trajectory(service, session_id)
+        result = _compact(
+            service, session_id=session_id, strategy="summary", params={"summarizer": "llm"}
+        )
+    assert result["summarizer"] == {"requested": "llm", "used": "llm"}
+    assert result["summary"]["narrative"] == "The agent fixed the bug."
+    [request] = recorder.received
+    assert request["path"] == "/v1/chat/completions"
+    assert "untrusted" in request["messages"][0]["content"].lower()
+
+
+def test_pre_compact_hook_can_veto_or_pin_notes(
+    client: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    veto_url, veto = endpoint(lambda _body: (200, {"veto": True, "reason": "mid-transaction"}))
+    _session_with_trajectory(client, session_id, pre_compact=veto_url)
+    before = client.get(f"/sessions/{session_id}").json()["last_seq"]
+    vetoed = client.post("/compact", json={"session_id": session_id, "strategy": "summary"})
+    assert vetoed.status_code == 409
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == before
+    assert veto.received[0]["event"] == "pre_compact"
+    notes_url, _ = endpoint(lambda _body: (200, {"notes": ["Deploy freeze until Friday"]}))
+    other = f"{session_id}-notes"
+    _session_with_trajectory(client, other, pre_compact=notes_url)
+    pinned = _compact(client, session_id=other, strategy="summary")
+    assert pinned["hooks"] == [{"event": "pre_compact", "outcome": "accepted", "detail": None}]
+    assert "Deploy freeze until Friday" in json.dumps(pinned["history"])
+
+
+def test_slow_hook_fails_open_within_its_timeout(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    def slow(_body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        time.sleep(3)
+        return 200, {}
+
+    url, _ = endpoint(slow)
+    settings = Settings(database_url=postgres_url, hook_timeout_seconds=0.3)
+    with TestClient(create_app(settings)) as service:
+        _session_with_trajectory(service, session_id, pre_compact=url)
+        result = _compact(service, session_id=session_id, strategy="clear_tool_results")
+        assert result["hooks"][0]["outcome"] == "failed_open"
+        assert result["compaction_id"] is not None
+        closed = f"{session_id}-closed"
+        _session_with_trajectory(service, closed, pre_compact=url, failure_policy="fail_closed")
+        refused = service.post(
+            "/compact", json={"session_id": closed, "strategy": "clear_tool_results"}
+        )
+        assert refused.status_code == 409
+
+
+def test_stateless_compaction_and_bad_input(client: TestClient) -> None:
+    items = [
+        user_msg("fix a.py"),
+        tool_call("c1", "sh", '{"cmd": "cat a.py"}'),
+        tool_output("c1", "x " * 3000),
+        user_msg("thanks"),
+    ]
+    result = _compact(
+        client,
+        items=items,
+        strategy="clear_tool_results",
+        params={"keep_recent": 0},
+        goal="fix a.py",
+    )
+    assert result["compaction_id"] is None
+    assert result["tokens_after"] < result["tokens_before"]
+    cases = [
+        client.post("/compact", json={"items": items, "strategy": "shred"}),
+        client.post("/compact", json={"strategy": "summary"}),
+        client.post("/compact", json={"items": items, "session_id": "x", "strategy": "summary"}),
+        client.post("/compact", json={"session_id": "no-such-session", "strategy": "summary"}),
+    ]
+    assert [c.status_code for c in cases] == [422, 422, 422, 404]
+
+
+def test_advice_and_session_end(
+    client: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    url, recorder = endpoint(lambda _body: (200, {}))
+    _session_with_trajectory(client, session_id, session_end=url)
+    advice = client.get(f"/sessions/{session_id}/compaction-advice").json()
+    assert set(advice) == {
+        "should_compact",
+        "pressure",
+        "reasons",
+        "turns_until_full",
+        "recommended_strategy",
+    }
+    assert 0 < advice["pressure"] < 1
+    ended = client.post(f"/sessions/{session_id}/end", json={})
+    assert ended.status_code == 200
+    assert ended.json()["compaction_id"] is not None
+    assert recorder.received[0]["event"] == "session_end"
+    assert client.get(f"/sessions/{session_id}").json()["compactions"] == 1
