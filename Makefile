@@ -46,6 +46,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python -m bench.append
 	$(BIN)/python -m bench.normalize
 	$(BIN)/python -m bench.assemble
+	$(BIN)/python -m bench.compaction
 
 clean:
 	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm

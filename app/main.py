@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager, suppress
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import assembly, compaction, history, ops, sessions, world
+from app.api import assembly, compaction, history, isolation, ops, sessions, world
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.settings import Settings
@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(assembly.router)
     app.include_router(world.router)
     app.include_router(compaction.router)
+    app.include_router(isolation.router)
     install_error_handlers(app, retry_after_seconds=settings.retry_after_seconds)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware)

@@ -13,6 +13,7 @@ from app.api.compaction import session_advice
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import ActiveHistory, load_active_history
+from app.api.isolation import manifest_from
 from app.api.models import (
     AssembleRequest,
     AssembleResponse,
@@ -36,9 +37,11 @@ from app.domain.assemble import (
     shared_prefix_tokens,
 )
 from app.domain.assemble import assemble as assemble_plan
+from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses
 from app.domain.ids import derive_id
 from app.domain.items import developer_message, visible_text
+from app.domain.manifest import manifest_contributions, view_for
 from app.domain.normalize import normalize_history
 from app.domain.world_state import (
     is_state_fragment,
@@ -188,6 +191,19 @@ def run_assembly(
             )
         )
         session_sources = _session_state_sources(loaded)
+    if request.manifest is not None:
+        if request.role is None:
+            raise InvalidInput(
+                "`manifest` needs a `role` to pick its view",
+                details=[{"loc": ["body", "role"], "msg": "required with manifest"}],
+            )
+        stored = repository.get_manifest(db, tenant_id=tenant_id, name=request.manifest)
+        view = view_for(
+            manifest_from(stored.document), request.role, environment=request.environment
+        )
+        session_sources = manifest_contributions(view) + session_sources
+    # A child session's tokens are accounted under its own unit unless the call names one.
+    unit = request.unit or (loaded_history.unit if loaded_history else None)
     count_tokens = token_counter(encoding)
     budget = _effective_budget(request, session_window=window)
     plan = assemble_plan(
@@ -205,7 +221,7 @@ def run_assembly(
     )
     fingerprints: list[tuple[str, int]] = [(item.fingerprint, item.tokens) for item in plan.items]
     previous = repository.previous_fingerprints(
-        db, tenant_id=tenant_id, session_pk=session_pk, unit=request.unit
+        db, tenant_id=tenant_id, session_pk=session_pk, unit=unit
     )
     reused = shared_prefix_tokens([(str(f), int(t)) for f, t in previous], fingerprints)
     if loaded_history is not None:
@@ -271,6 +287,7 @@ def run_assembly(
             "advice": advice,
             "budget": BudgetSpec(**vars(budget)).model_dump(),
             "startup_tokens": startup_tokens,
+            "unit": unit,
             "messages": from_responses(context, request.output_format).items,
         }
 
@@ -279,7 +296,7 @@ def run_assembly(
         tenant_id=tenant_id,
         session_pk=session_pk,
         as_of_seq=as_of_seq,
-        unit=request.unit,
+        unit=unit,
         phase=request.phase,
         plan_hash=plan.plan_hash,
         request=request.model_dump(mode="json", exclude_defaults=True),
@@ -317,7 +334,7 @@ def assemble(body: AssembleRequest, tenant_id: TenantId, db: Db, settings: AppSe
     started = time.perf_counter()
     response, plan = run_assembly(db, tenant_id=tenant_id, request=body, settings=settings)
     db.commit()
-    _record_metrics(response, plan, unit=body.unit, phase=body.phase)
+    _record_metrics(response, plan, unit=response["unit"], phase=body.phase)
     _record_estimate_error(body, plan, encoding=body.encoding or settings.default_encoding)
     ASSEMBLY_LATENCY.observe(
         time.perf_counter() - started, exemplar={"assembly_id": response["assembly_id"]}

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import ActiveHistory, load_active_history
+from app.api.isolation import append_conclusion
 from app.api.models import (
     AdviceResponse,
     CompactRequest,
@@ -372,4 +373,16 @@ def end_session(
         timeout=settings.hook_timeout_seconds,
     )
     HOOK_CALLS.labels("session_end", hook.outcome).inc()
-    return EndSessionResponse(compaction_id=compaction_id, hooks=[hook.as_dict()])
+    conclusion_seq = None
+    if body.conclusion is not None:
+        conclusion_seq = append_conclusion(
+            db,
+            tenant_id=tenant_id,
+            child_id=session_id,
+            conclusion=body.conclusion,
+            fmt=body.format,
+            via="end",
+        ).seq
+    return EndSessionResponse(
+        compaction_id=compaction_id, hooks=[hook.as_dict()], conclusion_seq=conclusion_seq
+    )

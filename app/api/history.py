@@ -23,10 +23,10 @@ from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses, to_responses
 from app.domain.items import Format, Item, visible_text
 from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_history
-from app.domain.world_state import apply_patch
+from app.domain.world_state import apply_patch, is_state_fragment
 from app.metrics import NORMALIZE_REPAIRS
 from app.storage import repository
-from app.storage.tables import Fact
+from app.storage.tables import Fact, SessionRow
 from app.tokens import token_counter
 
 router = APIRouter(tags=["history"], responses=ERROR_RESPONSES)
@@ -67,6 +67,9 @@ class ActiveHistory:
     compactions: int
     compaction_id: str | None
     phases: list[str | None]
+    unit: str | None
+    kind: str
+    parent_pk: int | None
 
 
 def load_active_history(
@@ -79,6 +82,16 @@ def load_active_history(
 ) -> ActiveHistory:
     """The tenant's session's active history, optionally as it was at `up_to_seq`."""
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=lock)
+    return _project(db, row, up_to_seq=up_to_seq)
+
+
+def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHistory:
+    """Fold a session's facts into its active history.
+
+    A fork starts from its parent's active history as of the fork point (read from the
+    parent's log, not copied), with only the world-state sections it declared inherited; its
+    own facts follow. Items that come from the parent carry no seq of the child's.
+    """
     facts = repository.read_facts(db, session_id=row.id, up_to_seq=up_to_seq)
     goal: Goal | None = None
     sections: dict[str, Any] = {}
@@ -88,6 +101,21 @@ def load_active_history(
     by_seq: dict[int, Fact] = {}
     # (seq or None, item, append metadata, phase), in model-visible order.
     visible: list[tuple[int | None, Item, dict[str, Any], str | None]] = []
+    if row.kind == "fork" and row.parent_id is not None:
+        parent = _project(
+            db, repository.get_session_by_pk(db, row.parent_id), up_to_seq=row.fork_seq
+        )
+        goal = parent.goal
+        sections = {k: v for k, v in parent.world_state.sections.items() if row.inherit.get(k)}
+        world_version = parent.world_state.version
+        # Governance travels only as declared: the parent's world-state fragments stay behind.
+        visible = [
+            (None, item, metadata, phase)
+            for item, metadata, phase in zip(
+                parent.items, parent.metadata, parent.phases, strict=True
+            )
+            if not is_state_fragment(item)
+        ]
     for fact in facts:
         by_seq[fact.seq] = fact
         match fact.type:
@@ -117,6 +145,8 @@ def load_active_history(
                     else (None, entry["item"], {}, None)
                     for entry in fact.item.get("history", [])
                 ]
+            case internal if internal.startswith(items_module.INTERNAL_TYPE_PREFIX):
+                pass  # links to child sessions and other bookkeeping: never model-visible
             case _:
                 visible.append((fact.seq, fact.item, fact.provenance, fact.phase))
     return ActiveHistory(
@@ -132,6 +162,9 @@ def load_active_history(
         compactions=compactions,
         compaction_id=compaction_id,
         phases=[phase for _, _, _, phase in visible],
+        unit=row.unit,
+        kind=row.kind,
+        parent_pk=row.parent_id,
     )
 
 

@@ -247,6 +247,9 @@ class AssembleRequest(RequestModel):
     phase: Label | None = None
     output_format: Format = "responses"
     input_modalities: list[Modality] = Field(default=["text", "image"])
+    manifest: Label | None = None
+    role: Label | None = None
+    environment: Label | None = None
 
 
 class AssembledItem(BaseModel):
@@ -303,6 +306,7 @@ class AssembleResponse(BaseModel):
     advice: AdviceBody
     budget: BudgetSpec = Field(description="The effective budget after policy and overrides.")
     startup_tokens: int = Field(description="Tokens of the required stable prefix.")
+    unit: str | None = Field(description="Execution unit the tokens are accounted to.")
     messages: list[dict[str, Any]] = Field(
         description="Every selected item in position order, in `output_format`, ready to send: "
         "text candidates as developer messages (Anthropic: passed through, send them as the "
@@ -451,10 +455,75 @@ class AdviceResponse(BaseModel):
 
 
 class EndSessionRequest(RequestModel):
-    conclusion: dict[str, Any] | None = None
+    conclusion: dict[str, Any] | None = Field(
+        default=None, description="For a child session: the one item appended to its parent."
+    )
+    format: Format = "responses"
 
 
 class EndSessionResponse(BaseModel):
     compaction_id: str | None
     hooks: list[dict[str, Any]]
     conclusion_seq: int | None = None
+
+
+class ManifestEntrySpec(StrictModel):
+    id: Annotated[str, Field(min_length=1, max_length=200)]
+    kind: Literal["rule", "source"] = "rule"
+    content: Annotated[str, Field(max_length=1_000_000)]
+    index: Annotated[str, Field(max_length=10_000)] | None = None
+    locator: Annotated[str, Field(max_length=2000)] | None = None
+    links: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list)
+    environments: list[Label] = Field(default_factory=list)
+
+
+class RoleViewSpec(StrictModel):
+    include: list[Annotated[str, Field(max_length=200)]] | None = None
+    exclude: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list)
+
+
+class ManifestRequest(RequestModel):
+    entries: Annotated[list[ManifestEntrySpec], Field(max_length=10_000)]
+    roles: dict[Label, RoleViewSpec] = Field(default_factory=dict)
+    priorities: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list)
+
+
+class ManifestResponse(ManifestRequest):
+    name: str
+    version: int
+
+
+class ManifestVersionResponse(BaseModel):
+    name: str
+    version: int
+
+
+class ChildSessionRequest(RequestModel):
+    """`goal` and `items` (the brief) are for delegates; forks see the parent's history."""
+
+    session_id: SessionIdText | None = None
+    goal: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
+    items: list[dict[str, Any]] = Field(default_factory=list)
+    format: Format = "responses"
+    inherit: dict[Annotated[str, Field(max_length=64)], bool] = Field(default_factory=dict)
+    unit: Label | None = None
+
+
+class ChildSessionResponse(BaseModel):
+    session_id: str
+    parent_id: str
+    kind: Literal["delegate", "fork"]
+    inherit: dict[str, bool]
+    unit: str | None
+    fork_seq: int | None
+    last_seq: int
+
+
+class ConclusionRequest(RequestModel):
+    conclusion: dict[str, Any]
+    format: Format = "responses"
+
+
+class ConclusionResponse(BaseModel):
+    parent_id: str
+    seq: int

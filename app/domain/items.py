@@ -22,6 +22,7 @@ live in the log but are never model-visible as such, and clients cannot append t
 GOAL_FACT = "contextd.goal"
 WORLD_STATE_FACT = "contextd.world_state"
 COMPACTION_FACT = "contextd.compaction"
+CHILD_FACT = "contextd.child"
 
 CountTokens = Callable[[str], int]
 """Exact token count of a text under the caller's encoding."""

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.domain.errors import Conflict, NotFound, SequenceConflict
-from app.storage.tables import ApiKey, AssemblyRow, Fact, SessionRow, Tenant
+from app.storage.tables import ApiKey, AssemblyRow, Fact, Manifest, SessionRow, Tenant
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,10 @@ def create_session(
     model: str | None,
     attributes: dict[str, Any],
     derive_id: Callable[[int], str],
+    parent: SessionRow | None = None,
+    kind: str = "root",
+    inherit: dict[str, Any] | None = None,
+    unit: str | None = None,
 ) -> tuple[SessionRow, bool]:
     """Create a session, or return the existing one when every attribute matches.
 
@@ -96,8 +100,23 @@ def create_session(
             )
         )
         if existing is not None:
-            same = (existing.encoding, existing.context_window, existing.model, existing.attributes)
-            if same != (encoding, context_window, model, attributes):
+            same = (
+                existing.encoding,
+                existing.context_window,
+                existing.model,
+                existing.attributes,
+                existing.parent_id,
+                existing.kind,
+            )
+            wanted = (
+                encoding,
+                context_window,
+                model,
+                attributes,
+                parent.id if parent else None,
+                kind,
+            )
+            if same != wanted:
                 raise Conflict(f"session {external_id!r} exists with different attributes")
             return existing, False
     row = SessionRow(
@@ -109,6 +128,11 @@ def create_session(
         attributes=attributes,
         last_seq=0,
         created_at=_now(),
+        parent_id=parent.id if parent else None,
+        kind=kind,
+        fork_seq=parent.last_seq if parent is not None and kind == "fork" else None,
+        inherit=inherit or {},
+        unit=unit,
     )
     db.add(row)
     try:
@@ -132,6 +156,10 @@ def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = F
     if row is None:
         raise NotFound(f"session {external_id!r} not found")
     return row
+
+
+def get_session_by_pk(db: Session, pk: int) -> SessionRow:
+    return db.get_one(SessionRow, pk)
 
 
 def append_facts(
@@ -293,3 +321,35 @@ def prune_assemblies(db: Session, *, older_than: datetime, keep_per_session: int
         )
     )
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+def put_manifest(db: Session, *, tenant_id: int, name: str, document: dict[str, Any]) -> int:
+    """Store a new version of a manifest and return its version number."""
+    latest = db.scalar(
+        select(func.max(Manifest.version)).where(
+            Manifest.tenant_id == tenant_id, Manifest.name == name
+        )
+    )
+    version = (latest or 0) + 1
+    db.add(
+        Manifest(
+            tenant_id=tenant_id, name=name, version=version, document=document, created_at=_now()
+        )
+    )
+    try:
+        db.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"manifest {name!r} was updated concurrently; retry") from exc
+    return version
+
+
+def get_manifest(db: Session, *, tenant_id: int, name: str) -> Manifest:
+    row = db.scalar(
+        select(Manifest)
+        .where(Manifest.tenant_id == tenant_id, Manifest.name == name)
+        .order_by(Manifest.version.desc())
+        .limit(1)
+    )
+    if row is None:
+        raise NotFound(f"manifest {name!r} not found")
+    return row

@@ -72,6 +72,13 @@ class SessionRow(Base):
     """Client metadata and hook URLs, as given at creation."""
     last_seq: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime]
+    parent_id: Mapped[int | None] = mapped_column(Identity, ForeignKey("sessions.id"))
+    kind: Mapped[str] = mapped_column(String(16), default="root")
+    """root | delegate | fork"""
+    fork_seq: Mapped[int | None] = mapped_column(BigInteger)
+    """For a fork: the parent's last seq at the fork point (its history is shared up to it)."""
+    inherit: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    unit: Mapped[str | None] = mapped_column(String(200))
 
 
 class Fact(Base):
@@ -117,4 +124,16 @@ class AssemblyRow(Base):
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     fingerprints: Mapped[list[Any]] = mapped_column(JSON)
     """[fingerprint, tokens] of each selected item in position order (prompt-cache reuse)."""
+    created_at: Mapped[datetime]
+
+
+class Manifest(Base):
+    """One version of a tenant's load manifest: what every call loads by default, by role."""
+
+    __tablename__ = "manifests"
+
+    tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]

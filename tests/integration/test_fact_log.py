@@ -204,7 +204,15 @@ def test_migrations_round_trip(tmp_path: object, postgres_url: str) -> None:
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
     admin.dispose()
-    assert tables == {"alembic_version", "tenants", "api_keys", "sessions", "facts", "assemblies"}
+    assert tables == {
+        "alembic_version",
+        "tenants",
+        "api_keys",
+        "sessions",
+        "facts",
+        "assemblies",
+        "manifests",
+    }
     assert triggers == {"facts_append_only", "facts_no_truncate"}
 
 
