@@ -6,7 +6,7 @@ PG_HOST ?= 127.0.0.1
 PG_PORT ?= 5432
 export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PORT)/postgres
 
-.PHONY: install run test lint typecheck pytest postgres bench openapi clean
+.PHONY: install run test lint typecheck pytest postgres bench fuzz load openapi clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -38,6 +38,13 @@ pytest: $(STAMP) postgres
 	$(BIN)/pytest -q -p no:cacheprovider
 
 test: lint typecheck pytest
+
+# A larger schemathesis campaign than the bounded one `make test` runs.
+fuzz: $(STAMP) postgres
+	CTX_FUZZ_EXAMPLES=300 $(BIN)/pytest -q -p no:cacheprovider tests/api/test_contract_fuzz.py
+
+load: $(STAMP) postgres
+	$(BIN)/python -m bench.load
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.yaml

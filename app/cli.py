@@ -7,6 +7,7 @@ import ipaddress
 import os
 import secrets
 import sys
+import tempfile
 from typing import Any
 
 import httpx
@@ -52,6 +53,9 @@ def run_serve(settings: Settings, *, host: str, port: int, workers: int) -> int:
             file=sys.stderr,
         )
         return 2
+    if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Workers are separate processes: they share metric files so /metrics counts them all.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="contextd-metrics-")
     uvicorn.run("app.main:app", host=host, port=port, workers=workers, log_level="info")
     return 0
 

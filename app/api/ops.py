@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_TYPE
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from sqlalchemy.exc import SQLAlchemyError
@@ -39,8 +42,16 @@ def readyz(request: Request) -> Response | HealthResponse:
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
 def metrics(request: Request) -> Response:
-    """Prometheus text format; OpenMetrics (with exemplars) when the scraper asks for it."""
+    """Prometheus text format; OpenMetrics (with exemplars) when the scraper asks for it.
+
+    Under several workers (`PROMETHEUS_MULTIPROC_DIR` set) every worker's samples are merged,
+    so any worker answers for all of them; exemplars are not kept in that mode.
+    """
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     if "application/openmetrics-text" in request.headers.get("accept", ""):
-        exposition = generate_openmetrics(REGISTRY)  # type: ignore[no-untyped-call]
+        exposition = generate_openmetrics(registry)  # type: ignore[no-untyped-call]
         return Response(exposition, media_type=OPENMETRICS_TYPE)
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

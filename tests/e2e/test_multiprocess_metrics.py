@@ -1,0 +1,71 @@
+"""Metrics stay correct under several uvicorn workers: any worker answers for all of them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.builders import user_msg
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def two_workers(postgres_url: str) -> Iterator[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "CTX_DATABASE_URL": postgres_url, "CTX_API_KEYS": "[]"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            time.sleep(0.05)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _appended(text: str, phase: str) -> float:
+    for line in text.splitlines():
+        if line.startswith("contextd_appended_tokens_total{") and f'phase="{phase}"' in line:
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_every_scrape_counts_the_work_of_all_workers(two_workers: str, session_id: str) -> None:
+    phase = f"mp-{os.getpid()}"
+    with httpx.Client(base_url=two_workers, timeout=10) as client:
+        client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+        tokens = 0
+        for n in range(30):
+            # New connections spread requests over both workers.
+            response = httpx.post(
+                f"{two_workers}/sessions/{session_id}/items",
+                json={"items": [user_msg(f"message number {n}")], "phase": phase},
+                timeout=10,
+            )
+            response.raise_for_status()
+            tokens += response.json()["items"][0]["tokens"]
+        scrapes = [httpx.get(f"{two_workers}/metrics", timeout=10).text for _ in range(6)]
+    assert [_appended(text, phase) for text in scrapes] == [float(tokens)] * 6
