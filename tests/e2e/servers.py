@@ -39,8 +39,11 @@ def with_port(database_url: str, port: int) -> str:
 class Server:
     """`contextd serve` as a real process. `start` waits for /readyz; `kill` is SIGKILL."""
 
-    def __init__(self, database_url: str, *, port: int | None = None, **env: str) -> None:
+    def __init__(
+        self, database_url: str, *, port: int | None = None, workers: int = 1, **env: str
+    ) -> None:
         self.port = port or free_port()
+        self.workers = workers
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
@@ -53,7 +56,10 @@ class Server:
     def start(self, *, timeout: float = 20.0) -> None:
         assert self.process is None
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+            [
+                *(sys.executable, "-m", "app.cli", "serve"),
+                *("--port", str(self.port), "--workers", str(self.workers)),
+            ],
             env=self.env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
@@ -89,8 +95,8 @@ class Server:
 
 
 @contextlib.contextmanager
-def running(database_url: str, **env: str) -> Iterator[Server]:
-    server = Server(database_url, **env)
+def running(database_url: str, *, workers: int = 1, **env: str) -> Iterator[Server]:
+    server = Server(database_url, workers=workers, **env)
     try:
         server.start()
         yield server

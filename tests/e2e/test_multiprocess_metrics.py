@@ -2,48 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.builders import user_msg
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e.servers import running
 
 
 @pytest.fixture
-def two_workers(postgres_url: str) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "CTX_DATABASE_URL": postgres_url, "CTX_API_KEYS": "[]"}
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "2"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            time.sleep(0.05)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+def two_workers(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    with running(postgres_url, workers=2) as server:
+        yield server.base
 
 
 def _appended(text: str, phase: str) -> float:
