@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +51,18 @@ def test_serve_refuses_open_mode_on_a_public_address(tmp_path: Path) -> None:
     refused = _contextd("serve", "--host", "0.0.0.0", "--port", "8999", database_url=url)
     assert refused.returncode == 2
     assert "refusing to serve open" in refused.stderr
+
+
+def test_keys_are_stored_only_as_their_sha256(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'keys.db'}"
+    assert _contextd("migrate", database_url=url).returncode == 0
+    key = (
+        _contextd("create-key", "--tenant", "acme", database_url=url)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    with sqlite3.connect(tmp_path / "keys.db") as db:
+        rows = db.execute("SELECT * FROM api_keys").fetchall()
+        dump = "\n".join(db.iterdump())
+    assert [row[2] for row in rows] == [hashlib.sha256(key.encode()).hexdigest()]
+    assert key not in dump
