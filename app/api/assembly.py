@@ -243,55 +243,53 @@ def run_assembly(
     ]
     startup_tokens = sum(i.tokens for i in plan.items if i.layer == "prefix")
 
-    def build_response(assembly_id: str) -> dict[str, Any]:
-        return {
-            "assembly_id": assembly_id,
-            "plan_hash": plan.plan_hash,
-            "total_tokens": plan.total_tokens,
-            "truncated": plan.truncated,
-            "over_budget": plan.over_budget,
-            "items": [
-                {
-                    "id": item.id,
-                    "source": item.source,
-                    "layer": item.layer,
-                    "source_class": item.source_class,
-                    "form": item.form,
-                    "position": item.position,
-                    "tokens": item.tokens,
-                    "content": item.content,
-                    "item": item.item,
-                }
-                for item in plan.items
-            ],
-            "plan": [
-                {
-                    "id": entry.id,
-                    "source": entry.source,
-                    "layer": entry.layer,
-                    "source_class": entry.source_class,
-                    "decision": entry.decision,
-                    "reason": entry.reason,
-                    "form": entry.form,
-                    "tokens": entry.tokens,
-                    "score": entry.score,
-                    "position": entry.position,
-                }
-                for entry in plan.plan
-            ],
-            "by_source_class": plan.by_source_class,
-            "cache": {
-                "reused_prefix_tokens": reused,
-                "new_tokens": plan.total_tokens - reused,
-            },
-            "advice": advice,
-            "budget": BudgetSpec(**vars(budget)).model_dump(),
-            "startup_tokens": startup_tokens,
-            "unit": unit,
-            "messages": from_responses(context, request.output_format).items,
-        }
+    response: dict[str, Any] = {
+        "plan_hash": plan.plan_hash,
+        "total_tokens": plan.total_tokens,
+        "truncated": plan.truncated,
+        "over_budget": plan.over_budget,
+        "items": [
+            {
+                "id": item.id,
+                "source": item.source,
+                "layer": item.layer,
+                "source_class": item.source_class,
+                "form": item.form,
+                "position": item.position,
+                "tokens": item.tokens,
+                "content": item.content,
+                "item": item.item,
+            }
+            for item in plan.items
+        ],
+        "plan": [
+            {
+                "id": entry.id,
+                "source": entry.source,
+                "layer": entry.layer,
+                "source_class": entry.source_class,
+                "decision": entry.decision,
+                "reason": entry.reason,
+                "form": entry.form,
+                "tokens": entry.tokens,
+                "score": entry.score,
+                "position": entry.position,
+            }
+            for entry in plan.plan
+        ],
+        "by_source_class": plan.by_source_class,
+        "cache": {
+            "reused_prefix_tokens": reused,
+            "new_tokens": plan.total_tokens - reused,
+        },
+        "advice": advice,
+        "budget": BudgetSpec(**vars(budget)).model_dump(),
+        "startup_tokens": startup_tokens,
+        "unit": unit,
+        "messages": from_responses(context, request.output_format).items,
+    }
 
-    row = repository.store_assembly(
+    assembly_id = repository.store_assembly(
         db,
         tenant_id=tenant_id,
         session_pk=session_pk,
@@ -300,11 +298,11 @@ def run_assembly(
         phase=request.phase,
         plan_hash=plan.plan_hash,
         request=request.model_dump(mode="json", exclude_defaults=True),
+        response=response,
         fingerprints=[list(pair) for pair in fingerprints],
         derive_id=lambda row_id: derive_id("asm", tenant_id, row_id),
-        build_response=build_response,
     )
-    return row.response, plan
+    return {"assembly_id": assembly_id, **response}, plan
 
 
 def _record_metrics(
@@ -367,7 +365,7 @@ def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
             "created_at": row.created_at.isoformat(),
             "session_id": row.request.get("session_id"),
             "request": row.request,
-            "response": row.response,
+            "response": {"assembly_id": assembly_id, **row.response},
         }
     )
 
@@ -396,7 +394,7 @@ def replay_assembly(
     )
     if overrides.budget is not None:
         changed.budget = overrides.budget
-    before = AssembleResponse.model_validate(row.response)
+    before = AssembleResponse.model_validate({"assembly_id": assembly_id, **row.response})
     after_data, _ = run_assembly(
         db, tenant_id=tenant_id, request=changed, settings=settings, as_of_seq=row.as_of_seq
     )

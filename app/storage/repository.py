@@ -246,11 +246,15 @@ def store_assembly(
     phase: str | None,
     plan_hash: str,
     request: dict[str, Any],
+    response: dict[str, Any],
     fingerprints: list[Any],
     derive_id: Callable[[int], str],
-    build_response: Callable[[str], dict[str, Any]],
-) -> AssemblyRow:
-    """Store an assembly; its public id is derived from the row id, then the response is built."""
+) -> str:
+    """Store an assembly and return its public id, derived from the row id.
+
+    The stored response leaves out its own id (readers add it back), so the large documents
+    are written once and only the short id is updated.
+    """
     row = AssemblyRow(
         tenant_id=tenant_id,
         session_id=session_pk,
@@ -259,16 +263,15 @@ def store_assembly(
         phase=phase,
         plan_hash=plan_hash,
         request=request,
-        response={},
+        response=response,
         fingerprints=fingerprints,
         created_at=_now(),
     )
     db.add(row)
     db.flush()
     row.external_id = derive_id(row.id)
-    row.response = build_response(row.external_id)
     db.flush()
-    return row
+    return row.external_id
 
 
 def previous_fingerprints(

@@ -50,9 +50,9 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
                 phase=None,
                 plan_hash="0" * 64,
                 request={"n": n},
+                response={},
                 fingerprints=[],
                 derive_id=lambda row_id: f"asm-retention-{row_id}",
-                build_response=lambda assembly_id: {"assembly_id": assembly_id},
             )
         db.commit()
         session_pk = session.id
