@@ -47,7 +47,11 @@ def create_db_engine(settings: Settings) -> Engine:
         url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
-        pool_pre_ping=True,
+        # No pre-ping (it costs a round trip per request, ≈20% of append throughput): a dropped
+        # connection fails one request with 503, and SQLAlchemy then invalidates the whole pool,
+        # so the service recovers by itself when the database returns.
+        pool_pre_ping=False,
+        pool_recycle=1800,
         **json_options,
         pool_timeout=settings.db_timeout_seconds,
         connect_args={
