@@ -6,11 +6,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.compaction import session_advice
-from app.api.deps import AppSettings, Db, TenantId
+from app.api.deps import AppSettings, Db, RawBody, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import ActiveHistory, load_active_history
 from app.api.isolation import manifest_from
@@ -156,6 +157,7 @@ def run_assembly(
     *,
     tenant_id: int,
     request: AssembleRequest,
+    request_text: str,
     settings: Settings,
     as_of_seq: int | None = None,
 ) -> tuple[dict[str, Any], AssemblyPlan]:
@@ -297,7 +299,7 @@ def run_assembly(
         unit=unit,
         phase=request.phase,
         plan_hash=plan.plan_hash,
-        request=request.model_dump(mode="json", exclude_defaults=True),
+        request=request_text,
         response=response,
         fingerprints=[list(pair) for pair in fingerprints],
         derive_id=lambda row_id: derive_id("asm", tenant_id, row_id),
@@ -328,9 +330,18 @@ def _record_metrics(
 
 
 @router.post("/assemble", status_code=status.HTTP_201_CREATED, response_model=AssembleResponse)
-def assemble(body: AssembleRequest, tenant_id: TenantId, db: Db, settings: AppSettings) -> Response:
+def assemble(
+    body: AssembleRequest, raw: RawBody, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> Response:
     started = time.perf_counter()
-    response, plan = run_assembly(db, tenant_id=tenant_id, request=body, settings=settings)
+    try:
+        # Stored as received: re-serialising a half-megabyte request costs milliseconds.
+        request_text = raw.decode()
+    except UnicodeDecodeError:  # JSON may arrive as UTF-16 or UTF-32
+        request_text = body.model_dump_json(exclude_defaults=True)
+    response, plan = run_assembly(
+        db, tenant_id=tenant_id, request=body, request_text=request_text, settings=settings
+    )
     db.commit()
     _record_metrics(response, plan, unit=response["unit"], phase=body.phase)
     _record_estimate_error(body, plan, encoding=body.encoding or settings.default_encoding)
@@ -359,12 +370,13 @@ def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encodin
 @router.get("/assemblies/{assembly_id}", response_model=StoredAssemblyResponse)
 def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
     row = repository.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
+    request = orjson.loads(row.request)
     return _json(
         {
             "assembly_id": assembly_id,
             "created_at": row.created_at.isoformat(),
-            "session_id": row.request.get("session_id"),
-            "request": row.request,
+            "session_id": request.get("session_id"),
+            "request": request,
             "response": {"assembly_id": assembly_id, **row.response},
         }
     )
@@ -379,7 +391,7 @@ def replay_assembly(
     assembly_id: str, body: ReplayRequest, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> ReplayResponse:
     row = repository.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
-    original = AssembleRequest.model_validate(row.request)
+    original = AssembleRequest.model_validate_json(row.request)
     overrides = body.overrides
     replaced = {source.source for source in overrides.replace_sources}
     dropped = set(overrides.drop_sources) | replaced
@@ -396,7 +408,12 @@ def replay_assembly(
         changed.budget = overrides.budget
     before = AssembleResponse.model_validate({"assembly_id": assembly_id, **row.response})
     after_data, _ = run_assembly(
-        db, tenant_id=tenant_id, request=changed, settings=settings, as_of_seq=row.as_of_seq
+        db,
+        tenant_id=tenant_id,
+        request=changed,
+        request_text=changed.model_dump_json(exclude_defaults=True),
+        settings=settings,
+        as_of_seq=row.as_of_seq,
     )
     db.commit()
     after = AssembleResponse.model_validate(after_data)

@@ -88,6 +88,12 @@ def _resolve(db: Session, known: dict[str, int], *, cache_key: str, tenant_name:
     return known[cache_key]
 
 
+async def get_raw_body(request: Request) -> bytes:
+    """The request body as received; Starlette caches it, so this does not read it twice."""
+    return await request.body()
+
+
 Db = Annotated[Session, Depends(get_db)]
+RawBody = Annotated[bytes, Depends(get_raw_body)]
 TenantId = Annotated[int, Depends(get_tenant)]
 AppSettings = Annotated[Settings, Depends(get_settings)]

@@ -245,7 +245,7 @@ def store_assembly(
     unit: str | None,
     phase: str | None,
     plan_hash: str,
-    request: dict[str, Any],
+    request: str,
     response: dict[str, Any],
     fingerprints: list[Any],
     derive_id: Callable[[int], str],

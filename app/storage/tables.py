@@ -18,6 +18,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -120,7 +121,8 @@ class AssemblyRow(Base):
     unit: Mapped[str | None] = mapped_column(String(200))
     phase: Mapped[str | None] = mapped_column(String(200))
     plan_hash: Mapped[str] = mapped_column(String(64))
-    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    request: Mapped[str] = mapped_column(Text)
+    """The request body exactly as received (JSON text)."""
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     fingerprints: Mapped[list[Any]] = mapped_column(JSON)
     """[fingerprint, tokens] of each selected item in position order (prompt-cache reuse)."""

@@ -19,7 +19,8 @@ IDENTITY = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def upgrade() -> None:
-    # Plain JSON, not JSONB: requests can be megabytes and are read back whole, never queried.
+    # The request is kept as the exact JSON text received (no re-serialisation on the hot
+    # path); plain JSON, not JSONB, for the rest: read back whole, never queried.
     op.create_table(
         "assemblies",
         sa.Column("id", IDENTITY, primary_key=True),
@@ -30,7 +31,7 @@ def upgrade() -> None:
         sa.Column("unit", sa.String(200), nullable=True),
         sa.Column("phase", sa.String(200), nullable=True),
         sa.Column("plan_hash", sa.String(64), nullable=False),
-        sa.Column("request", sa.JSON(), nullable=False),
+        sa.Column("request", sa.Text(), nullable=False),
         sa.Column("response", sa.JSON(), nullable=False),
         sa.Column("fingerprints", sa.JSON(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),

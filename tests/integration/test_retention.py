@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
@@ -49,7 +50,7 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
                 unit=None,
                 phase=None,
                 plan_hash="0" * 64,
-                request={"n": n},
+                request=f'{{"n": {n}}}',
                 response={},
                 fingerprints=[],
                 derive_id=lambda row_id: f"asm-retention-{row_id}",
@@ -63,7 +64,7 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
                 select(AssemblyRow.request).where(AssemblyRow.session_id == session_pk)
             ).all()
             facts = db.scalar(select(func.count()).where(Fact.session_id == session_pk))
-            return sorted(r["n"] for r in kept), int(facts or 0)
+            return sorted(json.loads(r)["n"] for r in kept), int(facts or 0)
 
     settings = Settings(database_url=postgres_url, assembly_retention_per_session=2)
     prune_once(factory, settings)
