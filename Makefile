@@ -54,6 +54,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python -m bench.normalize
 	$(BIN)/python -m bench.assemble
 	$(BIN)/python -m bench.compaction
+	$(BIN)/python -m bench.history
 
 clean:
 	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +42,7 @@ from app.domain.assemble import assemble as assemble_plan
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses
 from app.domain.ids import derive_id
-from app.domain.items import developer_message, visible_text
+from app.domain.items import Item, developer_message, visible_text
 from app.domain.manifest import manifest_contributions, view_for
 from app.domain.normalize import normalize_history
 from app.domain.world_state import (
@@ -168,6 +169,7 @@ def run_assembly(
     """
     history: tuple[HistoryEntry, ...] = ()
     loaded_history: ActiveHistory | None = None
+    normalized_history: Sequence[Item] = ()
     session_sources: tuple[Contribution, ...] = ()
     session_pk: int | None = None
     window: int | None = None
@@ -186,6 +188,7 @@ def run_assembly(
             input_modalities=frozenset(request.input_modalities),
             item_metadata=loaded.metadata,
         )
+        normalized_history = normalized.items
         history = tuple(
             HistoryEntry(id=f"history:{ordinal}", item=item)
             for ordinal, item in enumerate(
@@ -227,7 +230,7 @@ def run_assembly(
     )
     reused = shared_prefix_tokens([(str(f), int(t)) for f, t in previous], fingerprints)
     if loaded_history is not None:
-        advice = session_advice(loaded_history, settings=settings)
+        advice = session_advice(loaded_history, normalized_history, settings=settings)
     else:
         pressure = plan.total_tokens / (budget.max_tokens or max(plan.total_tokens, 1))
         advice = {

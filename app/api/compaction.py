@@ -7,6 +7,7 @@ The raw log keeps every item.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -299,16 +300,19 @@ def compaction_advice(
     session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> AdviceResponse:
     loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
-    advice = session_advice(loaded, settings=settings)
+    normalized = normalize_history(
+        loaded.items, count_tokens=token_counter(loaded.encoding), item_metadata=loaded.metadata
+    ).items
+    advice = session_advice(loaded, normalized, settings=settings)
     return AdviceResponse(**advice)
 
 
-def session_advice(loaded: ActiveHistory, *, settings: Settings) -> dict[str, Any]:
-    """Compaction advice for an active history (also folded into session-mode `/assemble`)."""
+def session_advice(
+    loaded: ActiveHistory, normalized: Sequence[Item], *, settings: Settings
+) -> dict[str, Any]:
+    """Compaction advice for an active history and its normalized items (also folded into
+    session-mode `/assemble`)."""
     count_tokens = token_counter(loaded.encoding)
-    normalized = normalize_history(
-        loaded.items, count_tokens=count_tokens, item_metadata=loaded.metadata
-    ).items
     sizes = [count_tokens(visible_text(item)) for item in normalized]
     # A turn runs from one user message to the next: its tokens measure the growth rate.
     turns: list[int] = []

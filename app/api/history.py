@@ -3,10 +3,15 @@ history (`GET /sessions/{id}/history`). Both write nothing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Annotated, Any, get_args
 
+from cachetools import LRUCache
 from fastapi import APIRouter, Query
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
@@ -26,7 +31,7 @@ from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_hi
 from app.domain.world_state import apply_patch, is_state_fragment
 from app.metrics import NORMALIZE_REPAIRS
 from app.storage import repository
-from app.storage.tables import Fact, SessionRow
+from app.storage.tables import SessionRow
 from app.tokens import token_counter
 
 router = APIRouter(tags=["history"], responses=ERROR_RESPONSES)
@@ -85,39 +90,45 @@ def load_active_history(
     return _project(db, row, up_to_seq=up_to_seq)
 
 
-def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHistory:
-    """Fold a session's facts into its active history.
+Visible = tuple[int | None, Item, dict[str, Any], str | None]
+"""One model-visible entry: the fact's seq (None if a compaction wrote it), the item, its
+append metadata and its phase."""
 
-    A fork starts from its parent's active history as of the fork point (read from the
-    parent's log, not copied), with only the world-state sections it declared inherited; its
-    own facts follow. Items that come from the parent carry no seq of the child's.
-    """
-    facts = repository.read_facts(db, session_id=row.id, up_to_seq=up_to_seq)
-    goal: Goal | None = None
-    sections: dict[str, Any] = {}
-    baseline: dict[str, Any] | None = None
-    world_version = compactions = 0
-    compaction_id: str | None = None
-    by_seq: dict[int, Fact] = {}
-    # (seq or None, item, append metadata, phase), in model-visible order.
-    visible: list[tuple[int | None, Item, dict[str, Any], str | None]] = []
-    if row.kind == "fork" and row.parent_id is not None:
-        parent = _project(
-            db, repository.get_session_by_pk(db, row.parent_id), up_to_seq=row.fork_seq
-        )
-        goal = parent.goal
-        sections = {k: v for k, v in parent.world_state.sections.items() if row.inherit.get(k)}
-        world_version = parent.world_state.version
-        # Governance travels only as declared: the parent's world-state fragments stay behind.
-        visible = [
-            (None, item, metadata, phase)
-            for item, metadata, phase in zip(
-                parent.items, parent.metadata, parent.phases, strict=True
-            )
-            if not is_state_fragment(item)
-        ]
+
+@dataclass(frozen=True)
+class _Fold:
+    """A session's log folded up to `last_seq`. Never mutated once built: it is shared."""
+
+    last_seq: int
+    goal: Goal | None
+    sections: dict[str, Any]
+    baseline: dict[str, Any] | None
+    world_version: int
+    compactions: int
+    compaction_id: str | None
+    by_seq: dict[int, Visible]
+    visible: tuple[Visible, ...]
+
+
+_EMPTY = _Fold(0, None, {}, None, 0, 0, None, {}, ())
+
+# The log is append-only, so a fold up to seq n never changes: each process keeps the newest
+# fold per session and only reads and folds the facts appended since. Keys carry the database
+# and the session's creation time, so two databases never share an entry.
+_folds: LRUCache[tuple[str, int, datetime], _Fold] = LRUCache(maxsize=256)
+_folds_lock = threading.Lock()
+
+
+def _fold(start: _Fold, facts: Sequence[Row[Any]], *, last_seq: int) -> _Fold:
+    goal, sections, baseline = start.goal, start.sections, start.baseline
+    world_version, compactions, compaction_id = (
+        start.world_version,
+        start.compactions,
+        start.compaction_id,
+    )
+    by_seq = dict(start.by_seq)
+    visible = list(start.visible)
     for fact in facts:
-        by_seq[fact.seq] = fact
         match fact.type:
             case items_module.GOAL_FACT:
                 goal = Goal(version=fact.item["version"], text=fact.item["text"])
@@ -135,32 +146,81 @@ def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHi
                 compaction_id = fact.item.get("compaction_id")
                 baseline = None
                 visible = [
-                    (
-                        entry["seq"],
-                        by_seq[entry["seq"]].item,
-                        by_seq[entry["seq"]].provenance,
-                        by_seq[entry["seq"]].phase,
-                    )
-                    if "seq" in entry
-                    else (None, entry["item"], {}, None)
+                    by_seq[entry["seq"]] if "seq" in entry else (None, entry["item"], {}, None)
                     for entry in fact.item.get("history", [])
                 ]
             case internal if internal.startswith(items_module.INTERNAL_TYPE_PREFIX):
                 pass  # links to child sessions and other bookkeeping: never model-visible
             case _:
-                visible.append((fact.seq, fact.item, fact.provenance, fact.phase))
+                entry = (fact.seq, fact.item, fact.provenance, fact.phase)
+                by_seq[fact.seq] = entry
+                visible.append(entry)
+    return _Fold(
+        last_seq,
+        goal,
+        sections,
+        baseline,
+        world_version,
+        compactions,
+        compaction_id,
+        by_seq,
+        tuple(visible),
+    )
+
+
+def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHistory:
+    """Fold a session's facts into its active history, reusing this process's newest fold.
+
+    A fork starts from its parent's active history as of the fork point (read from the
+    parent's log, not copied), with only the world-state sections it declared inherited; its
+    own facts follow. Items that come from the parent carry no seq of the child's.
+    """
+    target = row.last_seq if up_to_seq is None else min(up_to_seq, row.last_seq)
+    key = (db.get_bind().engine.url.render_as_string(), row.id, row.created_at)
+    with _folds_lock:
+        cached = _folds.get(key)
+    if cached is not None and cached.last_seq <= target:
+        start = cached
+    elif row.kind == "fork" and row.parent_id is not None:
+        parent = _project(
+            db, repository.get_session_by_pk(db, row.parent_id), up_to_seq=row.fork_seq
+        )
+        # Governance travels only as declared: the parent's world-state fragments stay behind.
+        start = replace(
+            _EMPTY,
+            goal=parent.goal,
+            sections={k: v for k, v in parent.world_state.sections.items() if row.inherit.get(k)},
+            world_version=parent.world_state.version,
+            visible=tuple(
+                (None, item, metadata, phase)
+                for item, metadata, phase in zip(
+                    parent.items, parent.metadata, parent.phases, strict=True
+                )
+                if not is_state_fragment(item)
+            ),
+        )
+    else:
+        start = _EMPTY
+    facts = repository.read_facts(db, session_id=row.id, after_seq=start.last_seq, up_to_seq=target)
+    fold = _fold(start, facts, last_seq=target) if facts or start.last_seq != target else start
+    if up_to_seq is None:
+        with _folds_lock:
+            _folds[key] = fold
+    visible = fold.visible
     return ActiveHistory(
         session_pk=row.id,
-        last_seq=facts[-1].seq if facts else 0,
+        last_seq=target,
         encoding=row.encoding,
         context_window=row.context_window,
         items=[item for _, item, _, _ in visible],
         metadata=[metadata for _, _, metadata, _ in visible],
         seqs=[seq for seq, _, _, _ in visible],
-        goal=goal,
-        world_state=WorldState(version=world_version, sections=sections, baseline=baseline),
-        compactions=compactions,
-        compaction_id=compaction_id,
+        goal=fold.goal,
+        world_state=WorldState(
+            version=fold.world_version, sections=fold.sections, baseline=fold.baseline
+        ),
+        compactions=fold.compactions,
+        compaction_id=fold.compaction_id,
         phases=[phase for _, _, _, phase in visible],
         unit=row.unit,
         kind=row.kind,

@@ -182,7 +182,7 @@ class HistoryResponse(NormalizeResponse):
 
 
 Layer = Literal["prefix", "task", "recent", "memory", "retrieval"]
-Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
 class CandidateSpec(StrictModel):
@@ -195,10 +195,10 @@ class CandidateSpec(StrictModel):
     forms: dict[Literal["skeleton", "reference"], str] = Field(default_factory=dict)
     locator: Annotated[str, Field(min_length=1, max_length=2000)] | None = None
     required: bool = False
-    priority: Unit = 0.0
-    relevance: Unit = 0.0
-    trust: Unit = 0.0
-    freshness: Unit = 0.0
+    priority: Score = 0.0
+    relevance: Score = 0.0
+    trust: Score = 0.0
+    freshness: Score = 0.0
     tokens: Count | None = None
 
     @model_validator(mode="after")
@@ -241,7 +241,7 @@ class AssembleRequest(RequestModel):
     budget: BudgetSpec | None = None
     policy: Policy = "balanced"
     placement: Placement = "edges"
-    min_relevance: Unit = 0.0
+    min_relevance: Score = 0.0
     encoding: Encoding | None = None
     unit: Label | None = None
     phase: Label | None = None
@@ -326,7 +326,7 @@ class ReplayOverrides(StrictModel):
     budget: BudgetSpec | None = None
     policy: Policy | None = None
     placement: Placement | None = None
-    min_relevance: Unit | None = None
+    min_relevance: Score | None = None
     drop_sources: list[Label] = Field(default_factory=list)
     replace_sources: list[SourceSpec] = Field(default_factory=list)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select
+from sqlalchemy import Row, delete, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -225,15 +225,23 @@ def read_facts(
     after_seq: int = 0,
     limit: int | None = None,
     up_to_seq: int | None = None,
-) -> list[Fact]:
+) -> Sequence[Row[Any]]:
+    """Facts in seq order, as read-only rows (attribute access by column name).
+
+    Rows, not ORM objects: facts are never modified, and skipping the identity map makes
+    reading a 10,000-item log several times faster.
+    """
+    facts = Fact.__table__
     query = (
-        select(Fact).where(Fact.session_id == session_id, Fact.seq > after_seq).order_by(Fact.seq)
+        select(facts)
+        .where(facts.c.session_id == session_id, facts.c.seq > after_seq)
+        .order_by(facts.c.seq)
     )
     if up_to_seq is not None:
-        query = query.where(Fact.seq <= up_to_seq)
+        query = query.where(facts.c.seq <= up_to_seq)
     if limit is not None:
         query = query.limit(limit)
-    return list(db.scalars(query))
+    return db.execute(query).all()
 
 
 def store_assembly(
