@@ -114,8 +114,9 @@ _EMPTY = _Fold(0, None, {}, None, 0, 0, None, {}, ())
 
 # The log is append-only, so a fold up to seq n never changes: each process keeps the newest
 # fold per session and only reads and folds the facts appended since. Keys carry the database
-# and the session's creation time, so two databases never share an entry.
-_folds: LRUCache[tuple[str, int, datetime], _Fold] = LRUCache(maxsize=256)
+# and the session's creation time, so two databases never share an entry. Bounded to the 64
+# most recently read sessions: a fold holds the session's visible items.
+_folds: LRUCache[tuple[str, int, datetime], _Fold] = LRUCache(maxsize=64)
 _folds_lock = threading.Lock()
 
 
