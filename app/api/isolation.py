@@ -25,16 +25,14 @@ from app.api.models import (
     ManifestResponse,
     ManifestVersionResponse,
 )
+from app.api.sessions import client_items
 from app.domain.errors import InvalidInput
-from app.domain.formats import to_responses
 from app.domain.ids import derive_id
 from app.domain.items import (
     CHILD_FACT,
     GOAL_FACT,
-    INTERNAL_TYPE_PREFIX,
     WORLD_STATE_FACT,
     Format,
-    Item,
     item_type,
     visible_text,
 )
@@ -77,26 +75,13 @@ def _append(
     return result.facts[-1].seq
 
 
-def _client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> list[Item]:
-    converted = to_responses(items, fmt).items
-    reserved = [
-        i for i, item in enumerate(converted) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
-    ]
-    if reserved:
-        raise InvalidInput(
-            "item types starting with 'contextd.' are written by the service only",
-            details=[{"loc": ["body", field, i], "msg": "reserved type"} for i in reserved],
-        )
-    return converted
-
-
 def _create_child(
     db: Session, *, tenant_id: int, parent_id: str, body: ChildSessionRequest, kind: str
 ) -> ChildSessionResponse:
     parent_history = load_active_history(db, tenant_id=tenant_id, session_id=parent_id, lock=True)
     inherit = _checked_inheritance(parent_history, body.inherit)
     parent = repository.get_session(db, tenant_id=tenant_id, external_id=parent_id)
-    brief = _client_items(body.items, body.format, field="items") if kind == "delegate" else []
+    brief = client_items(body.items, body.format, field="items") if kind == "delegate" else []
     child, _ = repository.create_session(
         db,
         tenant_id=tenant_id,
@@ -204,7 +189,7 @@ def append_conclusion(
             f"session {child_id!r} has no parent to report to",
             details=[{"loc": ["path", "session_id"], "msg": "not a child session"}],
         )
-    items = _client_items([conclusion], fmt, field="conclusion")
+    items = client_items([conclusion], fmt, field="conclusion")
     if len(items) != 1:
         raise InvalidInput(
             "a conclusion is exactly one item",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
@@ -25,13 +25,35 @@ from app.api.models import (
 from app.domain.errors import InvalidInput, PayloadTooLarge
 from app.domain.formats import to_responses
 from app.domain.ids import derive_id
-from app.domain.items import INTERNAL_TYPE_PREFIX, admission_reason, item_type, visible_text
+from app.domain.items import (
+    INTERNAL_TYPE_PREFIX,
+    Format,
+    Item,
+    admission_reason,
+    item_type,
+    visible_text,
+)
 from app.domain.normalize import normalize_history
 from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS, PHASE_LABEL, UNIT_LABEL
 from app.storage import repository
 from app.storage.database import dump_json
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
+
+
+def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> list[Item]:
+    """Client items in Responses form; `contextd.*` types are the service's own and refused."""
+    converted = to_responses(items, fmt).items
+    reserved = [
+        i for i, item in enumerate(converted) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
+    ]
+    if reserved:
+        raise InvalidInput(
+            f"item types starting with {INTERNAL_TYPE_PREFIX!r} are written by the service only",
+            details=[{"loc": ["body", field, i, "type"], "msg": "reserved type"} for i in reserved],
+        )
+    return converted
+
 
 router = APIRouter(prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES)
 
@@ -125,17 +147,7 @@ def append_items(
             raise PayloadTooLarge(
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
             )
-    items = to_responses(body.items, body.format).items
-    reserved = [
-        i for i, item in enumerate(items) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
-    ]
-    if reserved:
-        raise InvalidInput(
-            f"item types starting with {INTERNAL_TYPE_PREFIX!r} are written by the service only",
-            details=[
-                {"loc": ["body", "items", i, "type"], "msg": "reserved type"} for i in reserved
-            ],
-        )
+    items = client_items(body.items, body.format, field="items")
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     count_tokens = token_counter(session.encoding)
     provenance = body.metadata.model_dump(exclude_none=True)

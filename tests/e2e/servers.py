@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy.engine import make_url
@@ -220,3 +221,18 @@ class SlowHook:
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(timeout=5)
+
+
+def read_log(client: httpx.Client, session_id: str) -> list[dict[str, Any]]:
+    """Every item of a session's log, following `next_after_seq` page by page."""
+    items: list[dict[str, Any]] = []
+    after = 0
+    for _ in range(1000):
+        page = client.get(f"/sessions/{session_id}/items", params={"after_seq": after, "limit": 50})
+        assert page.status_code == 200, page.text
+        body = page.json()
+        items.extend(body["items"])
+        if body["next_after_seq"] is None:
+            return items
+        after = body["next_after_seq"]
+    raise AssertionError("paging did not end")

@@ -15,22 +15,7 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from tests.builders import tool_call, tool_output, user_msg
-from tests.e2e.servers import Server, SlowHook, TcpProxy, running, with_port
-
-
-def _read_log(client: httpx.Client, session_id: str) -> list[dict[str, Any]]:
-    """Every item of a session's log, following `next_after_seq`."""
-    items: list[dict[str, Any]] = []
-    after = 0
-    for _ in range(1000):
-        page = client.get(f"/sessions/{session_id}/items", params={"after_seq": after, "limit": 50})
-        assert page.status_code == 200, page.text
-        body = page.json()
-        items.extend(body["items"])
-        if body["next_after_seq"] is None:
-            return items
-        after = body["next_after_seq"]
-    raise AssertionError("paging did not end")
+from tests.e2e.servers import Server, SlowHook, TcpProxy, read_log, running, with_port
 
 
 def _marker(item: dict[str, Any]) -> str:
@@ -133,7 +118,7 @@ def test_kill_9_during_appends_loses_no_acknowledged_item_and_duplicates_none(
             sent = load.acknowledged + load.in_doubt
             logged_markers: list[str] = []
             for session_id in sessions:
-                log = _read_log(client, session_id)
+                log = read_log(client, session_id)
                 seqs = [entry["seq"] for entry in log]
                 last_seq = client.get(f"/sessions/{session_id}").json()["last_seq"]
                 assert seqs == list(range(1, last_seq + 1)), "seqs are not dense 1..last_seq"

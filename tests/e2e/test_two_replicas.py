@@ -9,21 +9,7 @@ from typing import Any
 import httpx
 
 from tests.builders import tool_call, tool_output, user_msg
-from tests.e2e.servers import running
-
-
-def _read_log(client: httpx.Client, session_id: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    after = 0
-    for _ in range(1000):
-        page = client.get(f"/sessions/{session_id}/items", params={"after_seq": after, "limit": 37})
-        assert page.status_code == 200, page.text
-        body = page.json()
-        items.extend(body["items"])
-        if body["next_after_seq"] is None:
-            return items
-        after = body["next_after_seq"]
-    raise AssertionError("paging did not end")
+from tests.e2e.servers import read_log, running
 
 
 def _text(entry: dict[str, Any]) -> str:
@@ -62,7 +48,7 @@ def test_two_replicas_share_sessions_logs_and_idempotency(postgres_url: str) -> 
             assert appended.json()["first_seq"] == len(expected) + 1
             expected.extend(texts)
             assert reader.get(f"/sessions/{session_id}").json()["last_seq"] == len(expected)
-            assert [_text(e) for e in _read_log(reader, session_id)] == expected
+            assert [_text(e) for e in read_log(reader, session_id)] == expected
 
         # A stale expected_last_seq is refused on either replica, whoever wrote last.
         stale = a.post(
@@ -108,7 +94,7 @@ def test_two_replicas_share_sessions_logs_and_idempotency(postgres_url: str) -> 
         assert len(results) == 4 * 15
 
         for reader in (a, b):
-            log = _read_log(reader, session_id)
+            log = read_log(reader, session_id)
             seqs = [entry["seq"] for entry in log]
             total = len(expected) + sum(len(texts) for _, texts, _ in results)
             assert seqs == list(range(1, total + 1))
@@ -136,7 +122,7 @@ def test_two_replicas_share_sessions_logs_and_idempotency(postgres_url: str) -> 
         last_seq = original.json()["last_seq"]
         assert a.get(f"/sessions/{session_id}").json()["last_seq"] == last_seq
         assert b.get(f"/sessions/{session_id}").json()["last_seq"] == last_seq
-        assert len(_read_log(a, session_id)) == last_seq
+        assert len(read_log(a, session_id)) == last_seq
 
         # Concurrent replays of one new key on both replicas: one write, the same answer.
         fresh = {"items": [user_msg("once")], "idempotency_key": "turn-43"}
