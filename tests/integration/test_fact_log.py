@@ -11,7 +11,6 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
 
 from app.domain.errors import Conflict, SequenceConflict
 from app.settings import Settings
@@ -19,6 +18,7 @@ from app.storage import repository
 from app.storage.database import alembic_config, create_db_engine, create_session_factory
 from app.storage.tables import Base, Fact, SessionRow
 from tests.builders import tool_call, user_msg
+from tests.integration.storage import append_items, new_session
 
 
 @pytest.fixture
@@ -28,41 +28,10 @@ def engine(database_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-def _new_session(engine: Engine, name: str) -> int:
-    with create_session_factory(engine)() as db:
-        tenant_id = repository.ensure_tenant(db, "storage-tests")
-        row, _ = repository.create_session(
-            db,
-            tenant_id=tenant_id,
-            external_id=name,
-            encoding="o200k_base",
-            context_window=1000,
-            model=None,
-            attributes={},
-            derive_id=str,
-        )
-        db.commit()
-        return row.id
-
-
-def _append(
-    db: Session, session_pk: int, items: list[dict[str, object]], **kwargs: object
-) -> repository.AppendResult:
-    session = db.scalars(
-        select(SessionRow).where(SessionRow.id == session_pk).with_for_update()
-    ).one()
-    facts = [
-        repository.NewFact(type=str(i["type"]), item=i, tokens=1, provenance={}) for i in items
-    ]
-    options = {"unit": None, "phase": None, "idempotency_key": None, "expected_last_seq": None}
-    options.update(kwargs)
-    return repository.append_facts(db, session=session, facts=facts, **options)  # type: ignore[arg-type]
-
-
 def test_facts_refuse_update_and_delete(engine: Engine, session_id: str) -> None:
-    session_pk = _new_session(engine, session_id)
+    session_pk = new_session(engine, session_id)
     with create_session_factory(engine)() as db:
-        _append(db, session_pk, [user_msg("keep me")])
+        append_items(db, session_pk, [user_msg("keep me")])
         db.commit()
     for statement in ("UPDATE facts SET tokens = 99", "DELETE FROM facts"):
         with engine.connect() as connection, pytest.raises(DBAPIError, match="append-only"):
@@ -75,11 +44,11 @@ def test_facts_refuse_update_and_delete(engine: Engine, session_id: str) -> None
 def test_append_assigns_dense_sequence_and_keeps_items_verbatim(
     engine: Engine, session_id: str
 ) -> None:
-    session_pk = _new_session(engine, session_id)
+    session_pk = new_session(engine, session_id)
     odd_item = {"type": "vendor_event", "nested": {"list": [1, 2.5, None, "é"]}}
     with create_session_factory(engine)() as db:
-        first = _append(db, session_pk, [user_msg("a"), tool_call("c1")])
-        second = _append(db, session_pk, [odd_item])
+        first = append_items(db, session_pk, [user_msg("a"), tool_call("c1")])
+        second = append_items(db, session_pk, [odd_item])
         db.commit()
         assert [f.seq for f in first.facts] == [1, 2]
         assert [f.seq for f in second.facts] == [3]
@@ -94,23 +63,24 @@ def test_append_assigns_dense_sequence_and_keeps_items_verbatim(
 def test_expected_last_seq_mismatch_conflicts_and_writes_nothing(
     engine: Engine, session_id: str
 ) -> None:
-    session_pk = _new_session(engine, session_id)
+    session_pk = new_session(engine, session_id)
     with create_session_factory(engine)() as db:
-        _append(db, session_pk, [user_msg("a")])
+        append_items(db, session_pk, [user_msg("a")])
         db.commit()
         with pytest.raises(SequenceConflict) as caught:
-            _append(db, session_pk, [user_msg("b")], expected_last_seq=0)
+            append_items(db, session_pk, [user_msg("b")], expected_last_seq=0)
         db.rollback()
         assert caught.value.details == {"expected": 0, "actual": 1}
         assert [f.seq for f in repository.read_facts(db, session_id=session_pk)] == [1]
 
 
 def test_idempotency_key_replays_original_result(engine: Engine, session_id: str) -> None:
-    session_pk = _new_session(engine, session_id)
+    session_pk = new_session(engine, session_id)
     with create_session_factory(engine)() as db:
-        original = _append(db, session_pk, [user_msg("a"), user_msg("b")], idempotency_key="turn-1")
+        pair = [user_msg("a"), user_msg("b")]
+        original = append_items(db, session_pk, pair, idempotency_key="turn-1")
         db.commit()
-        replay = _append(db, session_pk, [user_msg("other")], idempotency_key="turn-1")
+        replay = append_items(db, session_pk, [user_msg("other")], idempotency_key="turn-1")
         db.commit()
         assert replay == repository.AppendResult(facts=original.facts, replayed=True)
         assert len(repository.read_facts(db, session_id=session_pk)) == 2
@@ -119,7 +89,7 @@ def test_idempotency_key_replays_original_result(engine: Engine, session_id: str
 def test_session_with_same_id_and_other_attributes_conflicts(
     engine: Engine, session_id: str
 ) -> None:
-    _new_session(engine, session_id)
+    new_session(engine, session_id)
     with create_session_factory(engine)() as db:
         tenant_id = repository.ensure_tenant(db, "storage-tests")
         with pytest.raises(Conflict):
@@ -139,14 +109,14 @@ def test_concurrent_appenders_never_gap_duplicate_or_lose(
     postgres_url: str, session_id: str
 ) -> None:
     engine = create_db_engine(Settings(database_url=postgres_url))
-    session_pk = _new_session(engine, session_id)
+    session_pk = new_session(engine, session_id)
     factory = create_session_factory(engine)
     writers, batches = 4, 25
 
     def write(writer: int) -> None:
         for batch in range(batches):
             with factory() as db:
-                _append(db, session_pk, [user_msg(f"{writer}-{batch}-{k}") for k in range(3)])
+                append_items(db, session_pk, [user_msg(f"{writer}-{batch}-{k}") for k in range(3)])
                 db.commit()
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]

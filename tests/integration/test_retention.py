@@ -13,6 +13,7 @@ from app.storage.database import create_db_engine, create_session_factory
 from app.storage.retention import prune_once
 from app.storage.tables import AssemblyRow, Fact
 from tests.builders import user_msg
+from tests.integration.storage import append_items, new_session
 
 
 def test_retention_keeps_newest_plans_per_session_and_every_fact(
@@ -20,32 +21,15 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
 ) -> None:
     engine = create_db_engine(Settings(database_url=postgres_url))
     factory = create_session_factory(engine)
+    session_pk = new_session(engine, session_id)
     with factory() as db:
-        tenant_id = repository.ensure_tenant(db, "retention")
-        session, _ = repository.create_session(
-            db,
-            tenant_id=tenant_id,
-            external_id=session_id,
-            encoding="o200k_base",
-            context_window=1000,
-            model=None,
-            attributes={},
-            derive_id=str,
-        )
-        repository.append_facts(
-            db,
-            session=session,
-            facts=[repository.NewFact("message", user_msg("x"), 1, {})],
-            unit=None,
-            phase=None,
-            idempotency_key=None,
-            expected_last_seq=None,
-        )
+        tenant_id = repository.ensure_tenant(db, "storage-tests")
+        append_items(db, session_pk, [user_msg("x")])
         for n in range(3):
             repository.store_assembly(
                 db,
                 tenant_id=tenant_id,
-                session_pk=session.id,
+                session_pk=session_pk,
                 as_of_seq=1,
                 unit=None,
                 phase=None,
@@ -56,7 +40,6 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
                 derive_id=lambda row_id: f"asm-retention-{row_id}",
             )
         db.commit()
-        session_pk = session.id
 
     def remaining() -> tuple[list[int], int]:
         with factory() as db:

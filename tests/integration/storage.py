@@ -1,0 +1,43 @@
+"""Small builders for storage tests: a session, and appends under the session's row lock."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from app.storage import repository
+from app.storage.database import create_session_factory
+from app.storage.tables import SessionRow
+
+
+def new_session(engine: Engine, name: str) -> int:
+    """A committed session of the `storage-tests` tenant; returns its primary key."""
+    with create_session_factory(engine)() as db:
+        tenant_id = repository.ensure_tenant(db, "storage-tests")
+        row, _ = repository.create_session(
+            db,
+            tenant_id=tenant_id,
+            external_id=name,
+            encoding="o200k_base",
+            context_window=1000,
+            model=None,
+            attributes={},
+            derive_id=str,
+        )
+        db.commit()
+        return row.id
+
+
+def append_items(
+    db: Session, session_pk: int, items: list[dict[str, object]], **kwargs: object
+) -> repository.AppendResult:
+    """Append `items` (one token each) the way the API does: under the session's row lock."""
+    session = db.scalars(
+        select(SessionRow).where(SessionRow.id == session_pk).with_for_update()
+    ).one()
+    facts = [
+        repository.NewFact(type=str(i["type"]), item=i, tokens=1, provenance={}) for i in items
+    ]
+    options = {"unit": None, "phase": None, "idempotency_key": None, "expected_last_seq": None}
+    options.update(kwargs)
+    return repository.append_facts(db, session=session, facts=facts, **options)  # type: ignore[arg-type]
