@@ -161,7 +161,7 @@ def compact(
     hooks_config = SessionHooks()
     if body.session_id is not None:
         loaded = load_active_history(db, tenant_id=tenant_id, session_id=body.session_id)
-        session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
+        session = loaded.session
         hooks_config = SessionHooks.model_validate(session.attributes.get("hooks", {}))
         encoding = body.encoding or loaded.encoding
         count_tokens = token_counter(encoding)
@@ -337,7 +337,7 @@ def end_session(
 ) -> EndSessionResponse:
     """Writes a final handoff of the session and fires its `session_end` hook."""
     loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = loaded.session
     hooks_config = SessionHooks.model_validate(session.attributes.get("hooks", {}))
     count_tokens = token_counter(loaded.encoding)
     normalized = normalize_history(

@@ -75,6 +75,8 @@ class ActiveHistory:
     unit: str | None
     kind: str
     parent_pk: int | None
+    session: SessionRow
+    """The session row it was read from (locked when `lock=True` was asked for)."""
 
 
 def load_active_history(
@@ -226,6 +228,7 @@ def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHi
         unit=row.unit,
         kind=row.kind,
         parent_pk=row.parent_id,
+        session=row,
     )
 
 

@@ -102,8 +102,8 @@ def create_session(
 
 @router.get("/{session_id}", response_model=SessionDetailResponse)
 def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
-    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
+    row = loaded.session
     goal = loaded.goal
     count_tokens = token_counter(row.encoding)
     active = normalize_history(

@@ -31,7 +31,7 @@ def put_goal(session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db) ->
         )
     history = load_active_history(db, tenant_id=tenant_id, session_id=session_id, lock=True)
     version = (history.goal.version if history.goal else 0) + 1
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = history.session
     fact = {"type": GOAL_FACT, "version": version, "text": body.text}
     result = repository.append_facts(
         db,
@@ -68,7 +68,7 @@ def put_world_state(
         active_history=history.items,
         version=version,
     )
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = history.session
     count_tokens = token_counter(session.encoding)
     record = (
         {"type": WORLD_STATE_FACT, "version": version, "patch": update.patch}
