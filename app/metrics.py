@@ -49,8 +49,18 @@ PROVIDER_TOKENS = Counter(
 )
 ASSEMBLY_LATENCY = Histogram(
     "contextd_assembly_duration_seconds",
-    "Server-side time to assemble a context (selection, placement, storage).",
+    "Server-side time to answer /assemble (selection, placement, and storage where the plan "
+    "is stored before answering).",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+PLAN_STORE_LATENCY = Histogram(
+    "contextd_plan_store_duration_seconds",
+    "Time to write a stored plan after its response was sent.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+PLAN_STORE_FAILURES = Counter(
+    "contextd_plan_store_failures_total",
+    "Plans answered but not stored because the database refused or was unreachable.",
 )
 ASSEMBLY_SIZE = Histogram(
     "contextd_assembly_tokens",

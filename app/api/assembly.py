@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Response, status
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Request, Response, status
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.api.compaction import session_advice
 from app.api.deps import AppSettings, Db, RawBody, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import ActiveHistory, load_active_history
 from app.api.isolation import manifest_from
+from app.api.json_body import JsonRoute
 from app.api.models import (
     AssembleRequest,
     AssembleResponse,
@@ -27,6 +32,7 @@ from app.api.models import (
     StoredAssemblyResponse,
     UsageRequest,
 )
+from app.api.responses import AnswerThenFinish
 from app.domain.assemble import (
     POLICIES,
     AssemblyInput,
@@ -59,6 +65,8 @@ from app.metrics import (
     ASSEMBLY_SIZE,
     CONTEXT_TOKENS,
     PHASE_LABEL,
+    PLAN_STORE_FAILURES,
+    PLAN_STORE_LATENCY,
     PROVIDER_TOKENS,
     TOKEN_ESTIMATE_ERROR,
     UNIT_LABEL,
@@ -68,7 +76,9 @@ from app.storage import repository
 from app.storage.database import dump_json
 from app.tokens import token_counter
 
-router = APIRouter(tags=["assembly"], responses=ERROR_RESPONSES)
+log = logging.getLogger("contextd")
+
+router = APIRouter(route_class=JsonRoute, tags=["assembly"], responses=ERROR_RESPONSES)
 
 
 def _effective_budget(request: AssembleRequest, *, session_window: int | None) -> Budget:
@@ -161,11 +171,11 @@ def run_assembly(
     request_text: str,
     settings: Settings,
     as_of_seq: int | None = None,
-) -> tuple[dict[str, Any], AssemblyPlan]:
-    """Assemble and store one context. `as_of_seq` pins the session history (replay).
+) -> Assembled:
+    """Assemble one context; the caller stores it. `as_of_seq` pins the session history (replay).
 
-    Returns the response as plain JSON-ready data: it is built once from the plan, stored,
-    and sent as is (validating it again would cost more than the selection itself).
+    The response is plain JSON-ready data: it is built once from the plan, stored, and sent as
+    is (validating it again would cost more than the selection itself).
     """
     history: tuple[HistoryEntry, ...] = ()
     loaded_history: ActiveHistory | None = None
@@ -225,10 +235,9 @@ def run_assembly(
         count_tokens=count_tokens,
     )
     fingerprints: list[tuple[str, int]] = [(item.fingerprint, item.tokens) for item in plan.items]
-    previous = repository.previous_fingerprints(
-        db, tenant_id=tenant_id, session_pk=session_pk, unit=unit
-    )
-    reused = shared_prefix_tokens([(str(f), int(t)) for f, t in previous], fingerprints)
+    slot = repository.reserve_assembly(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
+    previous = [(str(f), int(t)) for f, t in slot.previous_fingerprints]
+    reused = shared_prefix_tokens(previous, fingerprints)
     if loaded_history is not None:
         advice = session_advice(loaded_history, normalized_history, settings=settings)
     else:
@@ -294,8 +303,7 @@ def run_assembly(
         "messages": from_responses(context, request.output_format).items,
     }
 
-    assembly_id = repository.store_assembly(
-        db,
+    record = repository.NewAssembly(
         tenant_id=tenant_id,
         session_pk=session_pk,
         as_of_seq=as_of_seq,
@@ -305,9 +313,55 @@ def run_assembly(
         request=request_text,
         response=response,
         fingerprints=[list(pair) for pair in fingerprints],
-        derive_id=lambda row_id: derive_id("asm", tenant_id, row_id),
     )
-    return {"assembly_id": assembly_id, **response}, plan
+    return Assembled(response=response, plan=plan, record=record, slot=slot)
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """One assembly, not yet stored: the response without its id, the plan, what to store and
+    where (`slot`)."""
+
+    response: dict[str, Any]
+    plan: AssemblyPlan
+    record: repository.NewAssembly
+    slot: repository.AssemblySlot
+
+
+def _assembly_id_deriver(tenant_id: int) -> Callable[[int], str]:
+    return functools.partial(derive_id, "asm", tenant_id)
+
+
+def store_now(db: Session, assembled: Assembled, *, tenant_id: int) -> dict[str, Any]:
+    """Store the assembly in the caller's transaction; returns the response with its id."""
+    assembly_id = repository.store_assembly(
+        db,
+        assembled.record,
+        row_id=assembled.slot.row_id,
+        derive_id=_assembly_id_deriver(tenant_id),
+    )
+    return {"assembly_id": assembly_id, **assembled.response}
+
+
+def _store_after_answer(
+    session_factory: sessionmaker[Session],
+    record: repository.NewAssembly,
+    *,
+    row_id: int,
+    derive: Callable[[int], str],
+) -> None:
+    """Write a plan whose id was already handed out (see `AnswerThenFinish`). A failure is
+    logged and counted, never retried: the caller has its answer."""
+    started = time.perf_counter()
+    try:
+        with session_factory() as db:
+            repository.store_assembly(db, record, row_id=row_id, derive_id=derive)
+            db.commit()
+    except SQLAlchemyError:
+        PLAN_STORE_FAILURES.inc()
+        log.exception("assembly %s was answered but could not be stored", derive(row_id))
+        return
+    PLAN_STORE_LATENCY.observe(time.perf_counter() - started)
 
 
 def _record_metrics(
@@ -323,8 +377,9 @@ def _record_metrics(
         for cache, tokens in (("reused_prefix", reused_part), ("new", item.tokens - reused_part)):
             if tokens:
                 CONTEXT_TOKENS.labels(item.source_class, cache, unit_label, phase_label).inc(tokens)
-    for entry in plan.plan:
-        ASSEMBLY_DECISIONS.labels(entry.decision, entry.reason or "none").inc()
+    decisions = Counter((entry.decision, entry.reason or "none") for entry in plan.plan)
+    for (decision, reason), count in sorted(decisions.items()):
+        ASSEMBLY_DECISIONS.labels(decision, reason).inc(count)
     for flag, raised in (("truncated", plan.truncated), ("over_budget", plan.over_budget)):
         if raised:
             ASSEMBLY_FLAGS.labels(flag).inc()
@@ -334,24 +389,55 @@ def _record_metrics(
 
 @router.post("/assemble", status_code=status.HTTP_201_CREATED, response_model=AssembleResponse)
 def assemble(
-    body: AssembleRequest, raw: RawBody, tenant_id: TenantId, db: Db, settings: AppSettings
+    body: AssembleRequest,
+    raw: RawBody,
+    tenant_id: TenantId,
+    db: Db,
+    settings: AppSettings,
+    http_request: Request,
 ) -> Response:
+    """Selects, places and accounts one context, and stores its plan under `assembly_id`.
+
+    On PostgreSQL the plan is written just after the response is sent and before the
+    connection takes its next request: a later request on the same connection always finds
+    it; one on another connection may not, for the few milliseconds the write takes. On SQLite
+    it is stored before the response is sent.
+    """
+    # Writing a half-megabyte request is most of a call's work; the caller need not wait for it.
     started = time.perf_counter()
     try:
         # Stored as received: re-serialising a half-megabyte request costs milliseconds.
         request_text = raw.decode()
     except UnicodeDecodeError:  # JSON may arrive as UTF-16 or UTF-32
         request_text = body.model_dump_json(exclude_defaults=True)
-    response, plan = run_assembly(
+    assembled = run_assembly(
         db, tenant_id=tenant_id, request=body, request_text=request_text, settings=settings
     )
-    db.commit()
+    row_id = assembled.slot.row_id
+    if row_id is None:
+        response = store_now(db, assembled, tenant_id=tenant_id)
+        db.commit()
+        finish = None
+    else:
+        db.commit()
+        derive = _assembly_id_deriver(tenant_id)
+        response = {"assembly_id": derive(row_id), **assembled.response}
+        finish = functools.partial(
+            _store_after_answer,
+            http_request.app.state.session_factory,
+            assembled.record,
+            row_id=row_id,
+            derive=derive,
+        )
+    plan = assembled.plan
     _record_metrics(response, plan, unit=response["unit"], phase=body.phase)
     _record_estimate_error(body, plan, encoding=body.encoding or settings.default_encoding)
     ASSEMBLY_LATENCY.observe(
         time.perf_counter() - started, exemplar={"assembly_id": response["assembly_id"]}
     )
-    return _json(response, status_code=status.HTTP_201_CREATED)
+    if finish is None:
+        return _json(response, status_code=status.HTTP_201_CREATED)
+    return AnswerThenFinish(dump_json(response), finish=finish, status_code=status.HTTP_201_CREATED)
 
 
 def _json(content: dict[str, Any], *, status_code: int = status.HTTP_200_OK) -> Response:
@@ -410,7 +496,7 @@ def replay_assembly(
     if overrides.budget is not None:
         changed.budget = overrides.budget
     before = AssembleResponse.model_validate({"assembly_id": assembly_id, **row.response})
-    after_data, _ = run_assembly(
+    assembled = run_assembly(
         db,
         tenant_id=tenant_id,
         request=changed,
@@ -418,6 +504,7 @@ def replay_assembly(
         settings=settings,
         as_of_seq=row.as_of_seq,
     )
+    after_data = store_now(db, assembled, tenant_id=tenant_id)
     db.commit()
     after = AssembleResponse.model_validate(after_data)
     diff = diff_selections(

@@ -18,6 +18,7 @@ from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import ActiveHistory, load_active_history
 from app.api.isolation import append_conclusion
+from app.api.json_body import JsonRoute
 from app.api.models import (
     AdviceResponse,
     CompactRequest,
@@ -47,7 +48,7 @@ from app.settings import Settings
 from app.storage import repository
 from app.tokens import token_counter
 
-router = APIRouter(tags=["compaction"], responses=ERROR_RESPONSES)
+router = APIRouter(route_class=JsonRoute, tags=["compaction"], responses=ERROR_RESPONSES)
 
 
 def _session_entries(

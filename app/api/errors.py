@@ -90,8 +90,18 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
     async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         problems = list(exc.errors())
-        if any(problem.get("type") == "json_invalid" for problem in problems):
-            return error_response(400, "malformed_json", "the request body is not valid JSON")
+        decoding = [problem for problem in problems if problem.get("type") == "json_invalid"]
+        if decoding:
+            reasons = [
+                {
+                    "loc": list(problem.get("loc", ())),
+                    "msg": str(problem.get("ctx", {}).get("error")),
+                }
+                for problem in decoding
+            ]
+            return error_response(
+                400, "malformed_json", "the request body is not valid JSON", reasons
+            )
         details = [
             {"loc": list(problem.get("loc", ())), "msg": str(problem.get("msg", ""))}
             for problem in problems

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
+from app.api.json_body import JsonRoute
 from app.api.models import (
     HistoryResponse,
     Modality,
@@ -34,7 +35,7 @@ from app.storage import repository
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
 
-router = APIRouter(tags=["history"], responses=ERROR_RESPONSES)
+router = APIRouter(route_class=JsonRoute, tags=["history"], responses=ERROR_RESPONSES)
 
 
 @dataclass(frozen=True)

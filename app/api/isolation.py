@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import ActiveHistory, load_active_history
+from app.api.json_body import JsonRoute
 from app.api.models import (
     ChildSessionRequest,
     ChildSessionResponse,
@@ -42,7 +43,9 @@ from app.storage import repository
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
 
-router = APIRouter(tags=["isolation and manifests"], responses=ERROR_RESPONSES)
+router = APIRouter(
+    route_class=JsonRoute, tags=["isolation and manifests"], responses=ERROR_RESPONSES
+)
 
 
 def _checked_inheritance(parent: ActiveHistory, inherit: dict[str, bool]) -> dict[str, bool]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 
 from app.domain.items import Format
@@ -23,21 +22,8 @@ class StrictModel(BaseModel):
 
 
 class RequestModel(StrictModel):
-    """A whole request body. It must be valid Unicode throughout: JSON may carry a lone UTF-16
-    surrogate escape (`\\ud800`) that no provider, database or response encoder accepts, so it is
-    refused here, before anything is stored."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _is_valid_unicode(cls, data: Any) -> Any:
-        try:
-            orjson.dumps(data)
-        except orjson.JSONEncodeError as exc:
-            if "surrogates not allowed" in str(exc):
-                raise ValueError(
-                    "text contains a lone UTF-16 surrogate; send valid Unicode"
-                ) from exc
-        return data
+    """A whole request body. Its text is valid Unicode: `app.api.json_body` refuses a lone
+    UTF-16 surrogate escape before any model sees it."""
 
 
 class SessionHooks(StrictModel):

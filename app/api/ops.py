@@ -12,10 +12,11 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.errors import ERROR_RESPONSES, error_response
+from app.api.json_body import JsonRoute
 from app.api.models import HealthResponse
 from app.storage.database import is_migrated
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(route_class=JsonRoute, tags=["operations"])
 
 
 @router.get("/healthz", response_model=HealthResponse)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import load_active_history
+from app.api.json_body import JsonRoute
 from app.api.models import (
     MAX_SEQ,
     AppendedItem,
@@ -55,7 +56,9 @@ def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> lis
     return converted
 
 
-router = APIRouter(prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES)
+router = APIRouter(
+    route_class=JsonRoute, prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES
+)
 
 
 def _session_response(row: SessionRow) -> SessionResponse:

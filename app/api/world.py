@@ -13,6 +13,7 @@ from fastapi import APIRouter
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.history import load_active_history
+from app.api.json_body import JsonRoute
 from app.api.models import GoalRequest, GoalResponse, WorldStateRequest, WorldStateResponse
 from app.domain.errors import InvalidInput
 from app.domain.items import GOAL_FACT, WORLD_STATE_FACT, item_type, visible_text
@@ -20,7 +21,12 @@ from app.domain.world_state import diff_world_state, validate_sections
 from app.storage import repository
 from app.tokens import token_counter
 
-router = APIRouter(prefix="/sessions", tags=["goals and world state"], responses=ERROR_RESPONSES)
+router = APIRouter(
+    route_class=JsonRoute,
+    prefix="/sessions",
+    tags=["goals and world state"],
+    responses=ERROR_RESPONSES,
+)
 
 
 @router.put("/{session_id}/goal", response_model=GoalResponse)

@@ -36,8 +36,9 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 
@@ -87,6 +88,7 @@ RESTATED_SUFFIX = "#restated"
 SHINGLE_WORDS = 5
 
 _WORD = re.compile(r"\w+")
+NO_FORMS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -110,9 +112,13 @@ POLICIES: dict[str, Budget] = {
 }
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One thing a source offers: a text (`content`) or a Responses item (`item`), never both."""
+class Candidate(NamedTuple):
+    """One thing a source offers: a text (`content`) or a Responses item (`item`), never both
+    (`assemble` refuses a candidate with neither or both).
+
+    A named tuple rather than a dataclass: a request builds hundreds of them, and a tuple is
+    built several times faster while staying just as immutable.
+    """
 
     id: str
     source: str
@@ -120,7 +126,7 @@ class Candidate:
     source_class: str | None = None
     content: str | None = None
     item: Item | None = None
-    forms: Mapping[str, str] = field(default_factory=dict)
+    forms: Mapping[str, str] = NO_FORMS
     locator: str | None = None
     required: bool = False
     priority: float = 0.0
@@ -129,10 +135,6 @@ class Candidate:
     freshness: float = 0.0
     tokens: int | None = None
     restate_at_end: bool = False
-
-    def __post_init__(self) -> None:
-        if (self.content is None) == (self.item is None):
-            raise ValueError(f"candidate {self.id!r}: give exactly one of `content` and `item`")
 
     @property
     def accounting_class(self) -> str:
@@ -174,8 +176,7 @@ def _canonical_hash(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class SelectedItem:
+class SelectedItem(NamedTuple):
     id: str
     source: str
     layer: Layer
@@ -192,8 +193,7 @@ class SelectedItem:
         return _canonical_hash([self.id, self.source, self.form, self.content, self.item])
 
 
-@dataclass(frozen=True)
-class PlanEntry:
+class PlanEntry(NamedTuple):
     id: str
     source: str
     layer: Layer
@@ -280,6 +280,9 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
     count = functools.cache(count_tokens)
     budget = inp.budget
     candidates = [c for contribution in inp.contributions for c in contribution.candidates]
+    for c in candidates:
+        if (c.content is None) == (c.item is None):
+            raise ValueError(f"candidate {c.id!r}: give exactly one of `content` and `item`")
     scores = [ranking_score(c) for c in candidates]
     raw_tokens = [c.tokens if c.tokens is not None else count(c.raw_text) for c in candidates]
     reasons: dict[int, DropReason] = {}

@@ -12,12 +12,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, delete, exists, func, insert, select
+from sqlalchemy import Row, delete, exists, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.domain.errors import Conflict, NotFound, SequenceConflict
-from app.storage.tables import ApiKey, AssemblyRow, Fact, Manifest, SessionRow, Tenant
+from app.storage.tables import (
+    LINEAGE_SESSION,
+    LINEAGE_UNIT,
+    ApiKey,
+    AssemblyRow,
+    Fact,
+    Manifest,
+    SessionRow,
+    Tenant,
+)
 
 
 @dataclass(frozen=True)
@@ -244,62 +253,92 @@ def read_facts(
     return db.execute(query).all()
 
 
-def store_assembly(
-    db: Session,
-    *,
-    tenant_id: int,
-    session_pk: int | None,
-    as_of_seq: int | None,
-    unit: str | None,
-    phase: str | None,
-    plan_hash: str,
-    request: str,
-    response: dict[str, Any],
-    fingerprints: list[Any],
-    derive_id: Callable[[int], str],
-) -> str:
-    """Store an assembly and return its public id, derived from the row id.
+@dataclass(frozen=True)
+class AssemblySlot:
+    """Where a new assembly goes: its row id, and what its lineage last showed a model.
 
-    The stored response leaves out its own id (readers add it back), so the large documents
-    are written once and only the short id is updated.
+    `row_id` is drawn from the id sequence where the engine has one (PostgreSQL), so the public
+    id is known before the row is written; it is None on SQLite, which assigns ids on insert.
+    `previous_fingerprints` are those of the latest stored assembly of the same tenant, session
+    and unit ([] if none).
     """
-    row = AssemblyRow(
-        tenant_id=tenant_id,
-        session_id=session_pk,
-        as_of_seq=as_of_seq,
-        unit=unit,
-        phase=phase,
-        plan_hash=plan_hash,
-        request=request,
-        response=response,
-        fingerprints=fingerprints,
-        created_at=_now(),
-    )
-    db.add(row)
-    db.flush()
-    row.external_id = derive_id(row.id)
-    db.flush()
-    return row.external_id
+
+    row_id: int | None
+    previous_fingerprints: list[Any]
 
 
-def previous_fingerprints(
+def reserve_assembly(
     db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
-) -> list[Any]:
-    """Fingerprints of the latest assembly of the same tenant, session and unit ([] if none)."""
-    query = (
+) -> AssemblySlot:
+    """One round trip: the lineage's latest fingerprints and, on PostgreSQL, the next row id."""
+    latest = (
         select(AssemblyRow.fingerprints)
         .where(
             AssemblyRow.tenant_id == tenant_id,
-            AssemblyRow.session_id.is_(None)
-            if session_pk is None
-            else AssemblyRow.session_id == session_pk,
-            AssemblyRow.unit.is_(None) if unit is None else AssemblyRow.unit == unit,
+            literal(session_pk or 0) == LINEAGE_SESSION,
+            literal(unit or "") == LINEAGE_UNIT,
         )
         .order_by(AssemblyRow.id.desc())
         .limit(1)
+        .scalar_subquery()
     )
-    found = db.scalar(query)
-    return list(found) if found is not None else []
+    if db.get_bind().dialect.name == "postgresql":
+        next_id = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
+        row_id, found = db.execute(select(next_id, latest)).one()
+    else:
+        row_id, found = None, db.scalar(select(latest))
+    return AssemblySlot(
+        row_id=None if row_id is None else int(row_id),
+        previous_fingerprints=list(found) if found is not None else [],
+    )
+
+
+@dataclass(frozen=True)
+class NewAssembly:
+    """One assembly to store: the request as received, the response and plan as returned
+    (without its own id: readers add it back), and the lineage it belongs to."""
+
+    tenant_id: int
+    session_pk: int | None
+    as_of_seq: int | None
+    unit: str | None
+    phase: str | None
+    plan_hash: str
+    request: str
+    response: dict[str, Any]
+    fingerprints: list[Any]
+
+
+def store_assembly(
+    db: Session,
+    assembly: NewAssembly,
+    *,
+    row_id: int | None,
+    derive_id: Callable[[int], str],
+) -> str:
+    """Store an assembly under `row_id` (None: the engine assigns one) and return its public
+    id, `derive_id(row_id)`. One statement when the row id is known, two otherwise."""
+    values = {
+        "tenant_id": assembly.tenant_id,
+        "session_id": assembly.session_pk,
+        "as_of_seq": assembly.as_of_seq,
+        "unit": assembly.unit,
+        "phase": assembly.phase,
+        "plan_hash": assembly.plan_hash,
+        "request": assembly.request,
+        "response": assembly.response,
+        "fingerprints": assembly.fingerprints,
+        "created_at": _now(),
+    }
+    if row_id is not None:
+        external_id = derive_id(row_id)
+        db.execute(insert(AssemblyRow).values(id=row_id, external_id=external_id, **values))
+        return external_id
+    assigned = db.execute(insert(AssemblyRow).values(**values).returning(AssemblyRow.id))
+    row_id = assigned.scalar_one()
+    external_id = derive_id(row_id)
+    db.execute(update(AssemblyRow).where(AssemblyRow.id == row_id).values(external_id=external_id))
+    return external_id
 
 
 def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRow:

@@ -20,8 +20,11 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
+    literal_column,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
 
 # Plain JSON, not JSONB, on PostgreSQL too: it keeps the document exactly as received (key
 # order included) and accepts the \u0000 escapes real tool outputs contain; nothing queries
@@ -109,7 +112,6 @@ class AssemblyRow(Base):
     __tablename__ = "assemblies"
     __table_args__ = (
         UniqueConstraint("tenant_id", "external_id"),
-        Index("ix_assemblies_lineage", "tenant_id", "session_id", "unit", "id"),
         Index("ix_assemblies_created_at", "created_at"),
     )
 
@@ -127,6 +129,19 @@ class AssemblyRow(Base):
     fingerprints: Mapped[list[Any]] = mapped_column(JSON)
     """[fingerprint, tokens] of each selected item in position order (prompt-cache reuse)."""
     created_at: Mapped[datetime]
+
+
+LINEAGE_SESSION: ColumnElement[int] = func.coalesce(AssemblyRow.session_id, literal_column("0"))
+LINEAGE_UNIT: ColumnElement[str] = func.coalesce(AssemblyRow.unit, literal_column("''"))
+"""An assembly's lineage is (tenant, session, unit); NULLs map to values so that the latest
+assembly of a lineage is one backward step in `ix_assemblies_lineage_key`."""
+Index(
+    "ix_assemblies_lineage_key",
+    AssemblyRow.tenant_id,
+    LINEAGE_SESSION,
+    LINEAGE_UNIT,
+    AssemblyRow.id,
+)
 
 
 class Manifest(Base):

@@ -28,15 +28,18 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
         for n in range(3):
             repository.store_assembly(
                 db,
-                tenant_id=tenant_id,
-                session_pk=session_pk,
-                as_of_seq=1,
-                unit=None,
-                phase=None,
-                plan_hash="0" * 64,
-                request=f'{{"n": {n}}}',
-                response={},
-                fingerprints=[],
+                repository.NewAssembly(
+                    tenant_id=tenant_id,
+                    session_pk=session_pk,
+                    as_of_seq=1,
+                    unit=None,
+                    phase=None,
+                    plan_hash="0" * 64,
+                    request=f'{{"n": {n}}}',
+                    response={},
+                    fingerprints=[],
+                ),
+                row_id=None,
                 derive_id=lambda row_id: f"asm-retention-{row_id}",
             )
         db.commit()

@@ -9,7 +9,6 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -227,10 +226,13 @@ def test_policies_are_the_three_presets_with_balanced_as_default() -> None:
 
 
 def test_candidate_needs_exactly_one_of_content_and_item() -> None:
-    with pytest.raises(ValueError, match="exactly one"):
-        Candidate(id="a", source="s")
-    with pytest.raises(ValueError, match="exactly one"):
-        Candidate(id="a", source="s", content="text", item=user_msg("text"))
+    for bad in (
+        Candidate(id="a", source="s"),
+        Candidate(id="a", source="s", content="text", item=user_msg("text")),
+    ):
+        contribution = Contribution(source="s", candidates=(bad,))
+        with pytest.raises(ValueError, match="exactly one"):
+            assemble(AssemblyInput(contributions=(contribution,)), count_tokens=words)
 
 
 def test_empty_input_gives_an_empty_plan() -> None:
@@ -797,7 +799,7 @@ def test_fingerprint_hashes_what_the_model_sees() -> None:
     )
     assert item.fingerprint == hashlib.sha256(canonical.encode()).hexdigest()
     # Position and accounting do not change what the model sees.
-    moved = replace(item, position=0, tokens=1, source_class="x")
+    moved = item._replace(position=0, tokens=1, source_class="x")
     assert moved.fingerprint == item.fingerprint
 
 

@@ -1,0 +1,37 @@
+"""A response that finishes its work after the client has the whole answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+
+class AnswerThenFinish(Response):
+    """Sends the whole body, then runs `finish`, then ends the response.
+
+    The body goes out with its `Content-Length`, so the client has the complete answer before
+    `finish` starts. The server reads the connection's next request only once the response has
+    ended, so a client reusing the connection always sees what `finish` wrote. `finish` runs in
+    the threadpool; it must handle its own errors (the client has been answered).
+    """
+
+    def __init__(
+        self,
+        content: str | bytes,
+        *,
+        finish: Callable[[], None],
+        status_code: int,
+        media_type: str = "application/json",
+    ) -> None:
+        super().__init__(content, status_code=status_code, media_type=media_type)
+        self.finish = finish
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code}
+        await send({**start, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.body, "more_body": True})
+        await run_in_threadpool(self.finish)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
