@@ -26,6 +26,7 @@ from app.api.models import (
     AssembleResponse,
     AssemblyDiffBody,
     BudgetSpec,
+    CandidateSpec,
     MovedItem,
     ReplayRequest,
     ReplayResponse,
@@ -96,29 +97,18 @@ def _candidates(request: AssembleRequest) -> tuple[Contribution, ...]:
     return tuple(
         Contribution(
             source=source.source,
-            candidates=tuple(
-                Candidate(
-                    id=spec.id,
-                    source=source.source,
-                    layer=spec.layer,
-                    # Cost is accounted per source unless the caller names a class.
-                    source_class=spec.source_class or source.source,
-                    content=spec.content,
-                    item=spec.item,
-                    forms={str(form): text for form, text in spec.forms.items()},
-                    locator=spec.locator,
-                    required=spec.required,
-                    priority=spec.priority,
-                    relevance=spec.relevance,
-                    trust=spec.trust,
-                    freshness=spec.freshness,
-                    tokens=spec.tokens,
-                )
-                for spec in source.items
-            ),
+            candidates=tuple(_candidate(spec, source.source) for spec in source.items),
         )
         for source in request.sources
     )
+
+
+def _candidate(spec: CandidateSpec, source: str) -> Candidate:
+    fields: dict[str, Any] = {**spec, "source": source}
+    fields.pop("form", None)  # only `raw` is accepted: the core picks cheaper forms itself
+    # Cost is accounted per source unless the caller names a class.
+    fields["source_class"] = spec.get("source_class") or source
+    return Candidate(**fields)
 
 
 def _session_state_sources(history: ActiveHistory) -> tuple[Contribution, ...]:
@@ -446,7 +436,12 @@ def _json(content: dict[str, Any], *, status_code: int = status.HTTP_200_OK) -> 
 
 def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encoding: str) -> None:
     """Compare caller-given counts with exact ones, for the selected raw items only (cheap)."""
-    given = {(s.source, c.id): c.tokens for s in body.sources for c in s.items if c.tokens}
+    given = {
+        (s.source, c["id"]): c.get("tokens")
+        for s in body.sources
+        for c in s.items
+        if c.get("tokens")
+    }
     count_tokens = token_counter(encoding)
     for item in plan.items:
         estimate = given.get((item.source, item.id))

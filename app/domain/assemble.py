@@ -43,6 +43,7 @@ from typing import Any, Literal, NamedTuple
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 
 __all__ = [
+    "CANDIDATE_DEFAULTS",
     "LAYERS",
     "POLICIES",
     "AssemblyDiff",
@@ -145,6 +146,9 @@ class Candidate(NamedTuple):
     def raw_text(self) -> str:
         """The text its raw form is charged on and compared by."""
         return self.content if self.content is not None else visible_text(self.item or {})
+
+
+CANDIDATE_DEFAULTS: Mapping[str, Any] = MappingProxyType(Candidate._field_defaults)
 
 
 @dataclass(frozen=True)
