@@ -42,6 +42,7 @@ from app.domain.assemble import (
     Candidate,
     Contribution,
     HistoryEntry,
+    PlanEntry,
     diff_selections,
     shared_prefix_tokens,
 )
@@ -225,7 +226,9 @@ def run_assembly(
         count_tokens=count_tokens,
     )
     fingerprints: list[tuple[str, int]] = [(item.fingerprint, item.tokens) for item in plan.items]
-    slot = repository.reserve_assembly(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
+    slot = repository.reserve_assembly(
+        db.get_bind().engine, tenant_id=tenant_id, session_pk=session_pk, unit=unit
+    )
     previous = [(str(f), int(t)) for f, t in slot.previous_fingerprints]
     reused = shared_prefix_tokens(previous, fingerprints)
     if loaded_history is not None:
@@ -266,21 +269,7 @@ def run_assembly(
             }
             for item in plan.items
         ],
-        "plan": [
-            {
-                "id": entry.id,
-                "source": entry.source,
-                "layer": entry.layer,
-                "source_class": entry.source_class,
-                "decision": entry.decision,
-                "reason": entry.reason,
-                "form": entry.form,
-                "tokens": entry.tokens,
-                "score": entry.score,
-                "position": entry.position,
-            }
-            for entry in plan.plan
-        ],
+        "plan": [dict(zip(PlanEntry._fields, entry, strict=True)) for entry in plan.plan],
         "by_source_class": plan.by_source_class,
         "cache": {
             "reused_prefix_tokens": reused,

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, delete, exists, func, insert, literal, select, update
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -268,9 +269,11 @@ class AssemblySlot:
 
 
 def reserve_assembly(
-    db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
+    engine: Engine, *, tenant_id: int, session_pk: int | None, unit: str | None
 ) -> AssemblySlot:
-    """One round trip: the lineage's latest fingerprints and, on PostgreSQL, the next row id."""
+    """The lineage's latest fingerprints and, on PostgreSQL, the next row id: one statement on
+    an autocommit connection of its own (no BEGIN or COMMIT round trips; a sequence value is
+    never rolled back anyway)."""
     latest = (
         select(AssemblyRow.fingerprints)
         .where(
@@ -282,11 +285,13 @@ def reserve_assembly(
         .limit(1)
         .scalar_subquery()
     )
-    if db.get_bind().dialect.name == "postgresql":
-        next_id = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
-        row_id, found = db.execute(select(next_id, latest)).one()
-    else:
-        row_id, found = None, db.scalar(select(latest))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        if engine.dialect.name == "postgresql":
+            table = AssemblyRow.__tablename__
+            next_id = func.nextval(func.pg_get_serial_sequence(table, "id"))
+            row_id, found = connection.execute(select(next_id, latest)).one()
+        else:
+            row_id, found = None, connection.scalar(select(latest))
     return AssemblySlot(
         row_id=None if row_id is None else int(row_id),
         previous_fingerprints=list(found) if found is not None else [],
