@@ -16,6 +16,7 @@ from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.settings import Settings
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.retention import prune_periodically
+from app.tokens import token_counter
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -30,6 +31,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Load the default encoding's BPE ranks now, not during the first caller's request.
+        await asyncio.to_thread(token_counter, settings.default_encoding)
         retention = asyncio.create_task(prune_periodically(session_factory, settings))
         yield
         retention.cancel()

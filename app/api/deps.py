@@ -27,9 +27,14 @@ def hash_api_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def get_settings(request: Request) -> Settings:
+def settings_of(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+async def get_settings(request: Request) -> Settings:
+    """A coroutine so that FastAPI does not hand this attribute read to the threadpool."""
+    return settings_of(request)
 
 
 def get_db(request: Request) -> Iterator[Session]:
@@ -38,7 +43,7 @@ def get_db(request: Request) -> Iterator[Session]:
 
 
 def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int:
-    settings = get_settings(request)
+    settings = settings_of(request)
     # Tenants and keys are never deleted, so a resolved key stays valid for the process.
     known: dict[str, int] = request.app.state.tenant_by_key_hash
     header = request.headers.get("authorization")

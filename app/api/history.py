@@ -205,8 +205,13 @@ def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHi
         )
     else:
         start = _EMPTY
-    facts = repository.read_facts(db, session_id=row.id, after_seq=start.last_seq, up_to_seq=target)
-    fold = _fold(start, facts, last_seq=target) if facts or start.last_seq != target else start
+    if start.last_seq == target:
+        fold = start  # nothing was appended since the cached fold
+    else:
+        facts = repository.read_facts(
+            db, session_id=row.id, after_seq=start.last_seq, up_to_seq=target
+        )
+        fold = _fold(start, facts, last_seq=target)
     if up_to_seq is None:
         with _folds_lock:
             _folds[key] = fold
