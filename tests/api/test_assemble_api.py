@@ -288,3 +288,64 @@ def test_plan_renders_as_a_table_for_humans(client: TestClient) -> None:
     assert lines[4].split()[-1] == "a"
     assert lines[5].split()[:3] == ["-", "dropped", "max_items"]
     assert lines[5].split()[-1] == "b"
+
+
+def test_a_plan_that_cannot_be_stored_after_its_answer_is_counted_not_raised(
+    postgres_url: str,
+) -> None:
+    from prometheus_client import REGISTRY
+    from sqlalchemy.orm import sessionmaker
+
+    from app.api.assembly import _store_after_answer
+    from app.storage import repository
+    from app.storage.database import create_db_engine
+
+    unreachable = create_db_engine(
+        Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/x", db_timeout_seconds=1)
+    )
+    record = repository.NewAssembly(
+        tenant_id=1,
+        session_pk=None,
+        as_of_seq=None,
+        unit=None,
+        phase=None,
+        plan_hash="0" * 64,
+        request="{}",
+        response={},
+        fingerprints=[],
+    )
+
+    def failures() -> float:
+        return REGISTRY.get_sample_value("contextd_plan_store_failures_total") or 0.0
+
+    before = failures()
+    _store_after_answer(sessionmaker(unreachable), record, row_id=1, derive=str)
+    assert failures() == before + 1
+
+
+def test_bodies_that_are_not_json_or_not_unicode_are_refused_with_the_reason(
+    client: TestClient, session_id: str
+) -> None:
+    json_type = {"content-type": "application/json"}
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    truncated = client.post("/assemble", content=b'{"sources": [', headers=json_type)
+    lone = client.post(
+        f"/sessions/{session_id}/items",
+        content=b'{"items": [{"type": "message", "role": "user", "content": "\\ud800"}]}',
+        headers=json_type,
+    )
+    assert (truncated.status_code, truncated.json()["error"]["code"]) == (400, "malformed_json")
+    [problem] = truncated.json()["error"]["details"]
+    assert problem["loc"][0] == "body" and problem["msg"]
+    assert lone.status_code == 400
+    assert lone.json()["error"] == {
+        "code": "malformed_json",
+        "message": "the request body is not valid JSON",
+        "details": [
+            {"loc": ["body", 0], "msg": "text contains a lone UTF-16 surrogate; send valid Unicode"}
+        ],
+    }
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 0
+    # The standard library's extensions still reach validation: NaN is a clear 422.
+    nan = client.post("/assemble", content=b'{"min_relevance": NaN}', headers=json_type)
+    assert nan.status_code == 422
