@@ -335,8 +335,7 @@ def test_bodies_that_are_not_json_or_not_unicode_are_refused_with_the_reason(
         headers=json_type,
     )
     assert (truncated.status_code, truncated.json()["error"]["code"]) == (400, "malformed_json")
-    [problem] = truncated.json()["error"]["details"]
-    assert problem["loc"][0] == "body" and problem["msg"]
+    assert truncated.json()["error"]["details"] == [{"loc": ["body", 13], "msg": "Expecting value"}]
     assert lone.status_code == 400
     assert lone.json()["error"] == {
         "code": "malformed_json",
