@@ -226,9 +226,7 @@ def run_assembly(
         count_tokens=count_tokens,
     )
     fingerprints: list[tuple[str, int]] = [(item.fingerprint, item.tokens) for item in plan.items]
-    slot = repository.reserve_assembly(
-        db.get_bind().engine, tenant_id=tenant_id, session_pk=session_pk, unit=unit
-    )
+    slot = repository.reserve_assembly(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
     previous = [(str(f), int(t)) for f, t in slot.previous_fingerprints]
     reused = shared_prefix_tokens(previous, fingerprints)
     if loaded_history is not None:

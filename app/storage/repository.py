@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, delete, exists, func, insert, literal, select, update
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -269,11 +268,14 @@ class AssemblySlot:
 
 
 def reserve_assembly(
-    engine: Engine, *, tenant_id: int, session_pk: int | None, unit: str | None
+    db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
 ) -> AssemblySlot:
-    """The lineage's latest fingerprints and, on PostgreSQL, the next row id: one statement on
-    an autocommit connection of its own (no BEGIN or COMMIT round trips; a sequence value is
-    never rolled back anyway)."""
+    """The lineage's latest fingerprints and, on PostgreSQL, the next row id.
+
+    On PostgreSQL one statement on an autocommit connection of its own: no BEGIN or COMMIT
+    round trips, and a sequence value is never rolled back anyway. On SQLite, in `db`'s
+    transaction (its transactions begin IMMEDIATE, so a second connection would wait on it).
+    """
     latest = (
         select(AssemblyRow.fingerprints)
         .where(
@@ -285,13 +287,13 @@ def reserve_assembly(
         .limit(1)
         .scalar_subquery()
     )
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-        if engine.dialect.name == "postgresql":
-            table = AssemblyRow.__tablename__
-            next_id = func.nextval(func.pg_get_serial_sequence(table, "id"))
+    engine = db.get_bind().engine
+    if engine.dialect.name == "postgresql":
+        next_id = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             row_id, found = connection.execute(select(next_id, latest)).one()
-        else:
-            row_id, found = None, connection.scalar(select(latest))
+    else:
+        row_id, found = None, db.scalar(select(latest))
     return AssemblySlot(
         row_id=None if row_id is None else int(row_id),
         previous_fingerprints=list(found) if found is not None else [],

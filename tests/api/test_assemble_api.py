@@ -348,3 +348,35 @@ def test_bodies_that_are_not_json_or_not_unicode_are_refused_with_the_reason(
     # The standard library's extensions still reach validation: NaN is a clear 422.
     nan = client.post("/assemble", content=b'{"min_relevance": NaN}', headers=json_type)
     assert nan.status_code == 422
+
+
+def test_plans_on_both_engines_are_stored_fetched_replayed_and_chained(
+    database_url: str, session_id: str
+) -> None:
+    """The zero-setup default (SQLite, stored before answering) and PostgreSQL (after) agree."""
+    sources = [{"source": "docs", "items": [doc("a", "alpha " * 30, relevance=0.9)]}]
+    with TestClient(create_app(Settings(database_url=database_url))) as service:
+        service.post("/sessions", json={"session_id": session_id}).raise_for_status()
+        made = []
+        for text in ("first", "second"):
+            appended = service.post(
+                f"/sessions/{session_id}/items", json={"items": [user_msg(text)]}
+            )
+            assert appended.status_code == 201, appended.text
+            answer = service.post("/assemble", json={"session_id": session_id, "sources": sources})
+            assert answer.status_code == 201, answer.text
+            made.append(answer.json())
+        stored = service.get(f"/assemblies/{made[1]['assembly_id']}")
+        replayed = service.post(
+            f"/assemblies/{made[1]['assembly_id']}/replay",
+            json={"overrides": {"drop_sources": ["docs"]}},
+        )
+    assert stored.status_code == 200
+    assert stored.json()["response"] == made[1]
+    assert replayed.status_code == 201, replayed.text
+    assert replayed.json()["diff"]["removed"] == ["a"]
+    # The second call's leading items (the document, then the first turn) repeat the first's.
+    first, second = made
+    assert second["cache"]["reused_prefix_tokens"] == sum(
+        item["tokens"] for item in first["items"][:2]
+    )
