@@ -332,19 +332,21 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
         else:
             floored.append(i)
 
-    ranked = sorted(
-        floored,
-        key=lambda i: (
-            not candidates[i].required,
+    # Sort keys built in one pass (no per-comparison lookups); `i` last makes them unique.
+    rank_keys = sorted(
+        (
+            not c.required,
             -scores[i],
-            -candidates[i].relevance,
+            -c.relevance,
             raw_tokens[i],
-            candidates[i].id,
-            candidates[i].source,
-            candidates[i].locator or "",
+            c.id,
+            c.source,
+            c.locator or "",
             i,
-        ),
+        )
+        for i, c in zip(floored, map(candidates.__getitem__, floored), strict=True)
     )
+    ranked = [key[-1] for key in rank_keys]
 
     # Recall cap: a retrieval source offers only its best few.
     offered: Counter[str] = Counter()
