@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, delete, exists, func, insert, literal, select, update
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -267,16 +268,13 @@ class AssemblySlot:
     previous_fingerprints: list[Any]
 
 
-def reserve_assembly(
-    db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
-) -> AssemblySlot:
-    """The lineage's latest fingerprints and, on PostgreSQL, the next row id.
+def ids_reserved_up_front(db: Session) -> bool:
+    """Whether the engine hands out assembly row ids before the row is written (PostgreSQL)."""
+    return db.get_bind().engine.dialect.name == "postgresql"
 
-    On PostgreSQL one statement on an autocommit connection of its own: no BEGIN or COMMIT
-    round trips, and a sequence value is never rolled back anyway. On SQLite, in `db`'s
-    transaction (its transactions begin IMMEDIATE, so a second connection would wait on it).
-    """
-    latest = (
+
+def _latest_fingerprints(tenant_id: int, session_pk: int | None, unit: str | None) -> Any:
+    return (
         select(AssemblyRow.fingerprints)
         .where(
             AssemblyRow.tenant_id == tenant_id,
@@ -287,17 +285,28 @@ def reserve_assembly(
         .limit(1)
         .scalar_subquery()
     )
-    engine = db.get_bind().engine
-    if engine.dialect.name == "postgresql":
-        next_id = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            row_id, found = connection.execute(select(next_id, latest)).one()
-    else:
-        row_id, found = None, db.scalar(select(latest))
-    return AssemblySlot(
-        row_id=None if row_id is None else int(row_id),
-        previous_fingerprints=list(found) if found is not None else [],
-    )
+
+
+def reserve_assembly(
+    db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
+) -> AssemblySlot:
+    """The lineage's latest fingerprints, read in `db`'s transaction; no row id (SQLite, whose
+    IMMEDIATE transactions would make a second connection wait on this one)."""
+    found = db.scalar(select(_latest_fingerprints(tenant_id, session_pk, unit)))
+    return AssemblySlot(row_id=None, previous_fingerprints=list(found) if found else [])
+
+
+def reserve_assembly_id(
+    engine: Engine, *, tenant_id: int, session_pk: int | None, unit: str | None
+) -> AssemblySlot:
+    """The next row id and the lineage's latest fingerprints (PostgreSQL): one statement on an
+    autocommit connection of its own, so no BEGIN or COMMIT round trips (a sequence value is
+    never rolled back anyway), and safe to run beside the caller's own session."""
+    next_id = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
+    latest = _latest_fingerprints(tenant_id, session_pk, unit)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        row_id, found = connection.execute(select(next_id, latest)).one()
+    return AssemblySlot(row_id=int(row_id), previous_fingerprints=list(found) if found else [])
 
 
 @dataclass(frozen=True)
