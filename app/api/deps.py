@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.domain.errors import Unauthorized
 from app.settings import Settings
@@ -37,12 +38,49 @@ async def get_settings(request: Request) -> Settings:
     return settings_of(request)
 
 
-def get_db(request: Request) -> Iterator[Session]:
-    with request.app.state.session_factory() as db:
+async def get_db(request: Request) -> AsyncIterator[Session]:
+    """A session per request, made on the event loop (no I/O until a statement runs). Closing
+    it does I/O only while it still holds a transaction (a handler that did not commit, or
+    failed): that close runs in the threadpool, never on the loop."""
+    db: Session = request.app.state.session_factory()
+    try:
         yield db
+    finally:
+        if db.in_transaction():
+            await run_in_threadpool(db.close)
+        else:
+            db.close()
 
 
-def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int:
+async def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int:
+    """The caller's tenant: from this process's cache on the event loop when it is there,
+    otherwise resolved (and any refusal raised) in the threadpool."""
+    cached = _cached_tenant(request)
+    if cached is not None:
+        return cached
+    return await run_in_threadpool(_resolve_tenant, request, db)
+
+
+def _cached_tenant(request: Request) -> int | None:
+    """The tenant this process already resolved for the request's key, without I/O; None when
+    it must be resolved (or refused) by `_resolve_tenant`."""
+    state = request.app.state
+    known: dict[str, int] = state.tenant_by_key_hash
+    header = request.headers.get("authorization")
+    if header is None:
+        recently_open = (
+            not settings_of(request).api_keys
+            and not state.keys_exist
+            and time.monotonic() < state.open_mode_checked_at + OPEN_MODE_RECHECK_SECONDS
+        )
+        return known.get("") if recently_open else None
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        return None
+    return known.get(hash_api_key(key.strip()))
+
+
+def _resolve_tenant(request: Request, db: Session) -> int:
     settings = settings_of(request)
     # Tenants and keys are never deleted, so a resolved key stays valid for the process.
     known: dict[str, int] = request.app.state.tenant_by_key_hash
