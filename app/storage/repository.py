@@ -155,14 +155,18 @@ def create_session(
     return row, True
 
 
+_SESSION_BY_EXTERNAL_ID = select(SessionRow).where(
+    SessionRow.tenant_id == bindparam("tenant_id"),
+    SessionRow.external_id == bindparam("external_id"),
+)
+_SESSION_BY_EXTERNAL_ID_LOCKED = _SESSION_BY_EXTERNAL_ID.with_for_update()
+
+
 def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = False) -> SessionRow:
-    """The tenant's session; another tenant's session is `NotFound`, exactly like a missing one."""
-    query = select(SessionRow).where(
-        SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
-    )
-    if lock:
-        query = query.with_for_update()
-    row = db.scalar(query)
+    """The tenant's session; another tenant's session is `NotFound`, exactly like a missing one.
+    (Every request that names a session runs this: its statements are built once.)"""
+    query = _SESSION_BY_EXTERNAL_ID_LOCKED if lock else _SESSION_BY_EXTERNAL_ID
+    row = db.scalar(query, {"tenant_id": tenant_id, "external_id": external_id})
     if row is None:
         raise NotFound(f"session {external_id!r} not found")
     return row

@@ -22,6 +22,7 @@ ALLOWED_ROOTS = {
     "json_merge_patch",
     "math",
     "operator",
+    "orjson",
     "re",
     "string",
     "textwrap",

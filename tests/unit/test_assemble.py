@@ -6,11 +6,11 @@ Tokens are counted as whitespace-separated words, so every size below can be rea
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 import pytest
 
 from app.domain.assemble import (
@@ -168,8 +168,7 @@ def history_entry(
 
 def expected_hash(items: Sequence[SelectedItem]) -> str:
     rows = [[i.id, i.source, i.layer, i.form, i.content, i.item] for i in items]
-    text = json.dumps(rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(orjson.dumps(rows, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def plan_of(
@@ -794,13 +793,15 @@ def test_fingerprint_hashes_what_the_model_sees() -> None:
         content="héllo",
         item=None,
     )
-    canonical = json.dumps(
-        ["a", "s", "raw", "héllo", None], separators=(",", ":"), ensure_ascii=False
-    )
-    assert item.fingerprint == hashlib.sha256(canonical.encode()).hexdigest()
+    canonical = '["a","s","raw","héllo",null]'.encode()
+    assert item.fingerprint == hashlib.sha256(canonical).hexdigest()
     # Position and accounting do not change what the model sees.
     moved = item._replace(position=0, tokens=1, source_class="x")
     assert moved.fingerprint == item.fingerprint
+    # JSON integers beyond 64 bits (which orjson refuses) hash through the standard library.
+    huge = item._replace(content=None, item={"type": "message", "n": 2**70, "a": 1})
+    canonical = f'["a","s","raw",null,{{"a":1,"n":{2**70},"type":"message"}}]'.encode()
+    assert huge.fingerprint == hashlib.sha256(canonical).hexdigest()
 
 
 def test_diff_selections_lists_added_removed_and_moved_ids() -> None:
