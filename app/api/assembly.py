@@ -154,6 +154,17 @@ def _session_state_sources(history: ActiveHistory) -> tuple[Contribution, ...]:
     )
 
 
+def _read_without_transaction(db: Session) -> None:
+    """On PostgreSQL, makes `db`'s reads autocommit: no BEGIN and COMMIT round trips.
+
+    An assembly's reads need no common snapshot: facts are append-only and read up to the
+    session row's last_seq, so the row and the facts agree whatever commits in between. A
+    session that already began (a replay has read its stored assembly) is left as it is.
+    """
+    if not db.in_transaction() and repository.ids_reserved_up_front(db):
+        db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+
+
 def run_assembly(
     db: Session,
     *,
@@ -168,6 +179,8 @@ def run_assembly(
     The response is plain JSON-ready data: it is built once from the plan, stored, and sent as
     is (validating it again would cost more than the selection itself).
     """
+    if request.session_id is not None or request.manifest is not None:
+        _read_without_transaction(db)
     history: tuple[HistoryEntry, ...] = ()
     loaded_history: ActiveHistory | None = None
     normalized_history: Sequence[Item] = ()
