@@ -184,6 +184,7 @@ def run_assembly(
     history: tuple[HistoryEntry, ...] = ()
     loaded_history: ActiveHistory | None = None
     normalized_history: Sequence[Item] = ()
+    history_sizes: list[int] = []
     session_sources: tuple[Contribution, ...] = ()
     session_pk: int | None = None
     window: int | None = None
@@ -196,17 +197,22 @@ def run_assembly(
         loaded_history = loaded
         encoding = request.encoding or loaded.encoding
         window = max(1, loaded.context_window - settings.output_reserve_tokens)
+        count_history = token_counter(encoding)
         normalized = normalize_history(
             loaded.items,
-            count_tokens=token_counter(encoding),
+            count_tokens=count_history,
             input_modalities=frozenset(request.input_modalities),
             item_metadata=loaded.metadata,
         )
         normalized_history = normalized.items
+        # Counted once here for both the selection and the advice.
+        history_sizes = [count_history(visible_text(item)) for item in normalized_history]
         history = tuple(
-            HistoryEntry(id=f"history:{ordinal}", item=item)
-            for ordinal, item in enumerate(
-                item for item in normalized.items if not is_state_fragment(item)
+            HistoryEntry(id=f"history:{ordinal}", item=item, tokens=size)
+            for ordinal, (item, size) in enumerate(
+                (item, size)
+                for item, size in zip(normalized_history, history_sizes, strict=True)
+                if not is_state_fragment(item)
             )
         )
         session_sources = _session_state_sources(loaded)
@@ -244,7 +250,14 @@ def run_assembly(
     previous = [(str(f), int(t)) for f, t in slot.previous_fingerprints]
     reused = shared_prefix_tokens(previous, fingerprints)
     if loaded_history is not None:
-        advice = session_advice(loaded_history, normalized_history, settings=settings)
+        # Advice counts in the session's encoding; the sizes above are in the request's.
+        same_encoding = encoding == loaded_history.encoding
+        advice = session_advice(
+            loaded_history,
+            normalized_history,
+            settings=settings,
+            sizes=history_sizes if same_encoding else None,
+        )
     else:
         pressure = plan.total_tokens / (budget.max_tokens or max(plan.total_tokens, 1))
         advice = {

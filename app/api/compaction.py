@@ -309,12 +309,17 @@ def compaction_advice(
 
 
 def session_advice(
-    loaded: ActiveHistory, normalized: Sequence[Item], *, settings: Settings
+    loaded: ActiveHistory,
+    normalized: Sequence[Item],
+    *,
+    settings: Settings,
+    sizes: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Compaction advice for an active history and its normalized items (also folded into
-    session-mode `/assemble`)."""
-    count_tokens = token_counter(loaded.encoding)
-    sizes = [count_tokens(visible_text(item)) for item in normalized]
+    session-mode `/assemble`); `sizes` are the items' token counts when the caller has them."""
+    if sizes is None:
+        count_tokens = token_counter(loaded.encoding)
+        sizes = [count_tokens(visible_text(item)) for item in normalized]
     # A turn runs from one user message to the next: its tokens measure the growth rate.
     turns: list[int] = []
     for item, size in zip(normalized, sizes, strict=True):

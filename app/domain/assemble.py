@@ -161,8 +161,12 @@ class Contribution:
 
 @dataclass(frozen=True)
 class HistoryEntry:
+    """One turn of the session's history; `tokens` is its visible text's count when the caller
+    has it already (else the core counts it)."""
+
     id: str
     item: Item
+    tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -454,7 +458,10 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             unindexed.append(i)
 
     # History: the newest atomic groups that fit what is left, as one contiguous suffix.
-    history_tokens = [count(visible_text(entry.item)) for entry in inp.history]
+    history_tokens = [
+        entry.tokens if entry.tokens is not None else count(visible_text(entry.item))
+        for entry in inp.history
+    ]
     counted_items = len(selected)
     history_start = len(inp.history)
     history_reason: DropReason | None = None
