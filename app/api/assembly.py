@@ -7,7 +7,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -158,8 +157,9 @@ def _read_without_transaction(db: Session) -> None:
     """On PostgreSQL, makes `db`'s reads autocommit: no BEGIN and COMMIT round trips.
 
     An assembly's reads need no common snapshot: facts are append-only and read up to the
-    session row's last_seq, so the row and the facts agree whatever commits in between. A
-    session that already began (a replay has read its stored assembly) is left as it is.
+    session row's last_seq, so the row and the facts agree whatever commits in between; the
+    lineage lookup draws a sequence value, which no rollback would return anyway. A session
+    that already began (a replay has read its stored assembly) is left as it is.
     """
     if not db.in_transaction() and repository.ids_reserved_up_front(db):
         db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
@@ -179,8 +179,7 @@ def run_assembly(
     The response is plain JSON-ready data: it is built once from the plan, stored, and sent as
     is (validating it again would cost more than the selection itself).
     """
-    if request.session_id is not None or request.manifest is not None:
-        _read_without_transaction(db)
+    _read_without_transaction(db)
     history: tuple[HistoryEntry, ...] = ()
     loaded_history: ActiveHistory | None = None
     normalized_history: Sequence[Item] = ()
@@ -229,7 +228,6 @@ def run_assembly(
         session_sources = manifest_contributions(view) + session_sources
     # A child session's tokens are accounted under its own unit unless the call names one.
     unit = request.unit or (loaded_history.unit if loaded_history else None)
-    slot_of = _look_up_lineage(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
     count_tokens = token_counter(encoding)
     budget = _effective_budget(request, session_window=window)
     plan = assemble_plan(
@@ -246,7 +244,7 @@ def run_assembly(
         count_tokens=count_tokens,
     )
     fingerprints: list[tuple[str, int]] = [(item.fingerprint, item.tokens) for item in plan.items]
-    slot = slot_of()
+    slot = repository.reserve_assembly(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
     previous = [(str(f), int(t)) for f, t in slot.previous_fingerprints]
     reused = shared_prefix_tokens(previous, fingerprints)
     if loaded_history is not None:
@@ -345,33 +343,6 @@ def run_assembly(
         fingerprints=[list(pair) for pair in fingerprints],
     )
     return Assembled(response=response, plan=plan, record=record, slot=slot)
-
-
-_LINEAGE_LOOKUPS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="contextd-lineage")
-
-
-def _look_up_lineage(
-    db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
-) -> Callable[[], repository.AssemblySlot]:
-    """Starts the lineage lookup and returns how to wait for its slot.
-
-    On PostgreSQL it runs on its own connection while the caller selects, and the caller's
-    session first gives its connection back, so a request never holds two. Elsewhere it runs
-    in the caller's transaction when waited for.
-    """
-    if not repository.ids_reserved_up_front(db):
-        return functools.partial(
-            repository.reserve_assembly, db, tenant_id=tenant_id, session_pk=session_pk, unit=unit
-        )
-    db.commit()
-    lookup = _LINEAGE_LOOKUPS.submit(
-        repository.reserve_assembly_id,
-        db.get_bind().engine,
-        tenant_id=tenant_id,
-        session_pk=session_pk,
-        unit=unit,
-    )
-    return lookup.result
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, bindparam, delete, exists, func, insert, select, update
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -272,11 +271,6 @@ class AssemblySlot:
     previous_fingerprints: list[Any]
 
 
-def ids_reserved_up_front(db: Session) -> bool:
-    """Whether the engine hands out assembly row ids before the row is written (PostgreSQL)."""
-    return db.get_bind().engine.dialect.name == "postgresql"
-
-
 # Built once: constructing these per call cost more than the round trip (≈0.4 ms).
 _LATEST_FINGERPRINTS = (
     select(AssemblyRow.fingerprints)
@@ -294,29 +288,21 @@ _LINEAGE_ONLY = select(_LATEST_FINGERPRINTS)
 _LINEAGE_AND_NEXT_ID = select(_NEXT_ASSEMBLY_ID, _LATEST_FINGERPRINTS)
 
 
-def _lineage_key(tenant_id: int, session_pk: int | None, unit: str | None) -> dict[str, Any]:
-    return {"tenant_id": tenant_id, "session_key": session_pk or 0, "unit_key": unit or ""}
+def ids_reserved_up_front(db: Session) -> bool:
+    """Whether the engine hands out assembly row ids before the row is written (PostgreSQL)."""
+    return db.get_bind().engine.dialect.name == "postgresql"
 
 
 def reserve_assembly(
     db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
 ) -> AssemblySlot:
-    """The lineage's latest fingerprints, read in `db`'s transaction; no row id (SQLite, whose
-    IMMEDIATE transactions would make a second connection wait on this one)."""
-    found = db.scalar(_LINEAGE_ONLY, _lineage_key(tenant_id, session_pk, unit))
-    return AssemblySlot(row_id=None, previous_fingerprints=list(found) if found else [])
-
-
-def reserve_assembly_id(
-    engine: Engine, *, tenant_id: int, session_pk: int | None, unit: str | None
-) -> AssemblySlot:
-    """The next row id and the lineage's latest fingerprints (PostgreSQL): one statement on an
-    autocommit connection of its own, so no BEGIN or COMMIT round trips (a sequence value is
-    never rolled back anyway), and safe to run beside the caller's own session."""
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-        lineage = _lineage_key(tenant_id, session_pk, unit)
-        row_id, found = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
-    return AssemblySlot(row_id=int(row_id), previous_fingerprints=list(found) if found else [])
+    """The lineage's latest fingerprints and, on PostgreSQL, the next row id: one statement."""
+    lineage = {"tenant_id": tenant_id, "session_key": session_pk or 0, "unit_key": unit or ""}
+    if ids_reserved_up_front(db):
+        row_id, found = db.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
+        return AssemblySlot(row_id=int(row_id), previous_fingerprints=list(found or []))
+    found = db.scalar(_LINEAGE_ONLY, lineage)
+    return AssemblySlot(row_id=None, previous_fingerprints=list(found or []))
 
 
 @dataclass(frozen=True)
