@@ -445,6 +445,22 @@ def test_near_duplicate_retrieval_text_is_dropped_case_insensitively() -> None:
     )
 
 
+def test_near_duplicate_at_exactly_the_threshold_is_dropped_and_just_below_is_kept() -> None:
+    # 14 words: 10 shingles. The echo keeps the first 13 words: 9 shingles, all shared, so
+    # Jaccard 9/10 = 0.9; the variant changes word 9 as well: 4 shared of 15, well below.
+    words14 = [f"w{n}" for n in range(14)]
+    first = doc("first", " ".join(words14), relevance=0.9)
+    echo = doc("echo", " ".join(words14[:13]), relevance=0.8)
+    variant = doc("variant", " ".join([*words14[:9], "x", *words14[10:13]]), relevance=0.7)
+    inp = AssemblyInput(
+        contributions=contributions(first, echo, variant),
+        placement="input_order",
+        near_duplicate_threshold=0.9,
+    )
+    decisions = [(e.id, e.reason) for e in assemble(inp, count_tokens=words).plan]
+    assert decisions == [("first", None), ("echo", "near_duplicate"), ("variant", None)]
+
+
 def test_item_quota_groups_by_source_class_then_locator_scheme_then_layer() -> None:
     c1 = note("c1", "class one", source_class="notes", relevance=0.9)
     c2 = note("c2", "class two", source_class="notes", relevance=0.8)
