@@ -398,13 +398,17 @@ def _record_metrics(
     unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
     exemplar = {"assembly_id": response["assembly_id"]}
     reused_left: int = response["cache"]["reused_prefix_tokens"]
+    # Summed per label set first: a label lookup costs more than the addition.
+    handed_out: Counter[tuple[str, str]] = Counter()
     for item in plan.items:
         # Items of the reused prefix come first: attribute their tokens to the cache axis.
         reused_part = min(reused_left, item.tokens)
         reused_left -= reused_part
-        for cache, tokens in (("reused_prefix", reused_part), ("new", item.tokens - reused_part)):
-            if tokens:
-                CONTEXT_TOKENS.labels(item.source_class, cache, unit_label, phase_label).inc(tokens)
+        handed_out[item.source_class, "reused_prefix"] += reused_part
+        handed_out[item.source_class, "new"] += item.tokens - reused_part
+    for (source_class, cache), tokens in sorted(handed_out.items()):
+        if tokens:
+            CONTEXT_TOKENS.labels(source_class, cache, unit_label, phase_label).inc(tokens)
     decisions = Counter((entry.decision, entry.reason or "none") for entry in plan.plan)
     for (decision, reason), count in sorted(decisions.items()):
         ASSEMBLY_DECISIONS.labels(decision, reason).inc(count)
