@@ -32,7 +32,7 @@ reference counting; collecting every 700 cost ≈0.3 ms per request for no memor
 
 def _settle_heap() -> None:
     """Freeze what startup loaded (encodings, schemas, mappers): a full collection then scans
-    only objects made since, which took a 500-candidate assembly's p99 from ≈55 ms to ≈5 ms."""
+    only objects made since. It took `/assemble`'s p99 at 500 candidates from 79 to 14 ms."""
     gc.collect()
     gc.freeze()
     _, middle, oldest = gc.get_threshold()

@@ -25,7 +25,7 @@ from app.tokens import token_counter
 from bench.common import bench_database, load_trajectories, running_server
 
 SIZES = (50, 500, 5000)
-REQUESTS = 40
+REQUESTS = 100
 CHUNK_CHARS = 1600
 
 
