@@ -360,7 +360,7 @@ def _assembly_id_deriver(tenant_id: int) -> Callable[[int], str]:
     return functools.partial(derive_id, "asm", tenant_id)
 
 
-def store_now(db: Session, assembled: Assembled, *, tenant_id: int) -> dict[str, Any]:
+def _store_now(db: Session, assembled: Assembled, *, tenant_id: int) -> dict[str, Any]:
     """Store the assembly in the caller's transaction; returns the response with its id."""
     assembly_id = repository.store_assembly(
         db,
@@ -447,7 +447,7 @@ def assemble(
     )
     row_id = assembled.slot.row_id
     if row_id is None:
-        response = store_now(db, assembled, tenant_id=tenant_id)
+        response = _store_now(db, assembled, tenant_id=tenant_id)
         db.commit()
         finish = None
     else:
@@ -541,7 +541,7 @@ def replay_assembly(
         settings=settings,
         as_of_seq=row.as_of_seq,
     )
-    after_data = store_now(db, assembled, tenant_id=tenant_id)
+    after_data = _store_now(db, assembled, tenant_id=tenant_id)
     db.commit()
     after = AssembleResponse.model_validate(after_data)
     diff = diff_selections(
