@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.api.compaction import session_advice
 from app.api.deps import AppSettings, Db, RawBody, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import ActiveHistory, load_active_history
+from app.api.history import ActiveHistory, project_active_history
 from app.api.isolation import manifest_from
 from app.api.json_body import JsonRoute
 from app.api.models import (
@@ -188,10 +188,12 @@ def run_assembly(
     session_pk: int | None = None
     window: int | None = None
     encoding = request.encoding or settings.default_encoding
+    slot: repository.AssemblySlot | None = None
     if request.session_id is not None:
-        loaded = load_active_history(
-            db, tenant_id=tenant_id, session_id=request.session_id, up_to_seq=as_of_seq
+        row, slot = repository.session_and_slot(
+            db, tenant_id=tenant_id, external_id=request.session_id, unit=request.unit
         )
+        loaded = project_active_history(db, row, up_to_seq=as_of_seq)
         session_pk, as_of_seq = loaded.session_pk, loaded.last_seq
         loaded_history = loaded
         encoding = request.encoding or loaded.encoding
@@ -244,7 +246,10 @@ def run_assembly(
         count_tokens=count_tokens,
     )
     fingerprints: list[tuple[str, int]] = [(item.fingerprint, item.tokens) for item in plan.items]
-    slot = repository.reserve_assembly(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
+    if slot is None:
+        slot = repository.reserve_assembly(
+            db, tenant_id=tenant_id, session_pk=session_pk, unit=unit
+        )
     previous = [(str(f), int(t)) for f, t in slot.previous_fingerprints]
     reused = shared_prefix_tokens(previous, fingerprints)
     if loaded_history is not None:

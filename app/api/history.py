@@ -90,7 +90,7 @@ def load_active_history(
 ) -> ActiveHistory:
     """The tenant's session's active history, optionally as it was at `up_to_seq`."""
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=lock)
-    return _project(db, row, up_to_seq=up_to_seq)
+    return project_active_history(db, row, up_to_seq=up_to_seq)
 
 
 Visible = tuple[int | None, Item, dict[str, Any], str | None]
@@ -172,7 +172,9 @@ def _fold(start: _Fold, facts: Sequence[Row[Any]], *, last_seq: int) -> _Fold:
     )
 
 
-def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHistory:
+def project_active_history(
+    db: Session, row: SessionRow, *, up_to_seq: int | None = None
+) -> ActiveHistory:
     """Fold a session's facts into its active history, reusing this process's newest fold.
 
     A fork starts from its parent's active history as of the fork point (read from the
@@ -186,7 +188,7 @@ def _project(db: Session, row: SessionRow, *, up_to_seq: int | None) -> ActiveHi
     if cached is not None and cached.last_seq <= target:
         start = cached
     elif row.kind == "fork" and row.parent_id is not None:
-        parent = _project(
+        parent = project_active_history(
             db, repository.get_session_by_pk(db, row.parent_id), up_to_seq=row.fork_seq
         )
         # Governance travels only as declared: the parent's world-state fragments stay behind.

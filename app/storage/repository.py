@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, exists, func, insert, select, update
+from sqlalchemy import (
+    Row,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -286,6 +296,44 @@ _LATEST_FINGERPRINTS = (
 _NEXT_ASSEMBLY_ID = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
 _LINEAGE_ONLY = select(_LATEST_FINGERPRINTS)
 _LINEAGE_AND_NEXT_ID = select(_NEXT_ASSEMBLY_ID, _LATEST_FINGERPRINTS)
+
+
+# The same lookup for a named session, correlated with its row, so that a session-mode
+# assembly reads its session and its lineage in one round trip. Its unit is the call's, else
+# the session's own (a child session's tokens are accounted under its unit).
+_SESSION_LINEAGE = (
+    select(AssemblyRow.fingerprints)
+    .where(
+        AssemblyRow.tenant_id == SessionRow.tenant_id,
+        SessionRow.id == LINEAGE_SESSION,
+        func.coalesce(bindparam("unit"), SessionRow.unit, literal_column("''")) == LINEAGE_UNIT,
+    )
+    .order_by(AssemblyRow.id.desc())
+    .limit(1)
+    .correlate(SessionRow)
+    .scalar_subquery()
+)
+_SESSION_AND_LINEAGE = _SESSION_BY_EXTERNAL_ID.add_columns(_SESSION_LINEAGE)
+_SESSION_AND_LINEAGE_AND_NEXT_ID = _SESSION_AND_LINEAGE.add_columns(_NEXT_ASSEMBLY_ID)
+
+
+def session_and_slot(
+    db: Session, *, tenant_id: int, external_id: str, unit: str | None
+) -> tuple[SessionRow, AssemblySlot]:
+    """`get_session` and `reserve_assembly` for that session, in one statement."""
+    params = {"tenant_id": tenant_id, "external_id": external_id, "unit": unit}
+    if ids_reserved_up_front(db):
+        found = db.execute(_SESSION_AND_LINEAGE_AND_NEXT_ID, params).one_or_none()
+    else:
+        found = db.execute(_SESSION_AND_LINEAGE, params).one_or_none()
+    if found is None:
+        raise NotFound(f"session {external_id!r} not found")
+    row, previous, *next_id = found
+    slot = AssemblySlot(
+        row_id=int(next_id[0]) if next_id else None,
+        previous_fingerprints=list(previous or []),
+    )
+    return row, slot
 
 
 def ids_reserved_up_front(db: Session) -> bool:

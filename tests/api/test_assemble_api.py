@@ -380,3 +380,26 @@ def test_plans_on_both_engines_are_stored_fetched_replayed_and_chained(
     assert second["cache"]["reused_prefix_tokens"] == sum(
         item["tokens"] for item in first["items"][:2]
     )
+
+
+def test_prefix_reuse_is_measured_per_session_and_unit(client: TestClient, session_id: str) -> None:
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("hi")]})
+    docs = [{"source": "docs", "items": [doc("a", "alpha " * 20, relevance=0.9)]}]
+    other = [{"source": "docs", "items": [doc("b", "beta " * 20, relevance=0.9)]}]
+    first = _assemble(client, session_id=session_id, sources=docs, unit="planner")
+    worker = _assemble(client, session_id=session_id, sources=other, unit="worker")
+    again = _assemble(client, session_id=session_id, sources=docs, unit="planner")
+    assert first["cache"]["reused_prefix_tokens"] == 0
+    assert worker["cache"]["reused_prefix_tokens"] == 0  # a unit's first call: nothing before it
+    # Measured against the planner's previous call, not the worker's call in between.
+    assert again["cache"] == {"reused_prefix_tokens": again["total_tokens"], "new_tokens": 0}
+    # A child session that names no unit in the call chains under its own unit.
+    child = client.post(
+        f"/sessions/{session_id}/delegate", json={"goal": "g", "unit": f"{session_id[:20]}-kid"}
+    ).json()
+    one = _assemble(client, session_id=child["session_id"], sources=docs)
+    two = _assemble(client, session_id=child["session_id"], sources=docs)
+    assert one["unit"] == f"{session_id[:20]}-kid"
+    assert one["cache"]["reused_prefix_tokens"] == 0
+    assert two["cache"] == {"reused_prefix_tokens": two["total_tokens"], "new_tokens": 0}
