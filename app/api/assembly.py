@@ -33,7 +33,7 @@ from app.api.models import (
     StoredAssemblyResponse,
     UsageRequest,
 )
-from app.api.responses import AnswerThenFinish
+from app.api.responses import AnswerThenFinish, json_response
 from app.domain.assemble import (
     POLICIES,
     AssemblyInput,
@@ -50,6 +50,7 @@ from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses
 from app.domain.ids import derive_id
 from app.domain.items import Item, developer_message, visible_text
+from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, view_for
 from app.domain.normalize import normalize_history
 from app.domain.world_state import (
@@ -74,7 +75,6 @@ from app.metrics import (
 )
 from app.settings import Settings
 from app.storage import repository
-from app.storage.database import dump_json
 from app.tokens import token_counter
 
 log = logging.getLogger("contextd")
@@ -473,12 +473,10 @@ def assemble(
         time.perf_counter() - started, exemplar={"assembly_id": response["assembly_id"]}
     )
     if finish is None:
-        return _json(response, status_code=status.HTTP_201_CREATED)
-    return AnswerThenFinish(dump_json(response), finish=finish, status_code=status.HTTP_201_CREATED)
-
-
-def _json(content: dict[str, Any], *, status_code: int = status.HTTP_200_OK) -> Response:
-    return Response(dump_json(content), status_code=status_code, media_type="application/json")
+        return json_response(response, status_code=status.HTTP_201_CREATED)
+    return AnswerThenFinish(
+        encode_json(response), finish=finish, status_code=status.HTTP_201_CREATED
+    )
 
 
 def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encoding: str) -> None:
@@ -502,7 +500,7 @@ def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encodin
 def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
     row = repository.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
     request = orjson.loads(row.request)
-    return _json(
+    return json_response(
         {
             "assembly_id": assembly_id,
             "created_at": row.created_at.isoformat(),

@@ -1,12 +1,22 @@
-"""A response that finishes its work after the client has the whole answer."""
+"""JSON responses encoded once, and one that finishes its work after the client has the whole
+answer."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from app.domain.json_encoding import encode_json
+
+
+def json_response(content: Any, *, status_code: int = 200) -> Response:
+    """`content` sent as JSON as it is: for responses the handler built as plain data and that
+    a response model would only validate and encode a second time."""
+    return Response(encode_json(content), status_code=status_code, media_type="application/json")
 
 
 class AnswerThenFinish(Response):
@@ -20,7 +30,7 @@ class AnswerThenFinish(Response):
 
     def __init__(
         self,
-        content: str | bytes,
+        content: bytes,
         *,
         finish: Callable[[], None],
         status_code: int,

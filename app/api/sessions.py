@@ -34,10 +34,10 @@ from app.domain.items import (
     item_type,
     visible_text,
 )
+from app.domain.json_encoding import encode_json
 from app.domain.normalize import normalize_history
 from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS, PHASE_LABEL, UNIT_LABEL
 from app.storage import repository
-from app.storage.database import dump_json
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
 
@@ -145,7 +145,7 @@ def append_items(
             details=[{"loc": ["body", "items"], "msg": "too many items"}],
         )
     for index, item in enumerate(body.items):
-        size = len(dump_json(item).encode())
+        size = len(encode_json(item))
         if size > settings.max_item_bytes:
             raise PayloadTooLarge(
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"

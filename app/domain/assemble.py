@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -40,9 +39,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
-import orjson
-
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
+from app.domain.json_encoding import encode_json
 
 __all__ = [
     "CANDIDATE_DEFAULTS",
@@ -182,15 +180,9 @@ class AssemblyInput:
 
 
 def _canonical_hash(value: Any) -> str:
-    """SHA-256 of the value's JSON with sorted keys, compact, UTF-8: orjson's, or the standard
-    library's for what orjson refuses (integers beyond 64 bits). orjson is several times faster,
-    and an assembly hashes every selected item twice (fingerprint, plan hash)."""
-    try:
-        encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        encoded = text.encode()
-    return hashlib.sha256(encoded).hexdigest()
+    """SHA-256 of the value's JSON with sorted keys (an assembly hashes every selected item
+    twice: fingerprint and plan hash)."""
+    return hashlib.sha256(encode_json(value, sort_keys=True)).hexdigest()
 
 
 class SelectedItem(NamedTuple):

@@ -7,7 +7,6 @@ with a row lock on the session (see `repository.append_facts`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,15 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.domain.json_encoding import encode_json
 from app.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def dump_json(value: Any) -> str:
-    """orjson for speed; the standard library for what orjson refuses (integers over 64 bits)."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value)
+    """The JSON columns' serializer (SQLAlchemy wants text)."""
+    return encode_json(value).decode()
 
 
 def create_db_engine(settings: Settings) -> Engine:
