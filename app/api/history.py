@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, get_args
 
 from cachetools import LRUCache
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
@@ -20,10 +20,10 @@ from app.api.json_body import JsonRoute
 from app.api.models import (
     HistoryResponse,
     Modality,
-    NormalizeReportBody,
     NormalizeRequest,
     NormalizeResponse,
 )
+from app.api.responses import json_response
 from app.domain import items as items_module
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses, to_responses
@@ -250,7 +250,7 @@ def _respond(result: NormalizeResult, *, output_format: Format, encoding: str) -
     return {
         "items": converted.items,
         "tokens": sum(count_tokens(visible_text(item)) for item in result.items),
-        "report": NormalizeReportBody(**report),
+        "report": report,
         "untranslated": converted.untranslated,
     }
 
@@ -258,7 +258,12 @@ def _respond(result: NormalizeResult, *, output_format: Format, encoding: str) -
 @router.post("/history/normalize", response_model=NormalizeResponse)
 def normalize(
     body: NormalizeRequest, tenant_id: TenantId, db: Db, settings: AppSettings
-) -> NormalizeResponse:
+) -> Response:
+    """Repairs a history (given, or a session's active one) and reports every repair.
+
+    The answer is built as plain data and sent as is: validating megabytes of items against
+    the response model would repeat work the repairs already guarantee.
+    """
     if (body.items is None) == (body.session_id is None):
         raise InvalidInput(
             "give either `items` or `session_id`, not both and not neither",
@@ -279,7 +284,7 @@ def normalize(
         item_metadata=metadata,
     )
     output_format = body.output_format or body.format
-    return NormalizeResponse(**_respond(result, output_format=output_format, encoding=encoding))
+    return json_response(_respond(result, output_format=output_format, encoding=encoding))
 
 
 @router.get("/sessions/{session_id}/history", response_model=HistoryResponse)
@@ -289,7 +294,7 @@ def get_history(
     db: Db,
     output_format: Format = "responses",
     input_modalities: Annotated[str, Query(pattern=r"^[a-z,]*$")] = "text,image",
-) -> HistoryResponse:
+) -> Response:
     modalities = {m for m in input_modalities.split(",") if m}
     unknown = modalities - set(get_args(Modality))
     if unknown:
@@ -304,7 +309,9 @@ def get_history(
         input_modalities=frozenset(modalities),
         item_metadata=loaded.metadata,
     )
-    return HistoryResponse(
-        **_respond(result, output_format=output_format, encoding=loaded.encoding),
-        compaction_id=loaded.compaction_id,
+    return json_response(
+        {
+            **_respond(result, output_format=output_format, encoding=loaded.encoding),
+            "compaction_id": loaded.compaction_id,
+        }
     )
