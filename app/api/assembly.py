@@ -347,7 +347,7 @@ def run_assembly(
         response=response,
         fingerprints=[list(pair) for pair in fingerprints],
     )
-    return Assembled(response=response, plan=plan, record=record, slot=slot)
+    return Assembled(response=response, plan=plan, record=record, slot=slot, encoding=encoding)
 
 
 @dataclass(frozen=True)
@@ -359,6 +359,8 @@ class Assembled:
     plan: AssemblyPlan
     record: repository.NewAssembly
     slot: repository.AssemblySlot
+    encoding: str
+    """The encoding the plan was counted in: the call's, else the session's, else the default."""
 
 
 def _assembly_id_deriver(tenant_id: int) -> Callable[[int], str]:
@@ -468,7 +470,7 @@ def assemble(
         )
     plan = assembled.plan
     _record_metrics(response, plan, unit=response["unit"], phase=body.phase)
-    _record_estimate_error(body, plan, encoding=body.encoding or settings.default_encoding)
+    _record_estimate_error(body, plan, encoding=assembled.encoding)
     ASSEMBLY_LATENCY.observe(
         time.perf_counter() - started, exemplar={"assembly_id": response["assembly_id"]}
     )

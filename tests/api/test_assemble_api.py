@@ -403,3 +403,33 @@ def test_prefix_reuse_is_measured_per_session_and_unit(client: TestClient, sessi
     assert one["unit"] == f"{session_id[:20]}-kid"
     assert one["cache"]["reused_prefix_tokens"] == 0
     assert two["cache"] == {"reused_prefix_tokens": two["total_tokens"], "new_tokens": 0}
+
+
+def test_token_estimates_are_checked_in_the_session_encoding(
+    client: TestClient, session_id: str
+) -> None:
+    from prometheus_client import REGISTRY
+
+    from app.tokens import token_counter
+
+    text = "Привет, как дела? Это проверка токенизатора для разных кодировок."
+    exact = token_counter("cl100k_base")(text)
+    assert exact != token_counter("o200k_base")(text)  # the encodings disagree on this text
+    client.post("/sessions", json={"session_id": session_id, "encoding": "cl100k_base"})
+
+    def observed() -> tuple[float, float]:
+        name = "contextd_token_estimate_error_ratio"
+        return (
+            REGISTRY.get_sample_value(f"{name}_count") or 0.0,
+            REGISTRY.get_sample_value(f"{name}_sum") or 0.0,
+        )
+
+    before = observed()
+    _assemble(
+        client,
+        session_id=session_id,
+        sources=[{"source": "docs", "items": [doc("ru", text, tokens=exact, relevance=0.9)]}],
+    )
+    after = observed()
+    # One estimate checked, and it was exact in the session's encoding.
+    assert (after[0] - before[0], after[1] - before[1]) == (1.0, 0.0)
