@@ -74,8 +74,6 @@ class ActiveHistory:
     compaction_id: str | None
     phases: list[str | None]
     unit: str | None
-    kind: str
-    parent_pk: int | None
     session: SessionRow
     """The session row it was read from (locked when `lock=True` was asked for)."""
 
@@ -234,8 +232,6 @@ def project_active_history(
         compaction_id=fold.compaction_id,
         phases=[phase for _, _, _, phase in visible],
         unit=row.unit,
-        kind=row.kind,
-        parent_pk=row.parent_id,
         session=row,
     )
 
