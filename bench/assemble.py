@@ -22,7 +22,13 @@ import httpx
 
 from app.domain.items import visible_text
 from app.tokens import token_counter
-from bench.common import bench_database, load_trajectories, running_server
+from bench.common import (
+    bench_database,
+    load_trajectories,
+    percentile,
+    running_server,
+    server_ms,
+)
 
 SIZES = (50, 500, 5000)
 REQUESTS = 100
@@ -56,11 +62,6 @@ def build_candidates(count: int) -> list[dict[str, Any]]:
     return candidates
 
 
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 def plan_store_seconds(client: httpx.Client) -> tuple[float, float]:
     """(sum, count) of the plan writes done after answering, from the server's own metrics."""
     text = client.get("/metrics").text
@@ -77,8 +78,7 @@ def measure(client: httpx.Client, body: bytes) -> tuple[list[float], bytes]:
         response = client.post(
             "/assemble", content=body, headers={"content-type": "application/json"}
         )
-        response.raise_for_status()
-        timings.append(float(response.headers["server-timing"].split("dur=")[1]))
+        timings.append(server_ms(response))
         answer = response.content
     return timings, answer
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -82,3 +83,14 @@ def running_server(database_url: str, *, workers: int = 1) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def server_ms(response: httpx.Response) -> float:
+    """The server time the service reports in `Server-Timing` (refusing an error response)."""
+    response.raise_for_status()
+    return float(response.headers["server-timing"].split("dur=")[1])
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The `share` (0.01 to 0.99) percentile, interpolated inclusively."""
+    return statistics.quantiles(values, n=100, method="inclusive")[round(share * 100) - 1]

@@ -10,15 +10,10 @@ from __future__ import annotations
 
 import httpx
 
-from bench.common import bench_database, load_trajectories, running_server
+from bench.common import bench_database, load_trajectories, running_server, server_ms
 
 ITEMS = 10_000
 BATCH = 500
-
-
-def server_ms(response: httpx.Response) -> float:
-    response.raise_for_status()
-    return float(response.headers["server-timing"].split("dur=")[1])
 
 
 def main() -> None:

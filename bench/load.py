@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import bench_database, load_trajectories, running_server
+from bench.common import bench_database, load_trajectories, percentile, running_server
 
 NORMALIZE_WINDOW = 40
 COMPACT_EVERY = 8
@@ -201,11 +201,6 @@ async def drive(base: str, *, clients: int, seconds: float) -> tuple[Stats, floa
     deadline = started + seconds
     await asyncio.gather(*(agent(n, base, trajectories, deadline, stats) for n in range(clients)))
     return stats, time.monotonic() - started
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def report(stats: Stats, elapsed: float, peak: PeakRss, *, clients: int) -> int:

@@ -18,7 +18,7 @@ import httpx
 
 from app.domain.normalize import normalize_history
 from app.tokens import token_counter
-from bench.common import bench_database, load_trajectories, running_server
+from bench.common import bench_database, load_trajectories, running_server, server_ms
 
 REPEATS = 5
 
@@ -45,18 +45,16 @@ def main() -> None:
         client = httpx.Client(base_url=base, timeout=60)
         for name, items in trajectories.items():
             body = json.dumps({"items": items}).encode()
-            server_ms = []
+            timings = []
             for _ in range(REPEATS):
                 response = client.post(
                     "/history/normalize", content=body, headers={"content-type": "application/json"}
                 )
-                response.raise_for_status()
-                timing = response.headers["server-timing"]
-                server_ms.append(float(timing.split("dur=")[1]))
+                timings.append(server_ms(response))
             answer = response.json()
             floor_ms = best_of(REPEATS, partial(parse_and_serialize, body, answer))
             core_ms = best_of(REPEATS, partial(normalize_history, items, count_tokens=count_tokens))
-            rows.append((name, len(items), min(server_ms), core_ms, floor_ms))
+            rows.append((name, len(items), min(timings), core_ms, floor_ms))
         client.close()
     header = ("trajectory", "items", "server ms", "core ms", "floor ms", "ratio")
     print("{:<48} {:>5} {:>9} {:>8} {:>8} {:>6}".format(*header))
