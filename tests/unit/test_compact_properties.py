@@ -246,8 +246,6 @@ def test_every_strategy_keeps_its_invariants_on_random_histories(
 
 # --- real trajectories --------------------------------------------------------------------
 
-FIGURES: dict[tuple[str, Strategy], tuple[int, int, bool]] = {}
-
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("path", TRAJECTORIES, ids=lambda path: path.stem)
@@ -259,7 +257,7 @@ def test_every_strategy_keeps_its_invariants_on_every_trajectory(
     goal = first_user_text(items)
     assert goal is not None
     size = sum(quarter_bytes(visible_text(entry.item)) for entry in history)
-    result = check(
+    check(
         CompactionInput(
             history=history,
             strategy=strategy,
@@ -268,25 +266,3 @@ def test_every_strategy_keeps_its_invariants_on_every_trajectory(
             invariants=(developer_msg(f"Goal: {goal}"),),
         )
     )
-    FIGURES[(path.stem, strategy)] = (result.tokens_before, result.tokens_after, result.fell_back)
-
-
-def test_report_token_figures_at_a_quarter_target() -> None:
-    """Prints (never asserts) tokens before and after each strategy; run with -s to read."""
-    if len(FIGURES) < len(TRAJECTORIES) * len(STRATEGIES):
-        pytest.skip("run with the trajectory tests to collect the figures")
-    print(f"\n{'trajectory':<58}" + "".join(f"{s:>20}" for s in STRATEGIES))
-    for path in TRAJECTORIES:
-        cells = []
-        for strategy in STRATEGIES:
-            before, after, fell_back = FIGURES[(path.stem, strategy)]
-            cells.append(f"{before:>7}→{after:>7}{'*' if fell_back else ' '}{after / before:>4.0%}")
-        print(f"{path.stem:<58}" + "".join(f"{cell:>20}" for cell in cells))
-    for strategy in STRATEGIES:
-        befores = [FIGURES[(p.stem, strategy)][0] for p in TRAJECTORIES]
-        afters = [FIGURES[(p.stem, strategy)][1] for p in TRAJECTORIES]
-        ratios = sorted(a / b for a, b in zip(afters, befores, strict=True))
-        print(
-            f"{strategy:<20} total {sum(befores)}→{sum(afters)} ({sum(afters) / sum(befores):.0%})"
-            f"  median ratio {ratios[len(ratios) // 2]:.0%}"
-        )
