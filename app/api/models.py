@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -176,7 +178,10 @@ Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 def _defaults_to(field: str) -> Any:
     """Documents the core's default for a candidate field the caller may leave out."""
     default = CANDIDATE_DEFAULTS[field]
-    return Field(json_schema_extra={"default": dict(default) if field == "forms" else default})
+    # A read-only mapping default is documented as the JSON object it stands for.
+    return Field(
+        json_schema_extra={"default": dict(default) if isinstance(default, Mapping) else default}
+    )
 
 
 # A typed dict, not a model: one request may carry thousands of candidates, and pydantic
@@ -215,8 +220,8 @@ class SourceSpec(StrictModel):
                 raise ValueError(
                     f"candidate {candidate['id']!r}: give exactly one of `content` and `item`"
                 )
-        ids = [candidate["id"] for candidate in self.items]
-        repeated = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) < len(ids) else []
+        counts = Counter(candidate["id"] for candidate in self.items)
+        repeated = sorted(i for i, n in counts.items() if n > 1)
         if repeated:
             raise ValueError(f"duplicate candidate ids in one contribution: {repeated[:5]}")
         return self
