@@ -440,9 +440,9 @@ def assemble(
     On PostgreSQL the plan is written just after the response is sent and before the
     connection takes its next request: a later request on the same connection always finds
     it; one on another connection may not, for the few milliseconds the write takes. On SQLite
-    it is stored before the response is sent.
+    it is stored before the response is sent. The cost metrics are recorded after the response
+    is sent too, likewise before the connection's next request.
     """
-    # Writing a half-megabyte request is most of a call's work; the caller need not wait for it.
     started = time.perf_counter()
     try:
         # Stored as received: re-serialising a half-megabyte request costs milliseconds.
@@ -453,32 +453,48 @@ def assemble(
         db, tenant_id=tenant_id, request=body, request_text=request_text, settings=settings
     )
     row_id = assembled.slot.row_id
+    derive = _assembly_id_deriver(tenant_id)
     if row_id is None:
         response = _store_now(db, assembled, tenant_id=tenant_id)
         db.commit()
-        finish = None
+        store_later = None
     else:
+        # Writing a half-megabyte request is most of a call's work; the caller need not wait.
         db.commit()
-        derive = _assembly_id_deriver(tenant_id)
         response = {"assembly_id": derive(row_id), **assembled.response}
-        finish = functools.partial(
+        store_later = functools.partial(
             _store_after_answer,
             http_request.app.state.session_factory,
             assembled.record,
             row_id=row_id,
             derive=derive,
         )
-    plan = assembled.plan
-    _record_metrics(response, plan, unit=response["unit"], phase=body.phase)
-    _record_estimate_error(body, plan, encoding=assembled.encoding)
     ASSEMBLY_LATENCY.observe(
         time.perf_counter() - started, exemplar={"assembly_id": response["assembly_id"]}
     )
-    if finish is None:
-        return json_response(response, status_code=status.HTTP_201_CREATED)
     return AnswerThenFinish(
-        encode_json(response), finish=finish, status_code=status.HTTP_201_CREATED
+        encode_json(response),
+        finish=functools.partial(
+            _account_then_store, body, assembled, response, store_later=store_later
+        ),
+        status_code=status.HTTP_201_CREATED,
     )
+
+
+def _account_then_store(
+    body: AssembleRequest,
+    assembled: Assembled,
+    response: dict[str, Any],
+    *,
+    store_later: Callable[[], None] | None,
+) -> None:
+    """The work done after the caller has its answer: the cost metrics, then (PostgreSQL) the
+    plan. Both are done before the connection takes its next request."""
+    plan = assembled.plan
+    _record_metrics(response, plan, unit=response["unit"], phase=body.phase)
+    _record_estimate_error(body, plan, encoding=assembled.encoding)
+    if store_later is not None:
+        store_later()
 
 
 def _record_estimate_error(body: AssembleRequest, plan: AssemblyPlan, *, encoding: str) -> None:
