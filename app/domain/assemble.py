@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -291,58 +292,53 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
     """Select, degrade and place candidates and history under `inp.budget`; see the module doc."""
     count = functools.cache(count_tokens)
     budget = inp.budget
-    candidates = [c for contribution in inp.contributions for c in contribution.candidates]
-    for c in candidates:
-        if (c.content is None) == (c.item is None):
-            raise ValueError(f"candidate {c.id!r}: give exactly one of `content` and `item`")
-    scores = [ranking_score(c) for c in candidates]
-    raw_tokens = [c.tokens if c.tokens is not None else count(c.raw_text) for c in candidates]
+    candidates: list[Candidate] = []
+    scores: list[float] = []
+    raw_tokens: list[int] = []
     reasons: dict[int, DropReason] = {}
     chosen: dict[int, tuple[str, int]] = {}  # index -> (form, tokens of that form)
 
-    # Superseded contributions and unattributed retrieval.
+    # One pass over the input: superseded contributions, unattributed retrieval, and identity
+    # dedupe (the stronger wins, the first seen on an exact tie).
     last_of_source = {contribution.source: n for n, contribution in enumerate(inp.contributions)}
-    origins = [
-        (n, contribution.source)
-        for n, contribution in enumerate(inp.contributions)
-        for _ in contribution.candidates
-    ]
-    alive: list[int] = []
-    for i, c in enumerate(candidates):
-        n, source = origins[i]
-        if last_of_source[source] != n:
-            reasons[i] = "superseded_contribution"
-        elif c.layer == "retrieval" and not c.locator:
-            reasons[i] = "unattributed"
-        else:
-            alive.append(i)
-
-    # Identity dedupe: the stronger wins, the first seen on an exact tie.
     winner: dict[tuple[str, str], int] = {}
-    for i in alive:
-        c = candidates[i]
-        identity = ("locator", c.locator) if c.locator is not None else ("id", c.id)
-        held = winner.get(identity)
-        if held is None:
-            winner[identity] = i
-            continue
-        h = candidates[held]
-        if (c.required, scores[i], c.relevance) > (h.required, scores[held], h.relevance):
-            reasons[held] = "duplicate"
-            winner[identity] = i
-        else:
-            reasons[i] = "duplicate"
+    for n, contribution in enumerate(inp.contributions):
+        superseded = last_of_source[contribution.source] != n
+        for c in contribution.candidates:
+            if (c.content is None) == (c.item is None):
+                raise ValueError(f"candidate {c.id!r}: give exactly one of `content` and `item`")
+            i = len(candidates)
+            candidates.append(c)
+            scores.append(ranking_score(c))
+            raw_tokens.append(c.tokens if c.tokens is not None else count(c.raw_text))
+            if superseded:
+                reasons[i] = "superseded_contribution"
+                continue
+            if c.layer == "retrieval" and not c.locator:
+                reasons[i] = "unattributed"
+                continue
+            identity = ("locator", c.locator) if c.locator is not None else ("id", c.id)
+            held = winner.setdefault(identity, i)
+            if held == i:
+                continue
+            h = candidates[held]
+            if (c.required, scores[i], c.relevance) > (h.required, scores[held], h.relevance):
+                reasons[held] = "duplicate"
+                winner[identity] = i
+            else:
+                reasons[i] = "duplicate"
 
-    floored: list[int] = []
+    # Rank keys, unique thanks to `i` last. A retrieval source offers only its best
+    # `recall_cap` (the rest are dropped whatever their order), so only those are ranked.
+    considered_keys: list[tuple[Any, ...]] = []
+    by_retrieval_source: dict[str, list[tuple[Any, ...]]] = {}
+    cap = inp.recall_cap
     for i in winner.values():
-        if not candidates[i].required and candidates[i].relevance < inp.min_relevance:
+        c = candidates[i]
+        if not c.required and c.relevance < inp.min_relevance:
             reasons[i] = "below_relevance"
-        else:
-            floored.append(i)
-
-    # Sort keys built in one pass (no per-comparison lookups); `i` last makes them unique.
-    rank_keys = sorted(
-        (
+            continue
+        key = (
             not c.required,
             -scores[i],
             -c.relevance,
@@ -352,21 +348,19 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             c.locator or "",
             i,
         )
-        for i, c in zip(floored, map(candidates.__getitem__, floored), strict=True)
-    )
-    ranked = [key[-1] for key in rank_keys]
-
-    # Recall cap: a retrieval source offers only its best few.
-    offered: Counter[str] = Counter()
-    considered: list[int] = []
-    for i in ranked:
-        c = candidates[i]
-        if c.layer == "retrieval" and inp.recall_cap is not None:
-            offered[c.source] += 1
-            if offered[c.source] > inp.recall_cap:
-                reasons[i] = "source_max_items"
-                continue
-        considered.append(i)
+        if c.layer == "retrieval" and cap is not None:
+            by_retrieval_source.setdefault(c.source, []).append(key)
+        else:
+            considered_keys.append(key)
+    for keys in by_retrieval_source.values():
+        if cap is not None and len(keys) > cap:
+            offered = heapq.nsmallest(cap, keys)
+            for key in keys:
+                if not offered or key > offered[-1]:
+                    reasons[key[-1]] = "source_max_items"
+            keys = offered
+        considered_keys += keys
+    considered = [key[-1] for key in sorted(considered_keys)]
 
     # The walk, in rank order.
     def fits(tokens: int, limit: int | None, *, used: int) -> bool:
@@ -542,24 +536,18 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
         c = candidates[i]
         place(c, item_id=c.id + RESTATED_SUFFIX, form=chosen[i][0], tokens=chosen[i][1])
 
+    # `tuple.__new__` skips the named tuple's Python-level constructor: one entry per candidate.
+    new_entry = tuple.__new__
     plan: list[PlanEntry] = []
     for i, c in enumerate(candidates):
-        reason = reasons.get(i)
-        form, tokens = chosen.get(i, (RAW_FORM, raw_tokens[i]))
-        plan.append(
-            PlanEntry(
-                c.id,
-                c.source,
-                c.layer,
-                c.source_class or c.layer,  # Candidate.accounting_class, inlined: a hot loop
-                "selected" if reason is None else "dropped",
-                reason,
-                form,
-                tokens,
-                scores[i],
-                position_of.get(i),
-            )
-        )
+        accounted = c.source_class or c.layer  # Candidate.accounting_class, inlined
+        if i in chosen:
+            form, tokens = chosen[i]
+            kept = (c.id, c.source, c.layer, accounted, "selected", None, form, tokens)
+            plan.append(new_entry(PlanEntry, (*kept, scores[i], position_of[i])))
+        else:
+            dropped = (c.id, c.source, c.layer, accounted, "dropped", reasons[i], RAW_FORM)
+            plan.append(new_entry(PlanEntry, (*dropped, raw_tokens[i], scores[i], None)))
     plan += [
         PlanEntry(
             id=entry.id,
