@@ -297,33 +297,7 @@ def run_assembly(
             }
             for item in plan.items
         ],
-        # Unpacked into a dict display: twice as fast as zipping field names, for 500 entries.
-        "plan": [
-            {
-                "id": entry_id,
-                "source": source,
-                "layer": layer,
-                "source_class": source_class,
-                "decision": decision,
-                "reason": reason,
-                "form": form,
-                "tokens": tokens,
-                "score": score,
-                "position": position,
-            }
-            for (
-                entry_id,
-                source,
-                layer,
-                source_class,
-                decision,
-                reason,
-                form,
-                tokens,
-                score,
-                position,
-            ) in plan.plan
-        ],
+        "plan": plan.plan,
         "by_source_class": plan.by_source_class,
         "cache": {
             "reused_prefix_tokens": reused,
@@ -416,7 +390,7 @@ def _record_metrics(
     for (source_class, cache), tokens in sorted(handed_out.items()):
         if tokens:
             CONTEXT_TOKENS.labels(source_class, cache, unit_label, phase_label).inc(tokens)
-    decisions = Counter((entry.decision, entry.reason or "none") for entry in plan.plan)
+    decisions = Counter((entry["decision"], entry["reason"] or "none") for entry in plan.plan)
     for (decision, reason), count in sorted(decisions.items()):
         ASSEMBLY_DECISIONS.labels(decision, reason).inc(count)
     for flag, raised in (("truncated", plan.truncated), ("over_budget", plan.over_budget)):

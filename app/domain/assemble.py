@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.json_encoding import encode_json
@@ -203,7 +203,10 @@ class SelectedItem(NamedTuple):
         return _canonical_hash([self.id, self.source, self.form, self.content, self.item])
 
 
-class PlanEntry(NamedTuple):
+class PlanEntry(TypedDict):
+    """What became of one candidate or history entry. A plain dict: it goes into the response,
+    and into the stored plan, as it is."""
+
     id: str
     source: str
     layer: Layer
@@ -536,31 +539,37 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
         c = candidates[i]
         place(c, item_id=c.id + RESTATED_SUFFIX, form=chosen[i][0], tokens=chosen[i][1])
 
-    # `tuple.__new__` skips the named tuple's Python-level constructor: one entry per candidate.
-    new_entry = tuple.__new__
     plan: list[PlanEntry] = []
     for i, c in enumerate(candidates):
-        accounted = c.source_class or c.layer  # Candidate.accounting_class, inlined
-        if i in chosen:
-            form, tokens = chosen[i]
-            kept = (c.id, c.source, c.layer, accounted, "selected", None, form, tokens)
-            plan.append(new_entry(PlanEntry, (*kept, scores[i], position_of[i])))
-        else:
-            dropped = (c.id, c.source, c.layer, accounted, "dropped", reasons[i], RAW_FORM)
-            plan.append(new_entry(PlanEntry, (*dropped, raw_tokens[i], scores[i], None)))
-    plan += [
-        PlanEntry(
-            id=entry.id,
-            source=HISTORY_SOURCE,
-            layer="recent",
-            source_class=HISTORY_SOURCE,
-            decision="selected" if k >= history_start else "dropped",
-            reason=None if k >= history_start else history_reason,
-            form=RAW_FORM,
-            tokens=history_tokens[k],
-            score=None,
-            position=history_position + k - history_start if k >= history_start else None,
+        reason = reasons.get(i)
+        form, tokens = chosen[i] if reason is None else (RAW_FORM, raw_tokens[i])
+        plan.append(
+            {
+                "id": c.id,
+                "source": c.source,
+                "layer": c.layer,
+                "source_class": c.source_class or c.layer,  # Candidate.accounting_class
+                "decision": "selected" if reason is None else "dropped",
+                "reason": reason,
+                "form": form,
+                "tokens": tokens,
+                "score": scores[i],
+                "position": position_of.get(i),
+            }
         )
+    plan += [
+        {
+            "id": entry.id,
+            "source": HISTORY_SOURCE,
+            "layer": "recent",
+            "source_class": HISTORY_SOURCE,
+            "decision": "selected" if k >= history_start else "dropped",
+            "reason": None if k >= history_start else history_reason,
+            "form": RAW_FORM,
+            "tokens": history_tokens[k],
+            "score": None,
+            "position": history_position + k - history_start if k >= history_start else None,
+        }
         for k, entry in enumerate(inp.history)
     ]
 

@@ -457,7 +457,7 @@ def test_near_duplicate_at_exactly_the_threshold_is_dropped_and_just_below_is_ke
         placement="input_order",
         near_duplicate_threshold=0.9,
     )
-    decisions = [(e.id, e.reason) for e in assemble(inp, count_tokens=words).plan]
+    decisions = [(e["id"], e["reason"]) for e in assemble(inp, count_tokens=words).plan]
     assert decisions == [("first", None), ("echo", "near_duplicate"), ("variant", None)]
 
 

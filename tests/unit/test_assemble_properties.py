@@ -123,17 +123,19 @@ def test_every_candidate_and_history_entry_is_planned_once_in_input_order(
     inp: AssemblyInput,
 ) -> None:
     plan = assemble(inp, count_tokens=words)
-    assert [(e.id, e.source, e.layer) for e in plan.plan] == [
+    assert [(e["id"], e["source"], e["layer"]) for e in plan.plan] == [
         *((c.id, c.source, c.layer) for c in flat(inp)),
         *((h.id, "history", "recent") for h in inp.history),
     ]
     assert [item.position for item in plan.items] == list(range(len(plan.items)))
-    assert all((e.decision == "selected") == (e.reason is None) for e in plan.plan)
-    selected = [e for e in plan.plan if e.decision == "selected"]
-    assert all(e.position is not None and plan.items[e.position].id == e.id for e in selected)
+    assert all((e["decision"] == "selected") == (e["reason"] is None) for e in plan.plan)
+    selected = [e for e in plan.plan if e["decision"] == "selected"]
+    assert all(
+        e["position"] is not None and plan.items[e["position"]].id == e["id"] for e in selected
+    )
     restated = [item for item in plan.items if item.id.endswith("#restated")]
     assert len(plan.items) == len(selected) + len(restated)
-    assert plan.truncated == any(e.decision == "dropped" for e in plan.plan)
+    assert plan.truncated == any(e["decision"] == "dropped" for e in plan.plan)
     assert plan.total_tokens == sum(item.tokens for item in plan.items)
     assert sum(plan.by_source_class.values()) == plan.total_tokens
     assert list(plan.by_source_class) == sorted(plan.by_source_class)
@@ -150,7 +152,7 @@ def test_totals_exceed_the_budget_only_by_required_candidates(inp: AssemblyInput
     required_group_tokens: Counter[str] = Counter()
     required_group_items: Counter[str] = Counter()
     for c, entry in zip(flat(inp), plan.plan, strict=False):
-        if entry.decision != "selected":
+        if entry["decision"] != "selected":
             continue
         copies = 2 if c.restate_at_end and inp.placement == "edges" else 1
         if c.source_class:
@@ -159,15 +161,17 @@ def test_totals_exceed_the_budget_only_by_required_candidates(inp: AssemblyInput
             group = f"scheme:{c.locator.split(':', 1)[0]}"
         else:
             group = f"layer:{c.layer}"
-        group_tokens[group] += copies * entry.tokens
+        group_tokens[group] += copies * entry["tokens"]
         group_items[group] += 1
         if c.required:
-            required_tokens += copies * entry.tokens
+            required_tokens += copies * entry["tokens"]
             required_items += 1
-            required_group_tokens[group] += copies * entry.tokens
+            required_group_tokens[group] += copies * entry["tokens"]
             required_group_items[group] += 1
-    candidate_items = sum(1 for e in plan.plan if e.decision == "selected" and e.score is not None)
-    history_items = sum(1 for e in plan.plan if e.decision == "selected" and e.score is None)
+    candidate_items = sum(
+        1 for e in plan.plan if e["decision"] == "selected" and e["score"] is not None
+    )
+    history_items = sum(1 for e in plan.plan if e["decision"] == "selected" and e["score"] is None)
     counted_items = candidate_items + (history_items if inp.history_counts_toward_max_items else 0)
     if budget.max_tokens is not None:
         assert plan.total_tokens <= max(budget.max_tokens, required_tokens)
@@ -267,10 +271,10 @@ def test_ten_thousand_candidates_complete_with_a_full_plan(budget: Budget) -> No
     )
     plan = assemble(inp, count_tokens=words)
     assert len(plan.plan) == 10_000
-    selected = sum(1 for entry in plan.plan if entry.decision == "selected")
+    selected = sum(1 for entry in plan.plan if entry["decision"] == "selected")
     assert len(plan.items) == selected
     if budget.max_items is None:
-        assert selected == 10_000 - sum(1 for e in plan.plan if e.reason == "near_duplicate")
+        assert selected == 10_000 - sum(1 for e in plan.plan if e["reason"] == "near_duplicate")
     else:
         assert 0 < selected <= budget.max_items
 
