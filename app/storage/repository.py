@@ -346,10 +346,13 @@ def reserve_assembly(
 ) -> AssemblySlot:
     """The lineage's latest fingerprints and, on PostgreSQL, the next row id: one statement."""
     lineage = {"tenant_id": tenant_id, "session_key": session_pk or 0, "unit_key": unit or ""}
+    # On the session's connection, not through the ORM: it loads no entity, and the ORM's
+    # statement handling cost a quarter of this lookup.
+    connection = db.connection()
     if ids_reserved_up_front(db):
-        row_id, found = db.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
+        row_id, found = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
         return AssemblySlot(row_id=int(row_id), previous_fingerprints=list(found or []))
-    found = db.scalar(_LINEAGE_ONLY, lineage)
+    found = connection.execute(_LINEAGE_ONLY, lineage).scalar()
     return AssemblySlot(row_id=None, previous_fingerprints=list(found or []))
 
 
