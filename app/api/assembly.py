@@ -7,7 +7,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import orjson
@@ -25,7 +25,6 @@ from app.api.models import (
     AssembleRequest,
     AssembleResponse,
     AssemblyDiffBody,
-    BudgetSpec,
     CandidateSpec,
     MovedItem,
     ReplayRequest,
@@ -304,7 +303,7 @@ def run_assembly(
             "new_tokens": plan.total_tokens - reused,
         },
         "advice": advice,
-        "budget": BudgetSpec(**vars(budget)).model_dump(),
+        "budget": asdict(budget),
         "startup_tokens": startup_tokens,
         "unit": unit,
         "messages": from_responses(context, request.output_format).items,

@@ -11,7 +11,7 @@ from typing import Annotated, Any, get_args
 
 from cachetools import LRUCache
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import Row
+from sqlalchemy import URL, Row
 from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
@@ -117,7 +117,7 @@ _EMPTY = _Fold(0, None, {}, None, 0, 0, None, {}, ())
 # fold per session and only reads and folds the facts appended since. Keys carry the database
 # and the session's creation time, so two databases never share an entry. Bounded to the 64
 # most recently read sessions: a fold holds the session's visible items.
-_folds: LRUCache[tuple[str, int, datetime], _Fold] = LRUCache(maxsize=64)
+_folds: LRUCache[tuple[URL, int, datetime], _Fold] = LRUCache(maxsize=64)
 _folds_lock = threading.Lock()
 
 
@@ -180,7 +180,7 @@ def project_active_history(
     own facts follow. Items that come from the parent carry no seq of the child's.
     """
     target = row.last_seq if up_to_seq is None else min(up_to_seq, row.last_seq)
-    key = (db.get_bind().engine.url.render_as_string(), row.id, row.created_at)
+    key = (db.get_bind().engine.url, row.id, row.created_at)
     with _folds_lock:
         cached = _folds.get(key)
     if cached is not None and cached.last_seq <= target:

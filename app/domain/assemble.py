@@ -90,6 +90,7 @@ RESTATED_SUFFIX = "#restated"
 SHINGLE_WORDS = 5
 
 _WORD = re.compile(r"\w+")
+_CALL_OR_OUTPUT = CALL_TYPES | OUTPUT_TYPES
 NO_FORMS: Mapping[str, str] = MappingProxyType({})
 
 
@@ -248,7 +249,7 @@ def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
         while end < len(items) and item_type(items[end]) == "reasoning":
             end += 1
         run_end = end
-        while run_end < len(items) and item_type(items[run_end]) in CALL_TYPES | OUTPUT_TYPES:
+        while run_end < len(items) and item_type(items[run_end]) in _CALL_OR_OUTPUT:
             run_end += 1
         if run_end > end:
             groups.append(range(start, run_end))
