@@ -159,10 +159,10 @@ class Contribution:
     candidates: tuple[Candidate, ...]
 
 
-@dataclass(frozen=True)
-class HistoryEntry:
+class HistoryEntry(NamedTuple):
     """One turn of the session's history; `tokens` is its visible text's count when the caller
-    has it already (else the core counts it)."""
+    has it already (else the core counts it). A named tuple, like `Candidate`: built per turn,
+    per call."""
 
     id: str
     item: Item
