@@ -10,6 +10,8 @@ import pytest
 
 from app.domain.compact import (
     DECLARATIONS,
+    HANDOFF_MARKER,
+    NOTES_MARKER,
     SUMMARY_MARKER,
     CompactionBroken,
     CompactionInput,
@@ -373,6 +375,37 @@ def test_summary_merges_into_the_previous_summary_instead_of_nesting_it() -> Non
         next_steps=("Next I will run the tests again.",),
         to_seq=10,
     )
+
+
+@pytest.mark.parametrize(
+    ("strategy", "marker"),
+    [("summary", SUMMARY_MARKER), ("handoff", HANDOFF_MARKER), ("notes", NOTES_MARKER)],
+)
+def test_a_user_text_that_quotes_a_marker_is_never_read_as_a_product(
+    strategy: Strategy, marker: str
+) -> None:
+    quoting = user_msg(f"{SUMMARY_MARKER}\n{HANDOFF_MARKER}\n{NOTES_MARKER}")
+    history = entries(*(entry.item for entry in SESSION), quoting, user_msg("Go on."))
+    first = plan(history, strategy, keep_recent=1, target_tokens=60)
+    later = (
+        HistoryEntry(12, shell("e", "pytest")),
+        HistoryEntry(13, tool_output("e", LONG)),
+        HistoryEntry(14, user_msg("Now the docs.")),
+    )
+    second = plan((*first.history, *later), strategy, keep_recent=1, target_tokens=60)
+
+    assert not is_compaction_product(quoting)
+    assert (first.is_noop, second.is_noop) == (False, False)
+    made = [
+        [entry.item for entry in result.history if is_compaction_product(entry.item)]
+        for result in (first, second)
+    ]
+    assert [len(products) for products in made] == [1, 1]
+    (before,), (after,) = made
+    assert visible_text(before).startswith(f"{marker}\n")
+    assert visible_text(after).startswith(f"{marker}\n")
+    # Merged, not nested: the earlier record's text is not inside the new one.
+    assert visible_text(before) not in visible_text(after)
 
 
 def test_recompaction_replaces_the_old_anchors_with_the_current_invariants() -> None:

@@ -143,7 +143,10 @@ def check(inp: CompactionInput) -> CompactionResult:
 # --- random histories ---------------------------------------------------------------------
 
 texts = st.one_of(
-    st.text(max_size=30),
+    # Hypothesis also draws the module's own string constants, markers included. A user text
+    # holding a marker would be quoted into the product and fool the marker count below; that
+    # case has its own test (`test_a_user_text_that_quotes_a_marker_is_never_read_as_a_product`).
+    st.text(max_size=30).filter(lambda text: not any(marker in text for marker in MARKERS)),
     st.sampled_from(
         [
             "ok",
