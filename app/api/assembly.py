@@ -426,7 +426,6 @@ def assemble(
         db, tenant_id=tenant_id, request=body, request_text=request_text, settings=settings
     )
     row_id = assembled.slot.row_id
-    derive = _assembly_id_deriver(tenant_id)
     if row_id is None:
         response = _store_now(db, assembled, tenant_id=tenant_id)
         db.commit()
@@ -434,6 +433,7 @@ def assemble(
     else:
         # Writing a half-megabyte request is most of a call's work; the caller need not wait.
         db.commit()
+        derive = _assembly_id_deriver(tenant_id)
         response = {"assembly_id": derive(row_id), **assembled.response}
         store_later = functools.partial(
             _store_after_answer,

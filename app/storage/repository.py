@@ -347,7 +347,7 @@ def reserve_assembly(
     """The lineage's latest fingerprints and, on PostgreSQL, the next row id: one statement."""
     lineage = {"tenant_id": tenant_id, "session_key": session_pk or 0, "unit_key": unit or ""}
     # On the session's connection, not through the ORM: it loads no entity, and the ORM's
-    # statement handling cost a quarter of this lookup.
+    # statement handling cost a fifth of this lookup (0.29 vs 0.23 ms).
     connection = db.connection()
     if ids_reserved_up_front(db):
         row_id, found = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
