@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import ActiveHistory, load_active_history
+from app.api.history import ActiveHistory, load_active_history, load_session_and_history
 from app.api.isolation import append_conclusion
 from app.api.json_body import JsonRoute
 from app.api.models import (
@@ -161,8 +161,9 @@ def compact(
     loaded: ActiveHistory | None = None
     hooks_config = SessionHooks()
     if body.session_id is not None:
-        loaded = load_active_history(db, tenant_id=tenant_id, session_id=body.session_id)
-        session = loaded.session
+        session, loaded = load_session_and_history(
+            db, tenant_id=tenant_id, session_id=body.session_id
+        )
         hooks_config = SessionHooks.model_validate(session.attributes.get("hooks", {}))
         encoding = body.encoding or loaded.encoding
         count_tokens = token_counter(encoding)
@@ -342,8 +343,7 @@ def end_session(
     session_id: str, body: EndSessionRequest, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> EndSessionResponse:
     """Writes a final handoff of the session and fires its `session_end` hook."""
-    loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
-    session = loaded.session
+    session, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=session_id)
     hooks_config = SessionHooks.model_validate(session.attributes.get("hooks", {}))
     count_tokens = token_counter(loaded.encoding)
     normalized = normalize_history(

@@ -74,8 +74,6 @@ class ActiveHistory:
     compaction_id: str | None
     phases: list[str | None]
     unit: str | None
-    session: SessionRow
-    """The session row it was read from (locked when `lock=True` was asked for)."""
 
 
 def load_active_history(
@@ -87,8 +85,23 @@ def load_active_history(
     lock: bool = False,
 ) -> ActiveHistory:
     """The tenant's session's active history, optionally as it was at `up_to_seq`."""
+    _, history = load_session_and_history(
+        db, tenant_id=tenant_id, session_id=session_id, up_to_seq=up_to_seq, lock=lock
+    )
+    return history
+
+
+def load_session_and_history(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    up_to_seq: int | None = None,
+    lock: bool = False,
+) -> tuple[SessionRow, ActiveHistory]:
+    """The tenant's session row (locked when `lock` is set) and its active history."""
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=lock)
-    return project_active_history(db, row, up_to_seq=up_to_seq)
+    return row, project_active_history(db, row, up_to_seq=up_to_seq)
 
 
 Visible = tuple[int | None, Item, dict[str, Any], str | None]
@@ -171,7 +184,7 @@ def _fold(start: _Fold, facts: Sequence[Row[Any]], *, last_seq: int) -> _Fold:
 
 
 def project_active_history(
-    db: Session, row: SessionRow, *, up_to_seq: int | None = None
+    db: Session, row: SessionRow | repository.SessionSnapshot, *, up_to_seq: int | None = None
 ) -> ActiveHistory:
     """Fold a session's facts into its active history, reusing this process's newest fold.
 
@@ -232,7 +245,6 @@ def project_active_history(
         compaction_id=fold.compaction_id,
         phases=[phase for _, _, _, phase in visible],
         unit=row.unit,
-        session=row,
     )
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import load_active_history
+from app.api.history import load_session_and_history
 from app.api.json_body import JsonRoute
 from app.api.models import (
     MAX_SEQ,
@@ -105,8 +105,7 @@ def create_session(
 
 @router.get("/{session_id}", response_model=SessionDetailResponse)
 def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
-    loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
-    row = loaded.session
+    row, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=session_id)
     goal = loaded.goal
     count_tokens = token_counter(row.encoding)
     active = normalize_history(

@@ -12,7 +12,7 @@ from fastapi import APIRouter
 
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import load_active_history
+from app.api.history import load_session_and_history
 from app.api.json_body import JsonRoute
 from app.api.models import GoalRequest, GoalResponse, WorldStateRequest, WorldStateResponse
 from app.domain.errors import InvalidInput
@@ -35,9 +35,10 @@ def put_goal(session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db) ->
         raise InvalidInput(
             "the goal is empty", details=[{"loc": ["body", "text"], "msg": "blank goal"}]
         )
-    history = load_active_history(db, tenant_id=tenant_id, session_id=session_id, lock=True)
+    session, history = load_session_and_history(
+        db, tenant_id=tenant_id, session_id=session_id, lock=True
+    )
     version = (history.goal.version if history.goal else 0) + 1
-    session = history.session
     fact = {"type": GOAL_FACT, "version": version, "text": body.text}
     result = repository.append_facts(
         db,
@@ -64,7 +65,9 @@ def put_world_state(
     session_id: str, body: WorldStateRequest, tenant_id: TenantId, db: Db
 ) -> WorldStateResponse:
     sections = validate_sections(body.sections)
-    history = load_active_history(db, tenant_id=tenant_id, session_id=session_id, lock=True)
+    session, history = load_session_and_history(
+        db, tenant_id=tenant_id, session_id=session_id, lock=True
+    )
     previous = history.world_state
     version = previous.version + 1
     update = diff_world_state(
@@ -74,7 +77,6 @@ def put_world_state(
         active_history=history.items,
         version=version,
     )
-    session = history.session
     count_tokens = token_counter(session.encoding)
     record = (
         {"type": WORLD_STATE_FACT, "version": version, "patch": update.patch}
