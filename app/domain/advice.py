@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -44,7 +45,27 @@ BEHAVIOUR_PRESSURE = 0.5
 SMALL_OUTPUT_SHARE = 0.3
 
 _VOLATILE = re.compile(r"0x[0-9a-fA-F]+|\d+")
-_NOT_WORD = re.compile(r"[^\w]+")
+_WORD = re.compile(r"\w+")
+
+
+_MEMO_MAX_CHARS = 16_384
+
+
+def _question_key(text: str) -> str:
+    """A user text's words, case-folded, one space apart: two askings of one question match.
+
+    Memoised for texts up to `_MEMO_MAX_CHARS` (so the memo stays a few megabytes): every call
+    re-reads the session's same user texts, and this word scan cost more than the rest of the
+    advice.
+    """
+    return _memo_question_key(text) if len(text) <= _MEMO_MAX_CHARS else _words(text)
+
+
+def _words(text: str) -> str:
+    return " ".join(_WORD.findall(text.casefold()))
+
+
+_memo_question_key = functools.lru_cache(maxsize=1024)(_words)
 
 
 @dataclass(frozen=True)
@@ -121,7 +142,7 @@ def advise(
     )
 
     asked = Counter(
-        " ".join(_NOT_WORD.sub(" ", visible_text(item).casefold()).split())
+        _question_key(visible_text(item))
         for item in history
         if item_type(item) == "message"
         and item.get("role") == "user"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
-from app.domain.advice import Advice, AdviceSignal, advise
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.domain.advice import Advice, AdviceSignal, _question_key, advise
 from app.domain.items import Item
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 
@@ -135,3 +139,27 @@ def test_advice_serializes_to_the_api_shape() -> None:
         "turns_until_full": None,
         "recommended_strategy": None,
     }
+
+
+def _reference_question_key(text: str) -> str:
+    """The question key as first written: non-word runs to spaces, then whitespace collapsed."""
+    return " ".join(re.sub(r"[^\w]+", " ", text.casefold()).split())
+
+
+_QUESTION_PIECES = ["Where", "CONFIG", "ǅ", "ß", "İ", "_", "7", "?", " ", "\t", "\x1c", "\u2028"]
+
+
+@settings(max_examples=300)
+@given(
+    pieces=st.lists(st.sampled_from(_QUESTION_PIECES) | st.text(max_size=4), max_size=15),
+    repeat=st.integers(min_value=1, max_value=400),
+)
+def test_question_keys_are_the_case_folded_words_memoised_or_not(
+    pieces: list[str], repeat: int
+) -> None:
+    # `repeat` takes some texts past the memo's size bound.
+    long_text = "".join(pieces) * repeat
+    expected = _reference_question_key(long_text)
+
+    assert _question_key(long_text) == expected
+    assert _question_key(long_text) == expected  # a memo hit gives the same key
