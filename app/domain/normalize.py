@@ -253,7 +253,11 @@ def normalize_history(
             excluded.append(ExcludedItem(index=index, type=kind, reason="not_an_object"))
             continue
         kind = item_type(item)
-        harness_authored = _metadata_at(item_metadata, index).get("harness_authored") is True
+        # Only a configuration update asks who wrote it.
+        harness_authored = (
+            kind == "configuration_update"
+            and _metadata_at(item_metadata, index).get("harness_authored") is True
+        )
         reason: ExclusionReason | None = admission_reason(item, harness_authored=harness_authored)
         if (
             reason is None
@@ -370,6 +374,8 @@ def normalize_history(
     }
     stripped: list[StrippedMedia] = []
     truncated: list[TruncatedOutput] = []
+    policy_mode: TruncationMode = truncation.mode
+    policy_budget = truncation.budget
     normalized: list[Item] = []
     for output_index, (source, item) in enumerate(entries):
         kind = item_type(item)
@@ -397,8 +403,7 @@ def normalize_history(
             stripped.append(StrippedMedia(index=output_index, kind="image"))
         if kind in OUTPUT_TYPES and isinstance(output := new_item.get("output"), str | list):
             limit = _metadata_at(item_metadata, source).get("truncation_token_limit")
-            mode: TruncationMode = truncation.mode
-            budget = truncation.budget
+            mode, budget = policy_mode, policy_budget
             if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
                 # A per-item limit already includes the serialization margin.
                 mode, budget = "tokens", limit
