@@ -3,15 +3,17 @@ history (`GET /sessions/{id}/history`). Both write nothing."""
 
 from __future__ import annotations
 
+import functools
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, NamedTuple, get_args
 
 from cachetools import LRUCache
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import URL, Row
+from sqlalchemy import Engine, Row
 from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
@@ -64,15 +66,15 @@ class ActiveHistory:
     last_seq: int
     encoding: str
     context_window: int
-    items: list[Item]
-    metadata: list[dict[str, Any]]
-    seqs: list[int | None]
+    items: Sequence[Item]
+    metadata: Sequence[dict[str, Any]]
+    seqs: Sequence[int | None]
     """The fact each item is, verbatim; None for items a compaction wrote."""
     goal: Goal | None
     world_state: WorldState
     compactions: int
     compaction_id: str | None
-    phases: list[str | None]
+    phases: Sequence[str | None]
     unit: str | None
 
 
@@ -123,14 +125,33 @@ class _Fold:
     by_seq: dict[int, Visible]
     visible: tuple[Visible, ...]
 
+    @functools.cached_property
+    def columns(self) -> _Columns:
+        """`visible` as columns, built once per fold (every session-mode call reads them)."""
+        return _Columns(
+            seqs=tuple(seq for seq, _, _, _ in self.visible),
+            items=tuple(item for _, item, _, _ in self.visible),
+            metadata=tuple(metadata for _, _, metadata, _ in self.visible),
+            phases=tuple(phase for _, _, _, phase in self.visible),
+        )
+
+
+class _Columns(NamedTuple):
+    seqs: tuple[int | None, ...]
+    items: tuple[Item, ...]
+    metadata: tuple[dict[str, Any], ...]
+    phases: tuple[str | None, ...]
+
 
 _EMPTY = _Fold(0, None, {}, None, 0, 0, None, {}, ())
 
 # The log is append-only, so a fold up to seq n never changes: each process keeps the newest
-# fold per session and only reads and folds the facts appended since. Keys carry the database
-# and the session's creation time, so two databases never share an entry. Bounded to the 64
-# most recently read sessions: a fold holds the session's visible items.
-_folds: LRUCache[tuple[URL, int, datetime], _Fold] = LRUCache(maxsize=64)
+# fold per session and only reads and folds the facts appended since. Keys carry the engine
+# and the session's creation time, so two databases never share an entry. The engine is held
+# by a weak reference: it hashes by identity (hashing its URL cost more than the lookup), it
+# keeps no engine and its pool alive, and once dead it equals no other engine's reference.
+# Bounded to the 64 most recently read sessions: a fold holds the session's visible items.
+_folds: LRUCache[tuple[weakref.ref[Engine], int, datetime], _Fold] = LRUCache(maxsize=64)
 _folds_lock = threading.Lock()
 
 
@@ -193,7 +214,7 @@ def project_active_history(
     own facts follow. Items that come from the parent carry no seq of the child's.
     """
     target = row.last_seq if up_to_seq is None else min(up_to_seq, row.last_seq)
-    key = (db.get_bind().engine.url, row.id, row.created_at)
+    key = (weakref.ref(db.get_bind().engine), row.id, row.created_at)
     with _folds_lock:
         cached = _folds.get(key)
     if cached is not None and cached.last_seq <= target:
@@ -225,25 +246,25 @@ def project_active_history(
             db, session_id=row.id, after_seq=start.last_seq, up_to_seq=target
         )
         fold = _fold(start, facts, last_seq=target)
-    if up_to_seq is None:
+    if up_to_seq is None and fold is not cached:
         with _folds_lock:
             _folds[key] = fold
-    visible = fold.visible
+    columns = fold.columns
     return ActiveHistory(
         session_pk=row.id,
         last_seq=target,
         encoding=row.encoding,
         context_window=row.context_window,
-        items=[item for _, item, _, _ in visible],
-        metadata=[metadata for _, _, metadata, _ in visible],
-        seqs=[seq for seq, _, _, _ in visible],
+        items=columns.items,
+        metadata=columns.metadata,
+        seqs=columns.seqs,
         goal=fold.goal,
         world_state=WorldState(
             version=fold.world_version, sections=fold.sections, baseline=fold.baseline
         ),
         compactions=fold.compactions,
         compaction_id=fold.compaction_id,
-        phases=[phase for _, _, _, phase in visible],
+        phases=columns.phases,
         unit=row.unit,
     )
 
