@@ -4,9 +4,10 @@ For 50, 500 and 5,000 candidates (≈400 tokens each, counts given, as a runtime
 counts sends them) the benchmark posts the same request repeatedly to a real server on
 PostgreSQL, stateless and in session mode, and reads the server time from `Server-Timing`.
 The floor is what any JSON endpoint pays for this exchange: parsing that request body and
-serializing a response of the same size, timed in rounds of ten that alternate with rounds of
-requests. Prints p50/p99 and ratios, and the mean time of the plan writes the server does after
-answering (its own metric), since that work is not in the server time the caller waits for.
+serializing a response of the same size, timed in rounds of ten just before each round of ten
+requests, the two modes taking turns. Prints p50/p99, the floor, the median of the rounds'
+ratios, and the mean time of the plan writes the server does after answering (its own metric),
+since that work is not in the server time the caller waits for.
 Run: `make bench` (or `.venv/bin/python -m bench.assemble`).
 """
 
@@ -16,6 +17,7 @@ import json
 import re
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -31,8 +33,10 @@ from bench.common import (
 )
 
 SIZES = (50, 500, 5000)
-REQUESTS = 100
+MODES = ("stateless", "session")
 ROUND = 10
+ROUNDS = {50: 20, 500: 20, 5000: 5}
+"""Rounds of `ROUND` requests per row: 200 requests, 50 at 5,000 candidates."""
 CHUNK_CHARS = 1600
 
 
@@ -80,10 +84,23 @@ def floor_once(body: bytes, answer: Any) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def measure(client: httpx.Client, body: bytes) -> tuple[list[float], list[float]]:
-    """Server times and floors, in alternating rounds of `ROUND` each, so that both are measured
-    under the same machine conditions (a shared VM's speed drifts by tens of percent within a
-    minute), and the floor still runs back to back, with warm caches, as in a tight loop."""
+@dataclass(frozen=True)
+class Row:
+    """One size and mode: every server time and floor, and each round's ratio."""
+
+    server: list[float]
+    floor: list[float]
+    round_ratios: list[float]
+
+
+def measure(client: httpx.Client, body: bytes, rounds: int) -> Row:
+    """Rounds of ten floors, then ten requests.
+
+    A shared VM's speed drifts by tens of percent within a minute, so each round's server
+    times are set against the floors timed just before them, under the same conditions; the
+    ratio reported is the median of the rounds' ratios. The floor still runs back to back, with
+    warm caches, as in a tight loop.
+    """
 
     def post() -> httpx.Response:
         response = client.post(
@@ -93,17 +110,19 @@ def measure(client: httpx.Client, body: bytes) -> tuple[list[float], list[float]
         return response
 
     answer = post().json()
-    server: list[float] = []
-    floor: list[float] = []
-    for _ in range(REQUESTS // ROUND):
-        floor += [floor_once(body, answer) for _ in range(ROUND)]
-        server += [server_ms(post()) for _ in range(ROUND)]
-    return server, floor
+    row = Row(server=[], floor=[], round_ratios=[])
+    for _ in range(rounds):
+        floor = [floor_once(body, answer) for _ in range(ROUND)]
+        server = [server_ms(post()) for _ in range(ROUND)]
+        row.server.extend(server)
+        row.floor.extend(floor)
+        row.round_ratios.append(statistics.median(server) / statistics.median(floor))
+    return row
 
 
 def main() -> None:
-    rows = []
     trajectory = next(iter(load_trajectories().values()))
+    results: list[tuple[int, int, str, Row, float]] = []
     with bench_database("contextd_bench_assemble") as url, running_server(url) as base:
         client = httpx.Client(base_url=base, timeout=120)
         client.post("/sessions", json={"session_id": "bench"}).raise_for_status()
@@ -111,27 +130,27 @@ def main() -> None:
         for size in SIZES:
             candidates = build_candidates(size)
             total = sum(c["tokens"] for c in candidates)
-            for mode in ("stateless", "session"):
+            for mode in MODES:
                 request: dict[str, Any] = {
                     "sources": [{"source": "retrieval", "items": candidates}]
                 }
                 if mode == "session":
                     request["session_id"] = "bench"
-                body = json.dumps(request).encode()
                 stored_before = plan_store_seconds(client)
-                timings, floors = measure(client, body)
+                row = measure(client, json.dumps(request).encode(), ROUNDS[size])
                 stored_after = plan_store_seconds(client)
                 writes = stored_after[1] - stored_before[1]
                 store = 1000 * (stored_after[0] - stored_before[0]) / writes if writes else 0.0
-                floor = statistics.median(floors)
-                p50, p99 = statistics.median(timings), percentile(timings, 0.99)
-                rows.append((size, total, mode, p50, p99, floor, store))
+                results.append((size, total, mode, row, store))
         client.close()
-    header = ("cands", "tokens", "mode", "p50 ms", "p99 ms", "floor ms", "p50/floor", "store ms")
-    print("{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>9} {:>9}".format(*header))
-    for size, total, mode, p50, p99, floor, store in rows:
-        figures = f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {p50 / floor:>9.2f} {store:>9.2f}"
-        print(f"{size:>6} {total:>8} {mode:<9} {figures}")
+    header = ("cands", "tokens", "mode", "p50 ms", "p99 ms", "floor ms", "ratio", "store ms")
+    print("{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>6} {:>9}".format(*header))
+    for size, total, mode, row, store in results:
+        p50, p99 = statistics.median(row.server), percentile(row.server, 0.99)
+        floor, ratio = statistics.median(row.floor), statistics.median(row.round_ratios)
+        figures = f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
+        print(f"{size:>6} {total:>8} {mode:<9} {figures} {p50 / floor:6.2f}")
+    print("ratio: the median over rounds of (the round's p50 server time / its p50 floor)")
 
 
 if __name__ == "__main__":
