@@ -206,14 +206,21 @@ def run_assembly(
         )
         normalized_history = normalized.items
         # Counted once here for both the selection and the advice.
-        history_sizes = [count_history(visible_text(item)) for item in normalized_history]
+        history_sizes = (
+            loaded.token_counts(normalized_history, count_history)
+            if encoding == loaded.encoding
+            else [count_history(visible_text(item)) for item in normalized_history]
+        )
+        turns = [
+            (item, size)
+            for item, size in zip(normalized_history, history_sizes, strict=True)
+            if not is_state_fragment(item)
+        ]
         history = tuple(
-            HistoryEntry(id=f"history:{ordinal}", item=item, tokens=size)
-            for ordinal, (item, size) in enumerate(
-                (item, size)
-                for item, size in zip(normalized_history, history_sizes, strict=True)
-                if not is_state_fragment(item)
-            )
+            [
+                HistoryEntry(f"history:{ordinal}", item, size)
+                for ordinal, (item, size) in enumerate(turns)
+            ]
         )
         session_sources = _session_state_sources(loaded)
     if request.manifest is not None:

@@ -39,7 +39,7 @@ from app.domain.compact import (
 from app.domain.errors import Conflict, InvalidInput, SequenceConflict
 from app.domain.formats import from_responses, to_responses
 from app.domain.ids import derive_id
-from app.domain.items import COMPACTION_FACT, OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.items import COMPACTION_FACT, OUTPUT_TYPES, Item, item_type
 from app.domain.normalize import normalize_history
 from app.domain.world_state import render_goal, render_section, section_layer
 from app.hooks import HookResult, SummarizerUnavailable, call_hook, summarize_with_llm
@@ -319,8 +319,7 @@ def session_advice(
     """Compaction advice for an active history and its normalized items (also folded into
     session-mode `/assemble`); `sizes` are the items' token counts when the caller has them."""
     if sizes is None:
-        count_tokens = token_counter(loaded.encoding)
-        sizes = [count_tokens(visible_text(item)) for item in normalized]
+        sizes = loaded.token_counts(normalized, token_counter(loaded.encoding))
     # A turn runs from one user message to the next: its tokens measure the growth rate.
     turns: list[int] = []
     for item, size in zip(normalized, sizes, strict=True):

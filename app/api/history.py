@@ -29,7 +29,7 @@ from app.api.responses import json_response
 from app.domain import items as items_module
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses, to_responses
-from app.domain.items import Format, Item, visible_text
+from app.domain.items import CountTokens, Format, Item, visible_text
 from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_history
 from app.domain.world_state import apply_patch, is_state_fragment
 from app.metrics import NORMALIZE_REPAIRS
@@ -75,7 +75,30 @@ class ActiveHistory:
     compactions: int
     compaction_id: str | None
     phases: Sequence[str | None]
+    stored_tokens: Sequence[int | None]
+    """Each item's token count in the session's encoding as stored when it was appended
+    (`count(visible_text(item))`, see `facts.tokens`); None for items a compaction wrote or a
+    fork inherited."""
     unit: str | None
+
+    def token_counts(self, items: Sequence[Item], count_tokens: CountTokens) -> list[int]:
+        """`count_tokens(visible_text(item))` for each of `items`, in the session's encoding:
+        the stored count where an item is one of this history's own, unchanged (normalization
+        returns untouched items as the same objects), else counted now.
+
+        Identity is safe here: this history holds its items alive, so no other object shares
+        an id with one of them.
+        """
+        stored = {
+            id(item): tokens
+            for item, tokens in zip(self.items, self.stored_tokens, strict=True)
+            if tokens is not None
+        }
+        counts = [stored.get(id(item)) for item in items]
+        return [
+            count_tokens(visible_text(item)) if known is None else known
+            for item, known in zip(items, counts, strict=True)
+        ]
 
 
 def load_active_history(
@@ -106,9 +129,9 @@ def load_session_and_history(
     return row, project_active_history(db, row, up_to_seq=up_to_seq)
 
 
-Visible = tuple[int | None, Item, dict[str, Any], str | None]
+Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 """One model-visible entry: the fact's seq (None if a compaction wrote it), the item, its
-append metadata and its phase."""
+append metadata, its phase and its stored token count (None where there is none)."""
 
 
 @dataclass(frozen=True)
@@ -129,10 +152,11 @@ class _Fold:
     def columns(self) -> _Columns:
         """`visible` as columns, built once per fold (every session-mode call reads them)."""
         return _Columns(
-            seqs=tuple(seq for seq, _, _, _ in self.visible),
-            items=tuple(item for _, item, _, _ in self.visible),
-            metadata=tuple(metadata for _, _, metadata, _ in self.visible),
-            phases=tuple(phase for _, _, _, phase in self.visible),
+            seqs=tuple(entry[0] for entry in self.visible),
+            items=tuple(entry[1] for entry in self.visible),
+            metadata=tuple(entry[2] for entry in self.visible),
+            phases=tuple(entry[3] for entry in self.visible),
+            tokens=tuple(entry[4] for entry in self.visible),
         )
 
 
@@ -141,6 +165,7 @@ class _Columns(NamedTuple):
     items: tuple[Item, ...]
     metadata: tuple[dict[str, Any], ...]
     phases: tuple[str | None, ...]
+    tokens: tuple[int | None, ...]
 
 
 _EMPTY = _Fold(0, None, {}, None, 0, 0, None, {}, ())
@@ -182,13 +207,15 @@ def _fold(start: _Fold, facts: Sequence[Row[Any]], *, last_seq: int) -> _Fold:
                 compaction_id = fact.item.get("compaction_id")
                 baseline = None
                 visible = [
-                    by_seq[entry["seq"]] if "seq" in entry else (None, entry["item"], {}, None)
+                    by_seq[entry["seq"]]
+                    if "seq" in entry
+                    else (None, entry["item"], {}, None, None)
                     for entry in fact.item.get("history", [])
                 ]
             case internal if internal.startswith(items_module.INTERNAL_TYPE_PREFIX):
                 pass  # links to child sessions and other bookkeeping: never model-visible
             case _:
-                entry = (fact.seq, fact.item, fact.provenance, fact.phase)
+                entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
                 by_seq[fact.seq] = entry
                 visible.append(entry)
     return _Fold(
@@ -230,7 +257,7 @@ def project_active_history(
             sections={k: v for k, v in parent.world_state.sections.items() if row.inherit.get(k)},
             world_version=parent.world_state.version,
             visible=tuple(
-                (None, item, metadata, phase)
+                (None, item, metadata, phase, None)
                 for item, metadata, phase in zip(
                     parent.items, parent.metadata, parent.phases, strict=True
                 )
@@ -265,6 +292,7 @@ def project_active_history(
         compactions=fold.compactions,
         compaction_id=fold.compaction_id,
         phases=columns.phases,
+        stored_tokens=columns.tokens,
         unit=row.unit,
     )
 

@@ -433,3 +433,30 @@ def test_token_estimates_are_checked_in_the_session_encoding(
     after = observed()
     # One estimate checked, and it was exact in the session's encoding.
     assert (after[0] - before[0], after[1] - before[1]) == (1.0, 0.0)
+
+
+def test_session_history_tokens_are_the_counts_of_what_the_model_sees(
+    client: TestClient, session_id: str
+) -> None:
+    from app.domain.items import visible_text
+    from app.tokens import token_counter
+
+    client.post("/sessions", json={"session_id": session_id})
+    text = "Привет, как дела? Это проверка токенизатора для разных кодировок."
+    # The long output is cut by normalization: its count is of the cut text, not the stored one.
+    items = [user_msg(text), tool_call("c1", "sh"), tool_output("c1", "word " * 20_000)]
+    client.post(f"/sessions/{session_id}/items", json={"items": items})
+    client.post(f"/sessions/{session_id}/items", json={"items": [assistant_msg(text)]})
+
+    for encoding in ("o200k_base", "cl100k_base"):
+        result = _assemble(client, session_id=session_id, encoding=encoding)
+        count = token_counter(encoding)
+        history = [i for i in result["items"] if i["layer"] == "recent"]
+        assert [i["item"]["type"] for i in history] == [
+            "message",
+            "function_call",
+            "function_call_output",
+            "message",
+        ]
+        assert history[2]["item"] != items[2]  # truncated
+        assert [i["tokens"] for i in history] == [count(visible_text(i["item"])) for i in history]
