@@ -220,9 +220,9 @@ class SourceSpec(StrictModel):
                 raise ValueError(
                     f"candidate {candidate['id']!r}: give exactly one of `content` and `item`"
                 )
-        counts = Counter(candidate["id"] for candidate in self.items)
-        repeated = sorted(i for i, n in counts.items() if n > 1)
-        if repeated:
+        if len({candidate["id"] for candidate in self.items}) < len(self.items):
+            counts = Counter(candidate["id"] for candidate in self.items)
+            repeated = sorted(i for i, n in counts.items() if n > 1)
             raise ValueError(f"duplicate candidate ids in one contribution: {repeated[:5]}")
         return self
 
