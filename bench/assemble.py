@@ -149,7 +149,7 @@ def main() -> None:
         p50, p99 = statistics.median(row.server), percentile(row.server, 0.99)
         floor, ratio = statistics.median(row.floor), statistics.median(row.round_ratios)
         figures = f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
-        print(f"{size:>6} {total:>8} {mode:<9} {figures} {p50 / floor:6.2f}")
+        print(f"{size:>6} {total:>8} {mode:<9} {figures}")
     print("ratio: the median over rounds of (the round's p50 server time / its p50 floor)")
 
 
