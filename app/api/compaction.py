@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import ActiveHistory, load_active_history, load_session_and_history
+from app.api.history import ActiveHistory, load_session_and_history
 from app.api.isolation import append_conclusion
 from app.api.json_body import JsonRoute
 from app.api.models import (
@@ -301,7 +301,7 @@ def _write_compaction(
 def compaction_advice(
     session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> AdviceResponse:
-    loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
+    _, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=session_id)
     normalized = normalize_history(
         loaded.items, count_tokens=token_counter(loaded.encoding), item_metadata=loaded.metadata
     ).items

@@ -101,21 +101,6 @@ class ActiveHistory:
         ]
 
 
-def load_active_history(
-    db: Session,
-    *,
-    tenant_id: int,
-    session_id: str,
-    up_to_seq: int | None = None,
-    lock: bool = False,
-) -> ActiveHistory:
-    """The tenant's session's active history, optionally as it was at `up_to_seq`."""
-    _, history = load_session_and_history(
-        db, tenant_id=tenant_id, session_id=session_id, up_to_seq=up_to_seq, lock=lock
-    )
-    return history
-
-
 def load_session_and_history(
     db: Session,
     *,
@@ -124,7 +109,8 @@ def load_session_and_history(
     up_to_seq: int | None = None,
     lock: bool = False,
 ) -> tuple[SessionRow, ActiveHistory]:
-    """The tenant's session row (locked when `lock` is set) and its active history."""
+    """The tenant's session row (locked when `lock` is set) and its active history, optionally
+    as it was at `up_to_seq`."""
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=lock)
     return row, project_active_history(db, row, up_to_seq=up_to_seq)
 
@@ -327,7 +313,7 @@ def normalize(
             details=[{"loc": ["body"], "msg": "exactly one of items, session_id is required"}],
         )
     if body.session_id is not None:
-        loaded = load_active_history(db, tenant_id=tenant_id, session_id=body.session_id)
+        _, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=body.session_id)
         items, metadata, encoding = loaded.items, loaded.metadata, loaded.encoding
     else:
         items, metadata = to_responses(body.items or [], body.format).items, []
@@ -359,7 +345,7 @@ def get_history(
             f"unknown input modalities: {', '.join(sorted(unknown))}",
             details=[{"loc": ["query", "input_modalities"], "msg": "unknown modality"}],
         )
-    loaded = load_active_history(db, tenant_id=tenant_id, session_id=session_id)
+    _, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=session_id)
     result = normalize_history(
         loaded.items,
         count_tokens=token_counter(loaded.encoding),

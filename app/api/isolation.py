@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import ActiveHistory, load_active_history
+from app.api.history import ActiveHistory, load_session_and_history
 from app.api.json_body import JsonRoute
 from app.api.models import (
     ChildSessionRequest,
@@ -81,9 +81,10 @@ def _append(
 def _create_child(
     db: Session, *, tenant_id: int, parent_id: str, body: ChildSessionRequest, kind: str
 ) -> ChildSessionResponse:
-    parent_history = load_active_history(db, tenant_id=tenant_id, session_id=parent_id, lock=True)
+    parent, parent_history = load_session_and_history(
+        db, tenant_id=tenant_id, session_id=parent_id, lock=True
+    )
     inherit = _checked_inheritance(parent_history, body.inherit)
-    parent = repository.get_session(db, tenant_id=tenant_id, external_id=parent_id)
     brief = client_items(body.items, body.format, field="items") if kind == "delegate" else []
     child, _ = repository.create_session(
         db,
