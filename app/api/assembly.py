@@ -211,7 +211,8 @@ def run_assembly(
             if encoding == loaded.encoding
             else [count_history(visible_text(item)) for item in normalized_history]
         )
-        turns = [
+        # World-state and goal fragments are re-rendered fresh below, never shown twice.
+        kept = [
             (item, size)
             for item, size in zip(normalized_history, history_sizes, strict=True)
             if not is_state_fragment(item)
@@ -219,7 +220,7 @@ def run_assembly(
         history = tuple(
             [
                 HistoryEntry(f"history:{ordinal}", item, size)
-                for ordinal, (item, size) in enumerate(turns)
+                for ordinal, (item, size) in enumerate(kept)
             ]
         )
         session_sources = _session_state_sources(loaded)
