@@ -197,20 +197,15 @@ def run_assembly(
         loaded_history = loaded
         encoding = request.encoding or loaded.encoding
         window = max(1, loaded.context_window - settings.output_reserve_tokens)
-        count_history = token_counter(encoding)
         normalized = normalize_history(
             loaded.items,
-            count_tokens=count_history,
+            count_tokens=token_counter(encoding),
             input_modalities=frozenset(request.input_modalities),
             item_metadata=loaded.metadata,
         )
         normalized_history = normalized.items
         # Counted once here for both the selection and the advice.
-        history_sizes = (
-            loaded.token_counts(normalized_history, count_history)
-            if encoding == loaded.encoding
-            else [count_history(visible_text(item)) for item in normalized_history]
-        )
+        history_sizes = loaded.token_counts(normalized_history, encoding)
         # World-state and goal fragments are re-rendered fresh below, never shown twice.
         kept = [
             (item, size)

@@ -319,7 +319,7 @@ def session_advice(
     """Compaction advice for an active history and its normalized items (also folded into
     session-mode `/assemble`); `sizes` are the items' token counts when the caller has them."""
     if sizes is None:
-        sizes = loaded.token_counts(normalized, token_counter(loaded.encoding))
+        sizes = loaded.token_counts(normalized, loaded.encoding)
     # A turn runs from one user message to the next: its tokens measure the growth rate.
     turns: list[int] = []
     for item, size in zip(normalized, sizes, strict=True):

@@ -29,7 +29,7 @@ from app.api.responses import json_response
 from app.domain import items as items_module
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses, to_responses
-from app.domain.items import CountTokens, Format, Item, visible_text
+from app.domain.items import Format, Item, visible_text
 from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_history
 from app.domain.world_state import apply_patch, is_state_fragment
 from app.metrics import NORMALIZE_REPAIRS
@@ -81,19 +81,24 @@ class ActiveHistory:
     fork inherited."""
     unit: str | None
 
-    def token_counts(self, items: Sequence[Item], count_tokens: CountTokens) -> list[int]:
-        """`count_tokens(visible_text(item))` for each of `items`, in the session's encoding:
-        the stored count where an item is one of this history's own, unchanged (normalization
-        returns untouched items as the same objects), else counted now.
+    def token_counts(self, items: Sequence[Item], encoding: str) -> list[int]:
+        """The token count of each of `items` (`count(visible_text(item))`) in `encoding`.
 
-        Identity is safe here: this history holds its items alive, so no other object shares
-        an id with one of them.
+        In the session's encoding an item that is one of this history's own, unchanged
+        (normalization returns untouched items as the same objects), takes its stored count;
+        any other item, or any item in another encoding, is counted now. Identity is safe here:
+        this history holds its items alive, so no other object shares an id with one of them.
         """
-        stored = {
-            id(item): tokens
-            for item, tokens in zip(self.items, self.stored_tokens, strict=True)
-            if tokens is not None
-        }
+        count_tokens = token_counter(encoding)
+        stored = (
+            {
+                id(item): tokens
+                for item, tokens in zip(self.items, self.stored_tokens, strict=True)
+                if tokens is not None
+            }
+            if encoding == self.encoding
+            else {}
+        )
         counts = [stored.get(id(item)) for item in items]
         return [
             count_tokens(visible_text(item)) if known is None else known
@@ -283,8 +288,7 @@ def project_active_history(
     )
 
 
-def _respond(result: NormalizeResult, *, output_format: Format, encoding: str) -> dict[str, Any]:
-    count_tokens = token_counter(encoding)
+def _respond(result: NormalizeResult, *, output_format: Format, tokens: int) -> dict[str, Any]:
     converted = from_responses(list(result.items), output_format)
     report = result.report.as_dict()
     for kind, entries in report.items():
@@ -292,7 +296,7 @@ def _respond(result: NormalizeResult, *, output_format: Format, encoding: str) -
             NORMALIZE_REPAIRS.labels(kind).inc(len(entries))
     return {
         "items": converted.items,
-        "tokens": sum(count_tokens(visible_text(item)) for item in result.items),
+        "tokens": tokens,
         "report": report,
         "untranslated": converted.untranslated,
     }
@@ -312,6 +316,7 @@ def normalize(
             "give either `items` or `session_id`, not both and not neither",
             details=[{"loc": ["body"], "msg": "exactly one of items, session_id is required"}],
         )
+    loaded: ActiveHistory | None = None
     if body.session_id is not None:
         _, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=body.session_id)
         items, metadata, encoding = loaded.items, loaded.metadata, loaded.encoding
@@ -327,7 +332,12 @@ def normalize(
         item_metadata=metadata,
     )
     output_format = body.output_format or body.format
-    return json_response(_respond(result, output_format=output_format, encoding=encoding))
+    if loaded is not None:
+        sizes = loaded.token_counts(result.items, encoding)
+    else:
+        count_tokens = token_counter(encoding)
+        sizes = [count_tokens(visible_text(item)) for item in result.items]
+    return json_response(_respond(result, output_format=output_format, tokens=sum(sizes)))
 
 
 @router.get("/sessions/{session_id}/history", response_model=HistoryResponse)
@@ -354,7 +364,11 @@ def get_history(
     )
     return json_response(
         {
-            **_respond(result, output_format=output_format, encoding=loaded.encoding),
+            **_respond(
+                result,
+                output_format=output_format,
+                tokens=sum(loaded.token_counts(result.items, loaded.encoding)),
+            ),
             "compaction_id": loaded.compaction_id,
         }
     )

@@ -111,7 +111,7 @@ def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailRe
     active = normalize_history(
         loaded.items, count_tokens=count_tokens, item_metadata=loaded.metadata
     )
-    active_tokens = sum(count_tokens(visible_text(item)) for item in active.items)
+    active_tokens = sum(loaded.token_counts(active.items, row.encoding))
     return SessionDetailResponse(
         **_session_response(row).model_dump(),
         item_count=row.last_seq,
