@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    ColumnExpressionArgument,
     Row,
+    ScalarSelect,
     bindparam,
     delete,
     exists,
@@ -164,10 +166,11 @@ def create_session(
     return row, True
 
 
-_SESSION_BY_EXTERNAL_ID = select(SessionRow).where(
+_IS_NAMED_SESSION = (
     SessionRow.tenant_id == bindparam("tenant_id"),
     SessionRow.external_id == bindparam("external_id"),
 )
+_SESSION_BY_EXTERNAL_ID = select(SessionRow).where(*_IS_NAMED_SESSION)
 _SESSION_BY_EXTERNAL_ID_LOCKED = _SESSION_BY_EXTERNAL_ID.with_for_update()
 
 
@@ -281,17 +284,29 @@ class AssemblySlot:
     previous_fingerprints: list[Any]
 
 
-# Built once: constructing these per call cost more than the round trip (≈0.4 ms).
-_LATEST_FINGERPRINTS = (
-    select(AssemblyRow.fingerprints)
-    .where(
-        AssemblyRow.tenant_id == bindparam("tenant_id"),
-        bindparam("session_key") == LINEAGE_SESSION,
-        bindparam("unit_key") == LINEAGE_UNIT,
+def _latest_fingerprints(
+    tenant: ColumnExpressionArgument[int],
+    session_key: ColumnExpressionArgument[int],
+    unit_key: ColumnExpressionArgument[str],
+) -> ScalarSelect[Any]:
+    """The fingerprints of a lineage's latest assembly: one backward step in its index."""
+    # The index expressions on the left: their `==` builds the SQL comparison for any operand.
+    return (
+        select(AssemblyRow.fingerprints)
+        .where(
+            AssemblyRow.tenant_id == tenant,
+            LINEAGE_SESSION == session_key,  # noqa: SIM300
+            LINEAGE_UNIT == unit_key,  # noqa: SIM300
+        )
+        .order_by(AssemblyRow.id.desc())
+        .limit(1)
+        .scalar_subquery()
     )
-    .order_by(AssemblyRow.id.desc())
-    .limit(1)
-    .scalar_subquery()
+
+
+# Built once: constructing these per call cost more than the round trip (≈0.4 ms).
+_LATEST_FINGERPRINTS = _latest_fingerprints(
+    bindparam("tenant_id"), bindparam("session_key"), bindparam("unit_key")
 )
 _NEXT_ASSEMBLY_ID = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
 _LINEAGE_ONLY = select(_LATEST_FINGERPRINTS)
@@ -317,24 +332,14 @@ class SessionSnapshot(NamedTuple):
 # The lineage lookup for a named session, correlated with its row, so that a session-mode
 # assembly reads its session and its lineage in one round trip. Its unit is the call's, else
 # the session's own (a child session's tokens are accounted under its unit).
-_SESSION_LINEAGE = (
-    select(AssemblyRow.fingerprints)
-    .where(
-        AssemblyRow.tenant_id == SessionRow.tenant_id,
-        SessionRow.id == LINEAGE_SESSION,
-        func.coalesce(bindparam("unit"), SessionRow.unit, literal_column("''")) == LINEAGE_UNIT,
-    )
-    .order_by(AssemblyRow.id.desc())
-    .limit(1)
-    .correlate(SessionRow)
-    .scalar_subquery()
-)
+_SESSION_LINEAGE = _latest_fingerprints(
+    SessionRow.tenant_id,
+    SessionRow.id,
+    func.coalesce(bindparam("unit"), SessionRow.unit, literal_column("''")),
+).correlate(SessionRow)
 _SESSION_AND_LINEAGE = select(
     *(getattr(SessionRow, column) for column in SessionSnapshot._fields), _SESSION_LINEAGE
-).where(
-    SessionRow.tenant_id == bindparam("tenant_id"),
-    SessionRow.external_id == bindparam("external_id"),
-)
+).where(*_IS_NAMED_SESSION)
 _SESSION_AND_LINEAGE_AND_NEXT_ID = _SESSION_AND_LINEAGE.add_columns(_NEXT_ASSEMBLY_ID)
 _SNAPSHOT_WIDTH = len(SessionSnapshot._fields)
 
