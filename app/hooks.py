@@ -13,6 +13,8 @@ import httpx
 
 from app.settings import Settings
 
+FailurePolicy = Literal["fail_open", "fail_closed"]
+"""What a hook's timeout or error means for the compaction it guards."""
 HookOutcome = Literal["accepted", "vetoed", "failed_open", "failed_closed", "not_configured"]
 
 

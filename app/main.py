@@ -31,8 +31,9 @@ reference counting; collecting every 700 cost ≈0.3 ms per request for no memor
 
 
 def _settle_heap() -> None:
-    """Freeze what startup loaded (encodings, schemas, mappers): a full collection then scans
-    only objects made since. It took `/assemble`'s p99 at 500 candidates from 79 to 14 ms."""
+    """Freeze what startup loaded (encodings, schemas, mappers), so that a full collection
+    scans only objects made since: collecting them again on every full collection is what
+    made `/assemble`'s tail latency (the README's performance section has the figures)."""
     gc.collect()
     gc.freeze()
     _, middle, oldest = gc.get_threshold()

@@ -7,8 +7,13 @@ caller-chosen names and are documented as low-cardinality by contract.
 from __future__ import annotations
 
 import threading
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import Counter, Histogram
+
+from app.domain.assemble import AssemblyPlan
+from app.domain.items import CountTokens
 
 HTTP_REQUESTS = Counter(
     "contextd_http_requests_total", "HTTP requests answered.", ["method", "route", "status"]
@@ -132,3 +137,90 @@ COMPACTION_TOKENS_SAVED = Counter(
 HOOK_CALLS = Counter(
     "contextd_hook_calls_total", "Lifecycle hook calls, by event and outcome.", ["event", "outcome"]
 )
+
+
+def record_assembly(
+    plan: AssemblyPlan,
+    *,
+    assembly_id: str,
+    reused_prefix_tokens: int,
+    startup_tokens: int,
+    unit: str | None,
+    phase: str | None,
+    given_tokens: Mapping[tuple[str, str], int],
+    count_tokens: CountTokens,
+) -> None:
+    """One assembly's cost on the three axes, its decisions and flags, and the error of the
+    caller's token estimates (`given_tokens[source, id]`) against exact counts."""
+    unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
+    reused_left = reused_prefix_tokens
+    # Summed per label set first: a label lookup costs more than the addition.
+    handed_out: Tally[tuple[str, str]] = Tally()
+    for item in plan.items:
+        # Items of the reused prefix come first: attribute their tokens to the cache axis.
+        reused_part = min(reused_left, item.tokens)
+        reused_left -= reused_part
+        handed_out[item.source_class, "reused_prefix"] += reused_part
+        handed_out[item.source_class, "new"] += item.tokens - reused_part
+    for (source_class, cache), tokens in sorted(handed_out.items()):
+        if tokens:
+            CONTEXT_TOKENS.labels(source_class, cache, unit_label, phase_label).inc(tokens)
+    decisions = Tally((entry["decision"], entry["reason"] or "none") for entry in plan.plan)
+    for (decision, reason), count in sorted(decisions.items()):
+        ASSEMBLY_DECISIONS.labels(decision, reason).inc(count)
+    for flag, raised in (("truncated", plan.truncated), ("over_budget", plan.over_budget)):
+        if raised:
+            ASSEMBLY_FLAGS.labels(flag).inc()
+    ASSEMBLY_SIZE.observe(plan.total_tokens, exemplar={"assembly_id": assembly_id})
+    ASSEMBLY_PREFIX_TOKENS.labels(unit_label).inc(startup_tokens)
+    # Only selected raw texts are compared: exact counts of the rest would cost more.
+    for item in plan.items:
+        estimate = given_tokens.get((item.source, item.id))
+        if estimate is not None and item.form == "raw" and item.content is not None:
+            exact = count_tokens(item.content)
+            if exact:
+                TOKEN_ESTIMATE_ERROR.observe(abs(estimate - exact) / exact)
+
+
+def record_provider_usage(
+    *,
+    input_tokens: int,
+    cached_tokens: int,
+    output_tokens: int,
+    unit: str | None,
+    phase: str | None,
+) -> None:
+    """Provider-reported usage, on the cache-status axis of the cost metrics."""
+    unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
+    PROVIDER_TOKENS.labels("cached", unit_label, phase_label).inc(cached_tokens)
+    PROVIDER_TOKENS.labels("uncached", unit_label, phase_label).inc(
+        max(0, input_tokens - cached_tokens)
+    )
+    PROVIDER_TOKENS.labels("output", unit_label, phase_label).inc(output_tokens)
+
+
+def record_append(
+    types: Iterable[str], *, tokens: int, unit: str | None, phase: str | None
+) -> None:
+    for kind in types:
+        APPENDED_ITEMS.labels(kind).inc()
+    APPENDED_TOKENS.labels(UNIT_LABEL(unit), PHASE_LABEL(phase)).inc(tokens)
+
+
+def record_repairs(report: Mapping[str, Sequence[object]]) -> None:
+    for kind, entries in report.items():
+        if entries:
+            NORMALIZE_REPAIRS.labels(kind).inc(len(entries))
+
+
+def record_compaction(
+    *, strategy: str, requested_strategy: str, fell_back: bool, tokens_saved: int
+) -> None:
+    COMPACTIONS.labels(strategy, "fallback" if fell_back else "requested").inc()
+    if fell_back:
+        COMPACTION_FALLBACKS.labels(requested_strategy).inc()
+    COMPACTION_TOKENS_SAVED.labels(strategy).inc(max(0, tokens_saved))
+
+
+def record_hook(event: str, outcome: str) -> None:
+    HOOK_CALLS.labels(event, outcome).inc()

@@ -15,13 +15,15 @@ import threading
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Literal, get_args
 
 import tiktoken
 from cachetools import LRUCache
 
 from app.domain.items import CountTokens
 
-ENCODINGS = ("o200k_base", "cl100k_base")
+Encoding = Literal["o200k_base", "cl100k_base"]
+ENCODINGS: tuple[Encoding, ...] = get_args(Encoding)
 BPE_CACHE_DIR = Path(tempfile.gettempdir()) / "contextd-tiktoken"
 _BPE_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 

@@ -1,23 +1,19 @@
 """`/compact`, compaction advice and session end: load, plan in the core, call hooks, store.
 
-A compaction is a projection: it appends one `contextd.compaction` fact whose `history` names
-kept facts by seq and carries the items it wrote (invariants, the product, cleared outputs).
-The raw log keeps every item.
+A compaction is a projection: it appends one `contextd.compaction` fact (see `app.domain.facts`)
+and the raw log keeps every item. The plan is made before any summarizer or hook is called, so
+a no-op, a dry run or a stateless call never reaches out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Response, status
-from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import ActiveHistory, load_session_and_history
-from app.api.isolation import append_conclusion
 from app.api.json_body import JsonRoute
 from app.api.models import (
     AdviceResponse,
@@ -27,95 +23,62 @@ from app.api.models import (
     EndSessionResponse,
     SessionHooks,
 )
-from app.domain.advice import advise
+from app.domain.advice import advise_session
 from app.domain.compact import (
+    PRODUCT_STRATEGIES,
     CompactionInput,
     CompactionParams,
     CompactionResult,
     HistoryEntry,
+    Strategy,
     plan_compaction,
     render_summarization_prompt,
 )
-from app.domain.errors import Conflict, InvalidInput, SequenceConflict
+from app.domain.errors import Conflict, InvalidInput
 from app.domain.formats import from_responses, to_responses
-from app.domain.ids import derive_id
-from app.domain.items import COMPACTION_FACT, OUTPUT_TYPES, Item, item_type
 from app.domain.normalize import normalize_history
-from app.domain.world_state import render_goal, render_section, section_layer
-from app.hooks import HookResult, SummarizerUnavailable, call_hook, summarize_with_llm
-from app.metrics import COMPACTION_FALLBACKS, COMPACTION_TOKENS_SAVED, COMPACTIONS, HOOK_CALLS
+from app.domain.world_state import invariant_items
+from app.hooks import SummarizerUnavailable, call_hook, summarize_with_llm
+from app.metrics import record_compaction, record_hook
 from app.settings import Settings
 from app.storage import repository
+from app.storage.history import LoadedHistory, load_history
 from app.tokens import token_counter
 
 router = APIRouter(route_class=JsonRoute, tags=["compaction"], responses=ERROR_RESPONSES)
 
 
-def _session_entries(
-    loaded: ActiveHistory, normalized: tuple[Item, ...]
-) -> tuple[HistoryEntry, ...]:
-    """Normalized items with the fact each one is. Unchanged items are the loaded objects
-    themselves; a truncated output is matched to its fact by call_id, but is not verbatim."""
-    by_identity = {id(item): seq for item, seq in zip(loaded.items, loaded.seqs, strict=True)}
-    outputs = {
-        (item_type(item), item.get("call_id")): seq
-        for item, seq in zip(loaded.items, loaded.seqs, strict=True)
-        if item_type(item) in OUTPUT_TYPES
-    }
-    entries = []
-    for item in normalized:
-        seq = by_identity.get(id(item))
-        if seq is not None:
-            entries.append(HistoryEntry(seq=seq, item=item, verbatim=True))
-        else:
-            matched = outputs.get((item_type(item), item.get("call_id")))
-            entries.append(HistoryEntry(seq=matched, item=item, verbatim=False))
-    return tuple(entries)
-
-
-def _invariants(loaded: ActiveHistory) -> tuple[Item, ...]:
-    """The current goal and governing sections, re-anchored at the top of a compacted history."""
-    goal = (
-        () if loaded.goal is None else (render_goal(loaded.goal.text, version=loaded.goal.version),)
+def _session_input(
+    loaded: LoadedHistory, *, strategy: Strategy, params: CompactionParams
+) -> CompactionInput:
+    active = loaded.active
+    return CompactionInput(
+        history=active.entries(loaded.items),
+        strategy=strategy,
+        params=params,
+        goal=active.goal.text if active.goal else None,
+        invariants=invariant_items(active.goal, active.world_state),
     )
-    state = loaded.world_state
-    sections = tuple(
-        render_section(section, value, version=state.version)
-        for section, value in sorted(state.sections.items())
-        if section_layer(section) == "prefix"
-    )
-    return goal + sections
 
 
-def _summary_text(
-    body: CompactRequest, inp: CompactionInput, *, settings: Settings
-) -> tuple[str | None, dict[str, Any]]:
-    """The narrative from the requested summarizer, and a report of which one was used."""
-    requested = body.params.summarizer
-    if requested == "client":
-        if body.summary is None:
-            if body.dry_run:
-                return None, {"requested": "client", "used": None}
-            raise InvalidInput(
-                "summarizer 'client' needs `summary.text` (a dry run returns the prompt to use)",
-                details=[{"loc": ["body", "summary"], "msg": "required for summarizer client"}],
-            )
-        return body.summary.text, {"requested": "client", "used": "client"}
-    if requested == "llm" and body.strategy in ("summary", "handoff", "notes") and not body.dry_run:
-        try:
-            text = summarize_with_llm(render_summarization_prompt(inp), settings=settings)
-        except SummarizerUnavailable as exc:
-            return None, {"requested": "llm", "used": "builtin", "error": str(exc)}
-        return text, {"requested": "llm", "used": "llm"}
-    return None, {"requested": requested, "used": "builtin"}
+def _with_llm_summary(
+    inp: CompactionInput, *, settings: Settings
+) -> tuple[CompactionInput, dict[str, Any]]:
+    """`inp` with the narrative of the `llm` summarizer, or as it is (builtin) when the
+    summarizer is unavailable; and the report of which one was used."""
+    try:
+        text = summarize_with_llm(render_summarization_prompt(inp), settings=settings)
+    except SummarizerUnavailable as exc:
+        return inp, {"requested": "llm", "used": "builtin", "error": str(exc)}
+    return replace(inp, summary_text=text), {"requested": "llm", "used": "llm"}
 
 
 def _respond(
     result: CompactionResult,
     *,
     body: CompactRequest,
-    compaction_id: str | None,
-    hooks: list[HookResult],
+    compaction_id: str | None = None,
+    hooks: tuple[dict[str, Any], ...] = (),
     summarizer: dict[str, Any],
     prompt: str | None,
 ) -> CompactResponse:
@@ -132,16 +95,12 @@ def _respond(
         working_set=[{"seq": seq, "reason": reason} for seq, reason in result.working_set],
         history=from_responses([e.item for e in result.history], output_format).items,
         loss_check={"missing": list(result.loss_missing), "fell_back": result.fell_back},
-        hooks=[hook.as_dict() for hook in hooks],
+        hooks=list(hooks),
         summarization_prompt=prompt,
         summarizer=summarizer,
         noop=result.is_noop,
         dry_run=body.dry_run,
     )
-
-
-def _stored_entry(entry: HistoryEntry) -> dict[str, Any]:
-    return {"seq": entry.seq} if entry.verbatim and entry.seq is not None else {"item": entry.item}
 
 
 @router.post(
@@ -158,59 +117,55 @@ def compact(
             "give either `session_id` or `items`, not both and not neither",
             details=[{"loc": ["body"], "msg": "exactly one of session_id, items is required"}],
         )
-    loaded: ActiveHistory | None = None
-    hooks_config = SessionHooks()
+    p = body.params
+    params = CompactionParams(
+        keep_recent=p.keep_recent,
+        clear_at_least_tokens=p.clear_at_least_tokens,
+        exclude_tools=tuple(p.exclude_tools),
+        clear_tool_inputs=p.clear_tool_inputs,
+        target_tokens=p.target_tokens,
+        summarizer=p.summarizer,
+    )
+    summarizer: dict[str, Any] = {"requested": p.summarizer, "used": "builtin"}
+    summary_text = None
+    if p.summarizer == "client":
+        if body.summary is None and not body.dry_run:
+            raise InvalidInput(
+                "summarizer 'client' needs `summary.text` (a dry run returns the prompt to use)",
+                details=[{"loc": ["body", "summary"], "msg": "required for summarizer client"}],
+            )
+        summary_text = body.summary.text if body.summary else None
+        summarizer["used"] = "client" if body.summary else None
+    loaded: LoadedHistory | None = None
+    hooks = SessionHooks()
     if body.session_id is not None:
-        session, loaded = load_session_and_history(
-            db, tenant_id=tenant_id, session_id=body.session_id
-        )
-        hooks_config = SessionHooks.model_validate(session.attributes.get("hooks", {}))
-        encoding = body.encoding or loaded.encoding
-        count_tokens = token_counter(encoding)
-        normalized = normalize_history(
-            loaded.items, count_tokens=count_tokens, item_metadata=loaded.metadata
-        ).items
-        entries = _session_entries(loaded, normalized)
-        goal = loaded.goal.text if loaded.goal else None
-        invariants = _invariants(loaded)
+        session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
+        hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
+        loaded = load_history(db, session, encoding=body.encoding)
+        count_tokens = token_counter(loaded.encoding)
+        inp = _session_input(loaded, strategy=body.strategy, params=params)
     else:
-        encoding = body.encoding or settings.default_encoding
-        count_tokens = token_counter(encoding)
+        count_tokens = token_counter(body.encoding or settings.default_encoding)
         items = to_responses(body.items or [], body.format).items
         normalized = normalize_history(items, count_tokens=count_tokens).items
         # Stateless: `seq` is the 1-based position in the normalized history.
         entries = tuple(HistoryEntry(seq=n, item=item) for n, item in enumerate(normalized, 1))
-        goal = body.goal
-        invariants = ()
-    params = body.params
-    inp = CompactionInput(
-        history=entries,
-        strategy=body.strategy,
-        params=CompactionParams(
-            keep_recent=params.keep_recent,
-            clear_at_least_tokens=params.clear_at_least_tokens,
-            exclude_tools=tuple(params.exclude_tools),
-            clear_tool_inputs=params.clear_tool_inputs,
-            target_tokens=params.target_tokens,
-            summarizer=params.summarizer,
-        ),
-        goal=goal,
-        invariants=invariants,
-    )
-    text, summarizer = _summary_text(body, inp, settings=settings)
-    inp = replace(inp, summary_text=text)
-    prompt = (
-        render_summarization_prompt(inp) if body.dry_run and params.summarizer == "client" else None
-    )
-    result = plan_compaction(inp, count_tokens=count_tokens)
-    writes = loaded is not None and not body.dry_run and not result.is_noop
-    if not writes or loaded is None or body.session_id is None:
-        response.status_code = status.HTTP_200_OK
-        return _respond(
-            result, body=body, compaction_id=None, hooks=[], summarizer=summarizer, prompt=prompt
+        inp = CompactionInput(
+            history=entries, strategy=body.strategy, params=params, goal=body.goal
         )
+    inp = replace(inp, summary_text=summary_text)
+    result = plan_compaction(inp, count_tokens=count_tokens)
+    if p.summarizer == "llm" and result.is_noop:
+        summarizer["used"] = None  # nothing to summarize: the summarizer is not called
+    elif p.summarizer == "llm" and body.strategy in PRODUCT_STRATEGIES and not body.dry_run:
+        inp, summarizer = _with_llm_summary(inp, settings=settings)
+        result = plan_compaction(inp, count_tokens=count_tokens)
+    prompt = render_summarization_prompt(inp) if body.dry_run and p.summarizer == "client" else None
+    if loaded is None or body.session_id is None or body.dry_run or result.is_noop:
+        response.status_code = status.HTTP_200_OK
+        return _respond(result, body=body, summarizer=summarizer, prompt=prompt)
     hook = call_hook(
-        str(hooks_config.pre_compact) if hooks_config.pre_compact else None,
+        str(hooks.pre_compact) if hooks.pre_compact else None,
         event="pre_compact",
         payload={
             "session_id": body.session_id,
@@ -220,10 +175,10 @@ def compact(
             "tokens_before": result.tokens_before,
             "tokens_after": result.tokens_after,
         },
-        fail_closed=hooks_config.failure_policy == "fail_closed",
+        fail_closed=hooks.failure_policy == "fail_closed",
         timeout=settings.hook_timeout_seconds,
     )
-    HOOK_CALLS.labels("pre_compact", hook.outcome).inc()
+    record_hook("pre_compact", hook.outcome)
     if hook.outcome in ("vetoed", "failed_closed"):
         raise Conflict(
             f"the pre_compact hook stopped the compaction ({hook.outcome}: {hook.detail})",
@@ -231,110 +186,45 @@ def compact(
         )
     if hook.notes:
         result = plan_compaction(replace(inp, pinned_notes=hook.notes), count_tokens=count_tokens)
-    compaction_id = _write_compaction(
-        db, tenant_id=tenant_id, session_id=body.session_id, loaded=loaded, result=result, body=body
+    compaction_id = repository.append_compaction(
+        db,
+        tenant_id=tenant_id,
+        session_id=body.session_id,
+        expected_last_seq=loaded.active.last_seq,
+        result=result,
+        requested_strategy=body.strategy,
     )
     db.commit()
-    COMPACTIONS.labels(result.strategy, "fallback" if result.fell_back else "requested").inc()
-    if result.fell_back:
-        COMPACTION_FALLBACKS.labels(body.strategy).inc()
-    COMPACTION_TOKENS_SAVED.labels(result.strategy).inc(
-        max(0, result.tokens_before - result.tokens_after)
+    record_compaction(
+        strategy=result.strategy,
+        requested_strategy=body.strategy,
+        fell_back=result.fell_back,
+        tokens_saved=result.tokens_before - result.tokens_after,
     )
     return _respond(
         result,
         body=body,
         compaction_id=compaction_id,
-        hooks=[hook],
+        hooks=(hook.as_dict(),),
         summarizer=summarizer,
         prompt=prompt,
     )
-
-
-def _write_compaction(
-    db: Session,
-    *,
-    tenant_id: int,
-    session_id: str,
-    loaded: ActiveHistory,
-    result: CompactionResult,
-    body: CompactRequest,
-) -> str:
-    """Append the compaction fact, unless the session moved on while hooks ran (409)."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    if session.last_seq != loaded.last_seq:
-        raise SequenceConflict(expected=loaded.last_seq, actual=session.last_seq)
-    compaction_id = derive_id("cmp", tenant_id, session.id, session.last_seq + 1)
-    record = {
-        "type": COMPACTION_FACT,
-        "compaction_id": compaction_id,
-        "strategy": result.strategy,
-        "requested_strategy": body.strategy,
-        "covered": list(result.covered) if result.covered else None,
-        "history": [_stored_entry(entry) for entry in result.history],
-        "summary": result.summary.as_dict() if result.summary else None,
-        "notes": result.notes.as_dict() if result.notes else None,
-        "working_set": [list(pair) for pair in result.working_set],
-        "loss_missing": list(result.loss_missing),
-        "fell_back": result.fell_back,
-    }
-    repository.append_facts(
-        db,
-        session=session,
-        facts=[
-            repository.NewFact(
-                type=COMPACTION_FACT,
-                item=record,
-                tokens=result.tokens_after,
-                provenance={"harness_authored": True},
-            )
-        ],
-        unit=None,
-        phase=None,
-        idempotency_key=None,
-        expected_last_seq=None,
-    )
-    return compaction_id
 
 
 @router.get("/sessions/{session_id}/compaction-advice", response_model=AdviceResponse)
 def compaction_advice(
     session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> AdviceResponse:
-    _, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=session_id)
-    normalized = normalize_history(
-        loaded.items, count_tokens=token_counter(loaded.encoding), item_metadata=loaded.metadata
-    ).items
-    advice = session_advice(loaded, normalized, settings=settings)
-    return AdviceResponse(**advice)
-
-
-def session_advice(
-    loaded: ActiveHistory,
-    normalized: Sequence[Item],
-    *,
-    settings: Settings,
-    sizes: Sequence[int] | None = None,
-) -> dict[str, Any]:
-    """Compaction advice for an active history and its normalized items (also folded into
-    session-mode `/assemble`); `sizes` are the items' token counts when the caller has them."""
-    if sizes is None:
-        sizes = loaded.token_counts(normalized, loaded.encoding)
-    # A turn runs from one user message to the next: its tokens measure the growth rate.
-    turns: list[int] = []
-    for item, size in zip(normalized, sizes, strict=True):
-        if (item_type(item) == "message" and item.get("role") == "user") or not turns:
-            turns.append(0)
-        turns[-1] += size
-    advice = advise(
-        active_tokens=sum(sizes),
-        context_window=loaded.context_window,
-        history=normalized,
-        phases=loaded.phases,
-        turn_tokens=turns,
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    loaded = load_history(db, session)
+    advice = advise_session(
+        loaded.items,
+        loaded.session_sizes,
+        phases=loaded.active.phases,
+        context_window=loaded.active.context_window,
         threshold=settings.compaction_pressure_threshold,
     )
-    return advice.as_dict()
+    return AdviceResponse(**advice.as_dict())
 
 
 @router.post("/sessions/{session_id}/end", response_model=EndSessionResponse)
@@ -342,36 +232,24 @@ def end_session(
     session_id: str, body: EndSessionRequest, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> EndSessionResponse:
     """Writes a final handoff of the session and fires its `session_end` hook."""
-    session, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=session_id)
-    hooks_config = SessionHooks.model_validate(session.attributes.get("hooks", {}))
-    count_tokens = token_counter(loaded.encoding)
-    normalized = normalize_history(
-        loaded.items, count_tokens=count_tokens, item_metadata=loaded.metadata
-    ).items
-    request = CompactRequest(session_id=session_id, strategy="handoff")
-    result = plan_compaction(
-        CompactionInput(
-            history=_session_entries(loaded, normalized),
-            strategy="handoff",
-            params=CompactionParams(),
-            goal=loaded.goal.text if loaded.goal else None,
-            invariants=_invariants(loaded),
-        ),
-        count_tokens=count_tokens,
-    )
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    loaded = load_history(db, session)
+    hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
+    inp = _session_input(loaded, strategy="handoff", params=CompactionParams())
+    result = plan_compaction(inp, count_tokens=token_counter(loaded.encoding))
     compaction_id = None
     if not result.is_noop:
-        compaction_id = _write_compaction(
+        compaction_id = repository.append_compaction(
             db,
             tenant_id=tenant_id,
             session_id=session_id,
-            loaded=loaded,
+            expected_last_seq=loaded.active.last_seq,
             result=result,
-            body=request,
+            requested_strategy="handoff",
         )
         db.commit()
     hook = call_hook(
-        str(hooks_config.session_end) if hooks_config.session_end else None,
+        str(hooks.session_end) if hooks.session_end else None,
         event="session_end",
         payload={
             "session_id": session_id,
@@ -381,17 +259,18 @@ def end_session(
         fail_closed=False,
         timeout=settings.hook_timeout_seconds,
     )
-    HOOK_CALLS.labels("session_end", hook.outcome).inc()
+    record_hook("session_end", hook.outcome)
     conclusion_seq = None
     if body.conclusion is not None:
-        conclusion_seq = append_conclusion(
+        _, conclusion_seq = repository.append_conclusion(
             db,
             tenant_id=tenant_id,
             child_id=session_id,
             conclusion=body.conclusion,
             fmt=body.format,
             via="end",
-        ).seq
+        )
+        db.commit()
     return EndSessionResponse(
         compaction_id=compaction_id, hooks=[hook.as_dict()], conclusion_seq=conclusion_seq
     )

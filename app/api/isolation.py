@@ -8,14 +8,11 @@ does not have. Each child keeps its own `unit`, so its tokens are accounted sepa
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, status
 from sqlalchemy.orm import Session
 
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import ActiveHistory, load_session_and_history
 from app.api.json_body import JsonRoute
 from app.api.models import (
     ChildSessionRequest,
@@ -26,21 +23,13 @@ from app.api.models import (
     ManifestResponse,
     ManifestVersionResponse,
 )
-from app.api.sessions import client_items
 from app.domain.errors import InvalidInput
+from app.domain.facts import ChildKind, child_link_fact, client_items, delegate_brief
 from app.domain.ids import derive_id
-from app.domain.items import (
-    CHILD_FACT,
-    GOAL_FACT,
-    WORLD_STATE_FACT,
-    Format,
-    item_type,
-    visible_text,
-)
-from app.domain.manifest import Manifest, ManifestEntry, RoleView, validate_manifest
-from app.domain.world_state import render_section
+from app.domain.manifest import manifest_from_document
+from app.domain.world_state import WorldState
 from app.storage import repository
-from app.storage.tables import SessionRow
+from app.storage.history import load_history
 from app.tokens import token_counter
 
 router = APIRouter(
@@ -48,10 +37,8 @@ router = APIRouter(
 )
 
 
-def _checked_inheritance(parent: ActiveHistory, inherit: dict[str, bool]) -> dict[str, bool]:
-    lacking = sorted(
-        s for s, wanted in inherit.items() if wanted and s not in parent.world_state.sections
-    )
+def _checked_inheritance(parent: WorldState, inherit: dict[str, bool]) -> dict[str, bool]:
+    lacking = sorted(s for s, wanted in inherit.items() if wanted and s not in parent.sections)
     if lacking:
         raise InvalidInput(
             "a child cannot inherit what its parent lacks: " + ", ".join(lacking),
@@ -63,28 +50,12 @@ def _checked_inheritance(parent: ActiveHistory, inherit: dict[str, bool]) -> dic
     return {section: wanted for section, wanted in inherit.items() if wanted}
 
 
-def _append(
-    db: Session, session: SessionRow, facts: list[repository.NewFact], *, unit: str | None
-) -> int:
-    result = repository.append_facts(
-        db,
-        session=session,
-        facts=facts,
-        unit=unit,
-        phase=None,
-        idempotency_key=None,
-        expected_last_seq=None,
-    )
-    return result.facts[-1].seq
-
-
 def _create_child(
-    db: Session, *, tenant_id: int, parent_id: str, body: ChildSessionRequest, kind: str
+    db: Session, *, tenant_id: int, parent_id: str, body: ChildSessionRequest, kind: ChildKind
 ) -> ChildSessionResponse:
-    parent, parent_history = load_session_and_history(
-        db, tenant_id=tenant_id, session_id=parent_id, lock=True
-    )
-    inherit = _checked_inheritance(parent_history, body.inherit)
+    parent = repository.get_session(db, tenant_id=tenant_id, external_id=parent_id, lock=True)
+    parent_state = load_history(db, parent).active.world_state
+    inherit = _checked_inheritance(parent_state, body.inherit)
     brief = client_items(body.items, body.format, field="items") if kind == "delegate" else []
     child, _ = repository.create_session(
         db,
@@ -100,49 +71,28 @@ def _create_child(
         inherit=inherit,
         unit=body.unit,
     )
-    count_tokens = token_counter(child.encoding)
-    origin = {"harness_authored": True, "source": kind}
     if kind == "delegate":
-        sections = {s: v for s, v in parent_history.world_state.sections.items() if s in inherit}
-        facts = []
-        if body.goal is not None:
-            goal = {"type": GOAL_FACT, "version": 1, "text": body.goal}
-            facts.append(repository.NewFact(GOAL_FACT, goal, count_tokens(body.goal), origin))
-        if sections:
-            snapshot = {"type": WORLD_STATE_FACT, "version": 1, "snapshot": sections}
-            facts.append(repository.NewFact(WORLD_STATE_FACT, snapshot, 0, origin))
-            facts.extend(
-                repository.NewFact(
-                    "message", fragment, count_tokens(visible_text(fragment)), origin
-                )
-                for fragment in (
-                    render_section(s, v, version=1) for s, v in sorted(sections.items())
-                )
-            )
-        facts.extend(
-            repository.NewFact(
-                item_type(item), item, count_tokens(visible_text(item)), {"source": "brief"}
-            )
-            for item in brief
+        facts = delegate_brief(
+            goal=body.goal,
+            sections={s: v for s, v in parent_state.sections.items() if s in inherit},
+            brief=brief,
+            count_tokens=token_counter(child.encoding),
         )
         if facts:
-            _append(db, child, facts, unit=body.unit)
-    link = {
-        "type": CHILD_FACT,
-        "child_session_id": child.external_id,
-        "kind": kind,
-        "inherit": inherit,
-        "unit": body.unit,
-        "fork_seq": child.fork_seq,
-    }
-    _append(
-        db, parent, [repository.NewFact(CHILD_FACT, link, 0, {"harness_authored": True})], unit=None
+            repository.append_facts(db, session=child, facts=facts, unit=body.unit)
+    link = child_link_fact(
+        child_session_id=child.external_id or "",
+        kind=kind,
+        inherit=inherit,
+        unit=body.unit,
+        fork_seq=child.fork_seq,
     )
+    repository.append_facts(db, session=parent, facts=[link])
     db.commit()
     return ChildSessionResponse(
         session_id=child.external_id or "",
         parent_id=parent_id,
-        kind="delegate" if kind == "delegate" else "fork",
+        kind=kind,
         inherit=inherit,
         unit=child.unit,
         fork_seq=child.fork_seq,
@@ -183,40 +133,6 @@ def fork(
     return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body, kind="fork")
 
 
-def append_conclusion(
-    db: Session, *, tenant_id: int, child_id: str, conclusion: dict[str, Any], fmt: Format, via: str
-) -> ConclusionResponse:
-    """Append one conclusion item of a child to its parent, with a back-reference to the child."""
-    child = repository.get_session(db, tenant_id=tenant_id, external_id=child_id)
-    if child.parent_id is None:
-        raise InvalidInput(
-            f"session {child_id!r} has no parent to report to",
-            details=[{"loc": ["path", "session_id"], "msg": "not a child session"}],
-        )
-    items = client_items([conclusion], fmt, field="conclusion")
-    if len(items) != 1:
-        raise InvalidInput(
-            "a conclusion is exactly one item",
-            details=[{"loc": ["body", "conclusion"], "msg": "converts to several items"}],
-        )
-    [item] = items
-    parent = db.get_one(SessionRow, child.parent_id, with_for_update=True)
-    back_reference = {"from_session": child_id, "via": via, "harness_authored": True}
-    count_tokens = token_counter(parent.encoding)
-    seq = _append(
-        db,
-        parent,
-        [
-            repository.NewFact(
-                item_type(item), item, count_tokens(visible_text(item)), back_reference
-            )
-        ],
-        unit=child.unit,
-    )
-    db.commit()
-    return ConclusionResponse(parent_id=parent.external_id or "", seq=seq)
-
-
 @router.post(
     "/sessions/{session_id}/merge",
     status_code=status.HTTP_201_CREATED,
@@ -226,7 +142,7 @@ def merge(
     session_id: str, body: ConclusionRequest, tenant_id: TenantId, db: Db
 ) -> ConclusionResponse:
     """The only way anything flows from a fork back to its parent: one explicit conclusion."""
-    return append_conclusion(
+    parent, seq = repository.append_conclusion(
         db,
         tenant_id=tenant_id,
         child_id=session_id,
@@ -234,35 +150,8 @@ def merge(
         fmt=body.format,
         via="merge",
     )
-
-
-def manifest_from(document: dict[str, Any]) -> Manifest:
-    """The core's view of a stored (or posted) manifest document, validated."""
-    body = ManifestRequest.model_validate(document)
-    return validate_manifest(
-        Manifest(
-            entries=tuple(
-                ManifestEntry(
-                    id=e.id,
-                    kind=e.kind,
-                    content=e.content,
-                    index=e.index,
-                    locator=e.locator,
-                    links=tuple(e.links),
-                    environments=tuple(e.environments),
-                )
-                for e in body.entries
-            ),
-            roles={
-                role: RoleView(
-                    include=None if view.include is None else tuple(view.include),
-                    exclude=tuple(view.exclude),
-                )
-                for role, view in body.roles.items()
-            },
-            priorities=tuple(body.priorities),
-        )
-    )
+    db.commit()
+    return ConclusionResponse(parent_id=parent.external_id or "", seq=seq)
 
 
 @router.put("/manifests/{name}", response_model=ManifestVersionResponse)
@@ -270,7 +159,7 @@ def put_manifest(
     name: str, body: ManifestRequest, tenant_id: TenantId, db: Db
 ) -> ManifestVersionResponse:
     document = body.model_dump(mode="json")
-    manifest_from(document)
+    manifest_from_document(document)
     version = repository.put_manifest(db, tenant_id=tenant_id, name=name, document=document)
     db.commit()
     return ManifestVersionResponse(name=name, version=version)

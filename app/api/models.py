@@ -5,17 +5,31 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator, with_config
 from typing_extensions import TypedDict
 
-from app.domain.assemble import CANDIDATE_DEFAULTS
+from app.domain.assemble import (
+    CANDIDATE_DEFAULTS,
+    Decision,
+    FallbackForm,
+    Layer,
+    Placement,
+    Policy,
+    RawForm,
+)
+from app.domain.compact import Strategy, Summarizer
+from app.domain.facts import ChildKind
 from app.domain.items import Format
+from app.domain.manifest import EntryKind
+from app.domain.normalize import Modality
+from app.domain.truncation import TruncationMode
+from app.hooks import FailurePolicy
+from app.tokens import Encoding
 
 SessionIdText = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
 Label = Annotated[str, Field(min_length=1, max_length=200)]
-Encoding = Literal["o200k_base", "cl100k_base"]
 MAX_SEQ = 2**63 - 1
 """Sequence numbers are 64-bit in the database; larger ones are refused at the door."""
 Count = Annotated[int, Field(ge=0, le=10**12)]
@@ -33,7 +47,7 @@ class RequestModel(StrictModel):
 class SessionHooks(StrictModel):
     pre_compact: HttpUrl | None = None
     session_end: HttpUrl | None = None
-    failure_policy: Literal["fail_open", "fail_closed"] = Field(
+    failure_policy: FailurePolicy = Field(
         default="fail_open", description="What a hook timeout or error means for the compaction."
     )
 
@@ -126,11 +140,8 @@ class HealthResponse(BaseModel):
     status: str
 
 
-Modality = Literal["text", "image", "audio"]
-
-
 class TruncationSpec(StrictModel):
-    mode: Literal["tokens", "bytes"] = "tokens"
+    mode: TruncationMode = "tokens"
     limit: Annotated[int, Field(ge=0, le=10_000_000)] = 10_000
     serialization_margin: Annotated[float, Field(ge=1.0, le=10.0)] = 1.2
 
@@ -171,7 +182,6 @@ class HistoryResponse(NormalizeResponse):
     compaction_id: str | None
 
 
-Layer = Literal["prefix", "task", "recent", "memory", "retrieval"]
 Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
@@ -196,10 +206,8 @@ class CandidateSpec(TypedDict):
     item: NotRequired[dict[str, Any] | None]
     layer: NotRequired[Annotated[Layer, _defaults_to("layer")]]
     source_class: NotRequired[Label | None]
-    form: NotRequired[Annotated[Literal["raw"], Field(json_schema_extra={"default": "raw"})]]
-    forms: NotRequired[
-        Annotated[dict[Literal["skeleton", "reference"], str], _defaults_to("forms")]
-    ]
+    form: NotRequired[Annotated[RawForm, Field(json_schema_extra={"default": "raw"})]]
+    forms: NotRequired[Annotated[dict[FallbackForm, str], _defaults_to("forms")]]
     locator: NotRequired[Annotated[str, Field(min_length=1, max_length=2000)] | None]
     required: NotRequired[Annotated[bool, _defaults_to("required")]]
     priority: NotRequired[Annotated[Score, _defaults_to("priority")]]
@@ -237,10 +245,6 @@ class BudgetSpec(StrictModel):
     max_tokens_per_source: Limit | None = None
 
 
-Policy = Literal["balanced", "compact", "expansive"]
-Placement = Literal["edges", "input_order"]
-
-
 class AssembleRequest(RequestModel):
     session_id: SessionIdText | None = None
     sources: list[SourceSpec] = Field(default_factory=list)
@@ -275,7 +279,7 @@ class PlanEntryBody(BaseModel):
     source: str
     layer: str
     source_class: str
-    decision: Literal["selected", "dropped"]
+    decision: Decision
     reason: str | None
     form: str
     tokens: int
@@ -390,16 +394,13 @@ class WorldStateResponse(BaseModel):
     patch: dict[str, Any] | None
 
 
-Strategy = Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"]
-
-
 class CompactParams(StrictModel):
     keep_recent: Annotated[int, Field(ge=0, le=10_000)] = 3
     clear_at_least_tokens: Count = 0
     exclude_tools: list[Label] = Field(default_factory=list)
     clear_tool_inputs: bool = False
     target_tokens: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
-    summarizer: Literal["builtin", "llm", "client"] = "builtin"
+    summarizer: Summarizer = "builtin"
 
 
 class ClientSummary(StrictModel):
@@ -475,7 +476,7 @@ class EndSessionResponse(BaseModel):
 
 class ManifestEntrySpec(StrictModel):
     id: Annotated[str, Field(min_length=1, max_length=200)]
-    kind: Literal["rule", "source"] = "rule"
+    kind: EntryKind = "rule"
     content: Annotated[str, Field(max_length=1_000_000)]
     index: Annotated[str, Field(max_length=10_000)] | None = None
     locator: Annotated[str, Field(max_length=2000)] | None = None
@@ -518,7 +519,7 @@ class ChildSessionRequest(RequestModel):
 class ChildSessionResponse(BaseModel):
     session_id: str
     parent_id: str
-    kind: Literal["delegate", "fork"]
+    kind: ChildKind
     inherit: dict[str, bool]
     unit: str | None
     fork_seq: int | None

@@ -1,14 +1,13 @@
-"""Sessions and the fact log: create, inspect, append, page through the raw log."""
+"""Sessions and the fact log: create, inspect, append, page through the raw log; provider usage."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
-from app.api.history import load_session_and_history
 from app.api.json_body import JsonRoute
 from app.api.models import (
     MAX_SEQ,
@@ -22,39 +21,18 @@ from app.api.models import (
     SessionDetailResponse,
     SessionHooks,
     SessionResponse,
+    UsageRequest,
 )
 from app.domain.errors import InvalidInput, PayloadTooLarge
-from app.domain.formats import to_responses
+from app.domain.facts import client_items, item_fact
 from app.domain.ids import derive_id
-from app.domain.items import (
-    INTERNAL_TYPE_PREFIX,
-    Format,
-    Item,
-    admission_reason,
-    item_type,
-    visible_text,
-)
+from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
-from app.domain.normalize import normalize_history
-from app.metrics import APPENDED_ITEMS, APPENDED_TOKENS, PHASE_LABEL, UNIT_LABEL
+from app.metrics import record_append, record_provider_usage
 from app.storage import repository
+from app.storage.history import load_history
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
-
-
-def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> list[Item]:
-    """Client items in Responses form; `contextd.*` types are the service's own and refused."""
-    converted = to_responses(items, fmt).items
-    reserved = [
-        i for i, item in enumerate(converted) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
-    ]
-    if reserved:
-        raise InvalidInput(
-            f"item types starting with {INTERNAL_TYPE_PREFIX!r} are written by the service only",
-            details=[{"loc": ["body", field, i, "type"], "msg": "reserved type"} for i in reserved],
-        )
-    return converted
-
 
 router = APIRouter(
     route_class=JsonRoute, prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES
@@ -105,20 +83,16 @@ def create_session(
 
 @router.get("/{session_id}", response_model=SessionDetailResponse)
 def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
-    row, loaded = load_session_and_history(db, tenant_id=tenant_id, session_id=session_id)
-    goal = loaded.goal
-    count_tokens = token_counter(row.encoding)
-    active = normalize_history(
-        loaded.items, count_tokens=count_tokens, item_metadata=loaded.metadata
-    )
-    active_tokens = sum(loaded.token_counts(active.items, row.encoding))
+    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    loaded = load_history(db, row)
+    goal = loaded.active.goal
     return SessionDetailResponse(
         **_session_response(row).model_dump(),
         item_count=row.last_seq,
-        active_tokens=active_tokens,
+        active_tokens=loaded.tokens,
         goal={"version": goal.version, "text": goal.text} if goal else None,
-        world_state_version=loaded.world_state.version,
-        compactions=loaded.compactions,
+        world_state_version=loaded.active.world_state.version,
+        compactions=loaded.active.compactions,
     )
 
 
@@ -154,13 +128,7 @@ def append_items(
     count_tokens = token_counter(session.encoding)
     provenance = body.metadata.model_dump(exclude_none=True)
     new_facts = [
-        repository.NewFact(
-            type=item_type(item),
-            item=item,
-            tokens=count_tokens(visible_text(item)),
-            provenance=provenance,
-        )
-        for item in items
+        item_fact(item, provenance=provenance, count_tokens=count_tokens) for item in items
     ]
     result = repository.append_facts(
         db,
@@ -175,10 +143,11 @@ def append_items(
     if result.replayed:
         response.status_code = status.HTTP_200_OK
     else:
-        for fact in new_facts:
-            APPENDED_ITEMS.labels(fact.type).inc()
-        APPENDED_TOKENS.labels(UNIT_LABEL(body.unit), PHASE_LABEL(body.phase)).inc(
-            sum(fact.tokens for fact in new_facts)
+        record_append(
+            (fact.type for fact in new_facts),
+            tokens=sum(fact.tokens for fact in new_facts),
+            unit=body.unit,
+            phase=body.phase,
         )
     harness_authored = body.metadata.harness_authored
     excluded = [
@@ -221,3 +190,21 @@ def list_items(
         ],
         next_after_seq=page[-1].seq if len(facts) > limit else None,
     )
+
+
+@router.post(
+    "/{session_id}/usage",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+)
+def report_usage(session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db) -> Response:
+    """Provider-reported usage, folded into the cache-status axis of the cost metrics."""
+    repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    record_provider_usage(
+        input_tokens=body.input_tokens,
+        cached_tokens=body.cached_tokens,
+        output_tokens=body.output_tokens,
+        unit=body.unit,
+        phase=body.phase,
+    )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from app.domain.compact import Strategy, error_signatures, is_compaction_product
 from app.domain.items import OUTPUT_TYPES, Item, item_type, visible_text
 
-__all__ = ["Advice", "AdviceSignal", "Signal", "advise"]
+__all__ = ["Advice", "AdviceSignal", "Signal", "advise", "advise_session", "budget_advice"]
 
 Signal = Literal["window_pressure", "repeated_error", "repeated_question", "phase_change", "growth"]
 
@@ -194,4 +194,43 @@ def advise(
         reasons=tuple(reasons),
         turns_until_full=turns_until_full,
         recommended_strategy=recommended,
+    )
+
+
+def advise_session(
+    history: Sequence[Item],
+    sizes: Sequence[int],
+    *,
+    phases: Sequence[str | None],
+    context_window: int,
+    threshold: float,
+) -> Advice:
+    """`advise` for a session's normalized active history, given each item's tokens in the
+    session's encoding. A turn runs from one user message to the next: its tokens measure the
+    growth rate."""
+    turns: list[int] = []
+    for item, size in zip(history, sizes, strict=True):
+        if (item_type(item) == "message" and item.get("role") == "user") or not turns:
+            turns.append(0)
+        turns[-1] += size
+    return advise(
+        active_tokens=sum(sizes),
+        context_window=context_window,
+        history=history,
+        phases=phases,
+        turn_tokens=turns,
+        threshold=threshold,
+    )
+
+
+def budget_advice(*, total_tokens: int, max_tokens: int | None) -> Advice:
+    """The advice of a stateless assembly: how full its budget is, never a compaction (there is
+    no session to compact)."""
+    pressure = total_tokens / (max_tokens or max(total_tokens, 1))
+    return Advice(
+        should_compact=False,
+        pressure=round(pressure, 4),
+        reasons=(),
+        turns_until_full=None,
+        recommended_strategy=None,
     )

@@ -36,9 +36,9 @@ import heapq
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict, get_args
 
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.json_encoding import encode_json
@@ -53,16 +53,21 @@ __all__ = [
     "Budget",
     "Candidate",
     "Contribution",
+    "Decision",
     "DropReason",
+    "FallbackForm",
     "HistoryEntry",
     "Layer",
     "Moved",
     "Placement",
     "PlanEntry",
+    "Policy",
+    "RawForm",
     "SelectedItem",
     "assemble",
     "atomic_groups",
     "diff_selections",
+    "effective_budget",
     "ranking_score",
     "shared_prefix_tokens",
 ]
@@ -82,8 +87,11 @@ DropReason = Literal[
     "unattributed",
 ]
 
+Decision = Literal["selected", "dropped"]
+RawForm = Literal["raw"]
+FallbackForm = Literal["skeleton", "reference"]
 RAW_FORM = "raw"
-FALLBACK_FORMS = ("skeleton", "reference")
+FALLBACK_FORMS: tuple[FallbackForm, ...] = get_args(FallbackForm)
 """Cheaper forms tried, in this order, when the raw form does not fit."""
 HISTORY_SOURCE = "history"
 RESTATED_SUFFIX = "#restated"
@@ -104,7 +112,8 @@ class Budget:
     max_tokens_per_source: int | None = 2500
 
 
-POLICIES: dict[str, Budget] = {
+Policy = Literal["balanced", "compact", "expansive"]
+POLICIES: dict[Policy, Budget] = {
     "balanced": Budget(),
     "compact": Budget(
         max_items=8, max_tokens=2500, max_items_per_source=4, max_tokens_per_source=1200
@@ -113,6 +122,19 @@ POLICIES: dict[str, Budget] = {
         max_items=20, max_tokens=8000, max_items_per_source=8, max_tokens_per_source=3500
     ),
 }
+
+
+def effective_budget(
+    policy: Policy, *, session_window: int | None, explicit: Mapping[str, int | None] | None
+) -> Budget:
+    """The policy's preset, then the session's window as `max_tokens` (session mode without an
+    explicit budget), then the explicit budget's given fields, field by field."""
+    budget = POLICIES[policy]
+    if session_window is not None and explicit is None:
+        budget = replace(budget, max_tokens=session_window)
+    if explicit is not None:
+        budget = replace(budget, **{k: v for k, v in explicit.items() if v is not None})
+    return budget
 
 
 class Candidate(NamedTuple):
@@ -212,7 +234,7 @@ class PlanEntry(TypedDict):
     source: str
     layer: Layer
     source_class: str
-    decision: Literal["selected", "dropped"]
+    decision: Decision
     reason: DropReason | None
     form: str
     tokens: int

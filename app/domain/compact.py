@@ -65,7 +65,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, assert_never, get_args
 
 from app.domain.errors import ContextdError
 from app.domain.items import (
@@ -83,6 +83,7 @@ __all__ = [
     "DECLARATIONS",
     "HANDOFF_MARKER",
     "NOTES_MARKER",
+    "PRODUCT_STRATEGIES",
     "SUMMARY_MARKER",
     "CompactionBroken",
     "CompactionInput",
@@ -92,6 +93,7 @@ __all__ = [
     "HistoryEntry",
     "Notes",
     "Strategy",
+    "Summarizer",
     "Summary",
     "error_signatures",
     "find_lost_facts",
@@ -105,6 +107,9 @@ __all__ = [
 
 Strategy = Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"]
 ProductKind = Literal["summary", "handoff", "notes"]
+PRODUCT_STRATEGIES: tuple[ProductKind, ...] = get_args(ProductKind)
+"""The strategies that write a product record (and so can use a summarizer's narrative)."""
+Summarizer = Literal["builtin", "llm", "client"]
 
 SUMMARY_MARKER = "[contextd:summary]"
 HANDOFF_MARKER = "[contextd:handoff]"
@@ -213,7 +218,7 @@ class CompactionParams:
     exclude_tools: tuple[str, ...] = ()
     clear_tool_inputs: bool = False
     target_tokens: int | None = None
-    summarizer: Literal["builtin", "llm", "client"] = "builtin"
+    summarizer: Summarizer = "builtin"
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,8 @@ Format = Literal["responses", "chat", "anthropic"]
 FORMATS: tuple[Format, ...] = ("responses", "chat", "anthropic")
 
 INTERNAL_TYPE_PREFIX = "contextd."
-"""Facts the service itself writes (goal versions, world-state snapshots, compactions). They
-live in the log but are never model-visible as such, and clients cannot append them."""
-GOAL_FACT = "contextd.goal"
-WORLD_STATE_FACT = "contextd.world_state"
-COMPACTION_FACT = "contextd.compaction"
-CHILD_FACT = "contextd.child"
+"""The prefix of the facts the service itself writes (see `facts`). They live in the log but
+are never model-visible as such, and clients cannot append them."""
 
 CountTokens = Callable[[str], int]
 """Exact token count of a text under the caller's encoding."""

@@ -53,6 +53,35 @@ class Manifest:
     priorities: tuple[str, ...] = ()
 
 
+def manifest_from_document(document: Mapping[str, Any]) -> Manifest:
+    """The manifest a stored (or posted) document describes, validated (`validate_manifest`).
+    The document has the wire shape: `entries`, optional `roles` and `priorities`."""
+    return validate_manifest(
+        Manifest(
+            entries=tuple(
+                ManifestEntry(
+                    id=entry["id"],
+                    kind=entry.get("kind", "rule"),
+                    content=entry["content"],
+                    index=entry.get("index"),
+                    locator=entry.get("locator"),
+                    links=tuple(entry.get("links", ())),
+                    environments=tuple(entry.get("environments", ())),
+                )
+                for entry in document["entries"]
+            ),
+            roles={
+                role: RoleView(
+                    include=None if view.get("include") is None else tuple(view["include"]),
+                    exclude=tuple(view.get("exclude", ())),
+                )
+                for role, view in document.get("roles", {}).items()
+            },
+            priorities=tuple(document.get("priorities", ())),
+        )
+    )
+
+
 def _find_cycle(entries: Mapping[str, ManifestEntry]) -> list[str] | None:
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 

@@ -56,6 +56,7 @@ __all__ = [
     "SYNTHETIC_OUTPUT_TEXT",
     "DeduplicatedOutput",
     "ExcludedItem",
+    "Modality",
     "NormalizeReport",
     "NormalizeResult",
     "RemovedOrphan",
@@ -72,6 +73,8 @@ __all__ = [
 Family = Literal["function", "custom"]
 CallKey = tuple[Family, str]
 MediaKind = Literal["image", "audio"]
+Modality = Literal["text", "image", "audio"]
+"""What a model reads; media of any other kind is replaced by its placeholder."""
 ExclusionReason = Refusal | Literal["call_without_call_id", "duplicate_call_id"]
 
 SYNTHETIC_OUTPUT_NAMESPACE = uuid.UUID("8a9fb583-5174-477f-82ff-9ad9c778f6c9")

@@ -49,6 +49,7 @@ from typing import Any, Literal
 
 import json_merge_patch  # type: ignore[import-untyped]
 
+from app.domain.assemble import Candidate, Contribution, HistoryEntry
 from app.domain.errors import InvalidInput
 from app.domain.items import Item, developer_message, item_type, visible_text
 
@@ -56,16 +57,21 @@ __all__ = [
     "KNOWN_SECTIONS",
     "RULES_REMOVED_NOTICE",
     "RULES_REPLACEMENT_NOTICE",
+    "Goal",
     "SectionChange",
     "Sections",
+    "WorldState",
     "WorldStateUpdate",
     "apply_patch",
     "diff_world_state",
     "goal_text_of",
+    "history_without_fragments",
+    "invariant_items",
     "render_goal",
     "render_section",
     "section_layer",
     "sections_in_history",
+    "state_contributions",
     "validate_sections",
 ]
 
@@ -86,6 +92,26 @@ _FRAGMENT = re.compile(
 _GOAL = re.compile(r'<goal version="-?\d+">\n(.*)\n</goal>', re.DOTALL)
 
 ChangeKind = Literal["added", "changed", "removed", "resent"]
+SectionLayer = Literal["prefix", "task"]
+
+
+@dataclass(frozen=True)
+class Goal:
+    """The session's current goal: the latest `contextd.goal` fact."""
+
+    version: int
+    text: str
+
+
+@dataclass(frozen=True)
+class WorldState:
+    """The session's current world state, folded from its `contextd.world_state` facts."""
+
+    version: int
+    """0 before the first snapshot."""
+    sections: dict[str, Any]
+    baseline: dict[str, Any] | None
+    """What was last sent to the model; None after a compaction (everything is re-sent)."""
 
 
 @dataclass(frozen=True)
@@ -187,11 +213,13 @@ def validate_sections(sections: Mapping[str, Any]) -> dict[str, Any]:
     return dict(sorted(snapshot.items()))
 
 
-def _fragment(section: str, body: str, *, version: int, removed: bool) -> Item:
+def _fragment_text(section: str, body: str, *, version: int, removed: bool) -> str:
     status = ' status="removed"' if removed else ""
-    return developer_message(
-        f'<world_state section="{section}" version="{version}"{status}>\n{body}\n</world_state>'
-    )
+    return f'<world_state section="{section}" version="{version}"{status}>\n{body}\n</world_state>'
+
+
+def _fragment(section: str, body: str, *, version: int, removed: bool) -> Item:
+    return developer_message(_fragment_text(section, body, version=version, removed=removed))
 
 
 def _body(section: str, value: Any) -> str:
@@ -216,14 +244,89 @@ def _body(section: str, value: Any) -> str:
     return f"Project rules:\n\n{text}"
 
 
+def _section_text(section: str, value: Any, *, version: int) -> str:
+    return _fragment_text(section, _body(section, value), version=version, removed=False)
+
+
+def _goal_text(text: str, *, version: int) -> str:
+    return f'<goal version="{version}">\n{text}\n</goal>'
+
+
 def render_section(section: str, value: Any, *, version: int) -> Item:
     """The full fragment of one section at one snapshot version."""
-    return _fragment(section, _body(section, value), version=version, removed=False)
+    return developer_message(_section_text(section, value, version=version))
 
 
 def render_goal(text: str, *, version: int) -> Item:
     """The goal fragment; `text` is carried verbatim."""
-    return developer_message(f'<goal version="{version}">\n{text}\n</goal>')
+    return developer_message(_goal_text(text, version=version))
+
+
+def state_contributions(goal: Goal | None, state: WorldState) -> tuple[Contribution, ...]:
+    """The current goal and world state as required candidates of a session-mode assembly.
+
+    Each fragment is rendered once, as the text a developer message carries. The goal and the
+    governing sections sit in the stable prefix, verbatim; the goal is also restated at the end
+    under `edges` placement (the two high-attention positions). The environment and
+    caller-named sections go with the task.
+    """
+    sections = tuple(
+        Candidate(
+            id=f"world_state:{section}",
+            source="world_state",
+            layer=section_layer(section),
+            source_class="world_state",
+            content=_section_text(section, value, version=state.version),
+            required=True,
+        )
+        for section, value in sorted(state.sections.items())
+    )
+    goals = (
+        ()
+        if goal is None
+        else (
+            Candidate(
+                id="goal",
+                source="goal",
+                layer="prefix",
+                source_class="goal",
+                content=_goal_text(goal.text, version=goal.version),
+                required=True,
+                restate_at_end=True,
+            ),
+        )
+    )
+    return tuple(
+        Contribution(source=name, candidates=candidates)
+        for name, candidates in (("goal", goals), ("world_state", sections))
+        if candidates
+    )
+
+
+def history_without_fragments(
+    items: Sequence[Item], sizes: Sequence[int]
+) -> tuple[HistoryEntry, ...]:
+    """A session's normalized history as assembly input, named `history:<n>` in order: goal and
+    world-state fragments are left out, since `state_contributions` renders the current ones."""
+    kept = [
+        (item, size) for item, size in zip(items, sizes, strict=True) if not is_state_fragment(item)
+    ]
+    return tuple(
+        [
+            HistoryEntry(f"history:{ordinal}", item, size)
+            for ordinal, (item, size) in enumerate(kept)
+        ]
+    )
+
+
+def invariant_items(goal: Goal | None, state: WorldState) -> tuple[Item, ...]:
+    """The current goal and governing sections, re-anchored at the top of a compacted history."""
+    goals = () if goal is None else (render_goal(goal.text, version=goal.version),)
+    return goals + tuple(
+        render_section(section, value, version=state.version)
+        for section, value in sorted(state.sections.items())
+        if section_layer(section) == "prefix"
+    )
 
 
 def goal_text_of(item: Item) -> str | None:
@@ -258,7 +361,7 @@ def is_state_fragment(item: Item) -> bool:
     return bool(_FRAGMENT.fullmatch(text) or _GOAL.fullmatch(text))
 
 
-def section_layer(section: str) -> Literal["prefix", "task"]:
+def section_layer(section: str) -> SectionLayer:
     """Where a section's fragment belongs: the stable prompt prefix, or the task context."""
     return "prefix" if section in ("tools", "rules", "instructions", "permissions") else "task"
 

@@ -13,40 +13,29 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
-    ColumnExpressionArgument,
     Row,
-    ScalarSelect,
     bindparam,
-    delete,
     exists,
     func,
     insert,
-    literal_column,
     select,
-    update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.domain.errors import Conflict, NotFound, SequenceConflict
+from app.domain.compact import CompactionResult
+from app.domain.errors import Conflict, InvalidInput, NotFound, SequenceConflict
+from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
+from app.domain.ids import derive_id
+from app.domain.items import Format
 from app.storage.tables import (
-    LINEAGE_SESSION,
-    LINEAGE_UNIT,
     ApiKey,
-    AssemblyRow,
     Fact,
     Manifest,
     SessionRow,
     Tenant,
 )
-
-
-@dataclass(frozen=True)
-class NewFact:
-    type: str
-    item: dict[str, Any]
-    tokens: int
-    provenance: dict[str, Any]
+from app.tokens import token_counter
 
 
 @dataclass(frozen=True)
@@ -166,22 +155,39 @@ def create_session(
     return row, True
 
 
-_IS_NAMED_SESSION = (
+IS_NAMED_SESSION = (
     SessionRow.tenant_id == bindparam("tenant_id"),
     SessionRow.external_id == bindparam("external_id"),
 )
-_SESSION_BY_EXTERNAL_ID = select(SessionRow).where(*_IS_NAMED_SESSION)
+"""The tenant's session named by `external_id` (bind both): one condition for every lookup."""
+_SESSION_BY_EXTERNAL_ID = select(SessionRow).where(*IS_NAMED_SESSION)
 _SESSION_BY_EXTERNAL_ID_LOCKED = _SESSION_BY_EXTERNAL_ID.with_for_update()
 
 
 def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = False) -> SessionRow:
     """The tenant's session; another tenant's session is `NotFound`, exactly like a missing one.
-    (Every request that names a session runs this: its statements are built once.)"""
+    (Every request that names a session runs this, so its statements are built once.)"""
     query = _SESSION_BY_EXTERNAL_ID_LOCKED if lock else _SESSION_BY_EXTERNAL_ID
     row = db.scalar(query, {"tenant_id": tenant_id, "external_id": external_id})
     if row is None:
         raise NotFound(f"session {external_id!r} not found")
     return row
+
+
+class SessionSnapshot(NamedTuple):
+    """The columns of a session row that reading its history needs, read as plain columns by
+    statements that need no ORM entity (a session-mode assembly's single lookup)."""
+
+    id: int
+    encoding: str
+    context_window: int
+    last_seq: int
+    created_at: datetime
+    kind: str
+    parent_id: int | None
+    fork_seq: int | None
+    inherit: dict[str, Any]
+    unit: str | None
 
 
 def get_session_by_pk(db: Session, pk: int) -> SessionRow:
@@ -193,10 +199,10 @@ def append_facts(
     *,
     session: SessionRow,
     facts: Sequence[NewFact],
-    unit: str | None,
-    phase: str | None,
-    idempotency_key: str | None,
-    expected_last_seq: int | None,
+    unit: str | None = None,
+    phase: str | None = None,
+    idempotency_key: str | None = None,
+    expected_last_seq: int | None = None,
 ) -> AppendResult:
     """Append `facts` atomically after the session's last seq. `session` must be locked."""
     if idempotency_key is not None:
@@ -244,6 +250,54 @@ def append_facts(
     )
 
 
+def append_conclusion(
+    db: Session,
+    *,
+    tenant_id: int,
+    child_id: str,
+    conclusion: dict[str, Any],
+    fmt: Format,
+    via: str,
+) -> tuple[SessionRow, int]:
+    """Append a child session's one conclusion to its parent (locked here); returns the parent
+    and the conclusion's seq there."""
+    child = get_session(db, tenant_id=tenant_id, external_id=child_id)
+    if child.parent_id is None:
+        raise InvalidInput(
+            f"session {child_id!r} has no parent to report to",
+            details=[{"loc": ["path", "session_id"], "msg": "not a child session"}],
+        )
+    item = conclusion_item(conclusion, fmt)
+    parent = db.get_one(SessionRow, child.parent_id, with_for_update=True)
+    fact = conclusion_fact(
+        item, from_session=child_id, via=via, count_tokens=token_counter(parent.encoding)
+    )
+    appended = append_facts(db, session=parent, facts=[fact], unit=child.unit)
+    return parent, appended.facts[-1].seq
+
+
+def append_compaction(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    expected_last_seq: int,
+    result: CompactionResult,
+    requested_strategy: str,
+) -> str:
+    """Append a compaction fact and return its derived id, unless the session moved on since
+    the compacted history was read (`SequenceConflict`)."""
+    session = get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    if session.last_seq != expected_last_seq:
+        raise SequenceConflict(expected=expected_last_seq, actual=session.last_seq)
+    compaction_id = derive_id("cmp", tenant_id, session.id, session.last_seq + 1)
+    fact = compaction_fact(
+        result, compaction_id=compaction_id, requested_strategy=requested_strategy
+    )
+    append_facts(db, session=session, facts=[fact])
+    return compaction_id
+
+
 def read_facts(
     db: Session,
     *,
@@ -268,201 +322,6 @@ def read_facts(
     if limit is not None:
         query = query.limit(limit)
     return db.execute(query).all()
-
-
-@dataclass(frozen=True)
-class AssemblySlot:
-    """Where a new assembly goes: its row id, and what its lineage last showed a model.
-
-    `row_id` is drawn from the id sequence where the engine has one (PostgreSQL), so the public
-    id is known before the row is written; it is None on SQLite, which assigns ids on insert.
-    `previous_fingerprints` are those of the latest stored assembly of the same tenant, session
-    and unit ([] if none).
-    """
-
-    row_id: int | None
-    previous_fingerprints: list[Any]
-
-
-def _latest_fingerprints(
-    tenant: ColumnExpressionArgument[int],
-    session_key: ColumnExpressionArgument[int],
-    unit_key: ColumnExpressionArgument[str],
-) -> ScalarSelect[Any]:
-    """The fingerprints of a lineage's latest assembly: one backward step in its index."""
-    # The index expressions on the left: their `==` builds the SQL comparison for any operand.
-    return (
-        select(AssemblyRow.fingerprints)
-        .where(
-            AssemblyRow.tenant_id == tenant,
-            LINEAGE_SESSION == session_key,  # noqa: SIM300
-            LINEAGE_UNIT == unit_key,  # noqa: SIM300
-        )
-        .order_by(AssemblyRow.id.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-
-
-# Built once: constructing these per call cost more than the round trip (≈0.4 ms).
-_LATEST_FINGERPRINTS = _latest_fingerprints(
-    bindparam("tenant_id"), bindparam("session_key"), bindparam("unit_key")
-)
-_NEXT_ASSEMBLY_ID = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
-_LINEAGE_ONLY = select(_LATEST_FINGERPRINTS)
-_LINEAGE_AND_NEXT_ID = select(_NEXT_ASSEMBLY_ID, _LATEST_FINGERPRINTS)
-
-
-class SessionSnapshot(NamedTuple):
-    """What an assembly reads of its session row, read as plain columns: loading the ORM
-    entity cost a sixth of the session-mode lookup (0.58 vs 0.44 ms, in-process)."""
-
-    id: int
-    encoding: str
-    context_window: int
-    last_seq: int
-    created_at: datetime
-    kind: str
-    parent_id: int | None
-    fork_seq: int | None
-    inherit: dict[str, Any]
-    unit: str | None
-
-
-# The lineage lookup for a named session, correlated with its row, so that a session-mode
-# assembly reads its session and its lineage in one round trip. Its unit is the call's, else
-# the session's own (a child session's tokens are accounted under its unit).
-_SESSION_LINEAGE = _latest_fingerprints(
-    SessionRow.tenant_id,
-    SessionRow.id,
-    func.coalesce(bindparam("unit"), SessionRow.unit, literal_column("''")),
-).correlate(SessionRow)
-_SESSION_AND_LINEAGE = select(
-    *(getattr(SessionRow, column) for column in SessionSnapshot._fields), _SESSION_LINEAGE
-).where(*_IS_NAMED_SESSION)
-_SESSION_AND_LINEAGE_AND_NEXT_ID = _SESSION_AND_LINEAGE.add_columns(_NEXT_ASSEMBLY_ID)
-_SNAPSHOT_WIDTH = len(SessionSnapshot._fields)
-
-
-def session_and_slot(
-    db: Session, *, tenant_id: int, external_id: str, unit: str | None
-) -> tuple[SessionSnapshot, AssemblySlot]:
-    """`get_session` (as a snapshot) and `reserve_assembly` for that session, in one statement
-    on the session's connection."""
-    params = {"tenant_id": tenant_id, "external_id": external_id, "unit": unit}
-    connection = db.connection()
-    if ids_reserved_up_front(db):
-        found = connection.execute(_SESSION_AND_LINEAGE_AND_NEXT_ID, params).one_or_none()
-    else:
-        found = connection.execute(_SESSION_AND_LINEAGE, params).one_or_none()
-    if found is None:
-        raise NotFound(f"session {external_id!r} not found")
-    previous, *next_id = found[_SNAPSHOT_WIDTH:]
-    slot = AssemblySlot(
-        row_id=int(next_id[0]) if next_id else None,
-        previous_fingerprints=list(previous or []),
-    )
-    return SessionSnapshot._make(found[:_SNAPSHOT_WIDTH]), slot
-
-
-def ids_reserved_up_front(db: Session) -> bool:
-    """Whether the engine hands out assembly row ids before the row is written (PostgreSQL)."""
-    return db.get_bind().engine.dialect.name == "postgresql"
-
-
-def reserve_assembly(
-    db: Session, *, tenant_id: int, session_pk: int | None, unit: str | None
-) -> AssemblySlot:
-    """The lineage's latest fingerprints and, on PostgreSQL, the next row id: one statement."""
-    lineage = {"tenant_id": tenant_id, "session_key": session_pk or 0, "unit_key": unit or ""}
-    # On the session's connection, not through the ORM: it loads no entity, and the ORM's
-    # statement handling cost a fifth of this lookup (0.29 vs 0.23 ms).
-    connection = db.connection()
-    if ids_reserved_up_front(db):
-        row_id, found = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
-        return AssemblySlot(row_id=int(row_id), previous_fingerprints=list(found or []))
-    found = connection.execute(_LINEAGE_ONLY, lineage).scalar()
-    return AssemblySlot(row_id=None, previous_fingerprints=list(found or []))
-
-
-@dataclass(frozen=True)
-class NewAssembly:
-    """One assembly to store: the request as received, the response and plan as returned
-    (without its own id: readers add it back), and the lineage it belongs to."""
-
-    tenant_id: int
-    session_pk: int | None
-    as_of_seq: int | None
-    unit: str | None
-    phase: str | None
-    plan_hash: str
-    request: str
-    response: dict[str, Any]
-    fingerprints: list[Any]
-
-
-def store_assembly(
-    db: Session,
-    assembly: NewAssembly,
-    *,
-    row_id: int | None,
-    derive_id: Callable[[int], str],
-) -> str:
-    """Store an assembly under `row_id` (None: the engine assigns one) and return its public
-    id, `derive_id(row_id)`. One statement when the row id is known, two otherwise."""
-    values = {
-        "tenant_id": assembly.tenant_id,
-        "session_id": assembly.session_pk,
-        "as_of_seq": assembly.as_of_seq,
-        "unit": assembly.unit,
-        "phase": assembly.phase,
-        "plan_hash": assembly.plan_hash,
-        "request": assembly.request,
-        "response": assembly.response,
-        "fingerprints": assembly.fingerprints,
-        "created_at": _now(),
-    }
-    if row_id is not None:
-        external_id = derive_id(row_id)
-        db.execute(insert(AssemblyRow).values(id=row_id, external_id=external_id, **values))
-        return external_id
-    assigned = db.execute(insert(AssemblyRow).values(**values).returning(AssemblyRow.id))
-    row_id = assigned.scalar_one()
-    external_id = derive_id(row_id)
-    db.execute(update(AssemblyRow).where(AssemblyRow.id == row_id).values(external_id=external_id))
-    return external_id
-
-
-def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRow:
-    row = db.scalar(
-        select(AssemblyRow).where(
-            AssemblyRow.tenant_id == tenant_id, AssemblyRow.external_id == external_id
-        )
-    )
-    if row is None:
-        raise NotFound(f"assembly {external_id!r} not found")
-    return row
-
-
-def prune_assemblies(db: Session, *, older_than: datetime, keep_per_session: int) -> int:
-    """Delete stored assemblies older than `older_than` or beyond the newest `keep_per_session`
-    of their session. Facts are never touched. Returns the number deleted."""
-    ranked = select(
-        AssemblyRow.id,
-        func.row_number()
-        .over(
-            partition_by=(AssemblyRow.tenant_id, AssemblyRow.session_id),
-            order_by=AssemblyRow.id.desc(),
-        )
-        .label("rank"),
-    ).subquery()
-    excess = select(ranked.c.id).where(ranked.c.rank > keep_per_session)
-    result = db.execute(
-        delete(AssemblyRow).where(
-            (AssemblyRow.created_at < older_than) | AssemblyRow.id.in_(excess)
-        )
-    )
-    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def put_manifest(db: Session, *, tenant_id: int, name: str, document: dict[str, Any]) -> int:

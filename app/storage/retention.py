@@ -10,7 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
-from app.storage import repository
+from app.storage import plans
 
 log = logging.getLogger("contextd")
 
@@ -18,7 +18,7 @@ log = logging.getLogger("contextd")
 def prune_once(factory: sessionmaker[Session], settings: Settings) -> int:
     cutoff = datetime.now(UTC) - timedelta(days=settings.assembly_retention_days)
     with factory() as db:
-        deleted = repository.prune_assemblies(
+        deleted = plans.prune_assemblies(
             db, older_than=cutoff, keep_per_session=settings.assembly_retention_per_session
         )
         db.commit()

@@ -296,14 +296,13 @@ def test_a_plan_that_cannot_be_stored_after_its_answer_is_counted_not_raised(
     from prometheus_client import REGISTRY
     from sqlalchemy.orm import sessionmaker
 
-    from app.api.assembly import _store_after_answer
-    from app.storage import repository
+    from app.storage import plans
     from app.storage.database import create_db_engine
 
     unreachable = create_db_engine(
         Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/x", db_timeout_seconds=1)
     )
-    record = repository.NewAssembly(
+    record = plans.NewAssembly(
         tenant_id=1,
         session_pk=None,
         as_of_seq=None,
@@ -319,7 +318,7 @@ def test_a_plan_that_cannot_be_stored_after_its_answer_is_counted_not_raised(
         return REGISTRY.get_sample_value("contextd_plan_store_failures_total") or 0.0
 
     before = failures()
-    _store_after_answer(sessionmaker(unreachable), record, row_id=1, derive=str)
+    plans.store_after_answer(sessionmaker(unreachable), record, row_id=1, derive=str)
     assert failures() == before + 1
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.api import history
+from app.storage import history
 from tests.builders import tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select
 
 from app.settings import Settings
-from app.storage import repository
+from app.storage import plans, repository
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.retention import prune_once
 from app.storage.tables import AssemblyRow, Fact
@@ -26,9 +26,9 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
         tenant_id = repository.ensure_tenant(db, "storage-tests")
         append_items(db, session_pk, [user_msg("x")])
         for n in range(3):
-            repository.store_assembly(
+            plans.store_assembly(
                 db,
-                repository.NewAssembly(
+                plans.NewAssembly(
                     tenant_id=tenant_id,
                     session_pk=session_pk,
                     as_of_seq=1,
@@ -56,7 +56,7 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
     prune_once(factory, settings)
     assert remaining() == ([1, 2], 1)
     with factory() as db:
-        deleted = repository.prune_assemblies(
+        deleted = plans.prune_assemblies(
             db, older_than=datetime.now(UTC) + timedelta(days=1), keep_per_session=10
         )
         db.commit()

@@ -1,0 +1,461 @@
+"""The fact vocabulary: how each kind of fact is written to a session's log, and how the log is
+folded into the session's active history.
+
+A session's log holds client items (in Responses form) and the service's own facts, whose
+types start with `contextd.`: goal versions, world-state snapshots (the full snapshot first, an
+RFC 7386 merge patch after), compactions and links to child sessions. Invariants:
+
+- Clients never write `contextd.*` facts (`client_items` refuses them); every builder here
+  marks its facts harness-authored.
+- A fact's `tokens` is `count(visible_text(item))` in the session's encoding for model-visible
+  items, the compacted history's tokens for a compaction, and 0 for bookkeeping.
+- The fold is a pure function of the facts in seq order, and incremental: folding facts
+  `a..c` onto the fold of `..a` equals folding `..c` from scratch. A fold is never mutated once
+  built, so folds can be shared between requests.
+- Internal facts never appear among the active history's items: goal versions, world-state
+  facts and compactions are folded into `goal`, `world_state` and `compactions`; child links
+  and other bookkeeping are skipped. A compaction replaces the visible items with its own
+  `history`, whose entries name a kept fact by seq (verbatim) or carry an item it wrote.
+- A fork starts from its parent's active history as of the fork point, without the parent's
+  world-state fragments and with only the sections it declared inherited.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, NamedTuple, Protocol
+
+from app.domain.compact import CompactionResult, HistoryEntry
+from app.domain.errors import InvalidInput
+from app.domain.formats import to_responses
+from app.domain.items import (
+    INTERNAL_TYPE_PREFIX,
+    OUTPUT_TYPES,
+    CountTokens,
+    Format,
+    Item,
+    item_type,
+    visible_text,
+)
+from app.domain.world_state import (
+    Goal,
+    WorldState,
+    WorldStateUpdate,
+    apply_patch,
+    is_state_fragment,
+    render_section,
+)
+
+__all__ = [
+    "CHILD_FACT",
+    "COMPACTION_FACT",
+    "EMPTY_FOLD",
+    "GOAL_FACT",
+    "WORLD_STATE_FACT",
+    "ActiveHistory",
+    "ChildKind",
+    "Fold",
+    "LoggedFact",
+    "NewFact",
+    "child_link_fact",
+    "client_items",
+    "compaction_fact",
+    "conclusion_fact",
+    "conclusion_item",
+    "delegate_brief",
+    "fold_facts",
+    "fork_fold",
+    "goal_fact",
+    "item_fact",
+    "world_state_facts",
+]
+
+GOAL_FACT = f"{INTERNAL_TYPE_PREFIX}goal"
+WORLD_STATE_FACT = f"{INTERNAL_TYPE_PREFIX}world_state"
+COMPACTION_FACT = f"{INTERNAL_TYPE_PREFIX}compaction"
+CHILD_FACT = f"{INTERNAL_TYPE_PREFIX}child"
+
+ChildKind = Literal["delegate", "fork"]
+
+HARNESS: Mapping[str, Any] = {"harness_authored": True}
+
+
+@dataclass(frozen=True)
+class NewFact:
+    """One fact to append: its type, the item as stored, its tokens and its provenance."""
+
+    type: str
+    item: dict[str, Any]
+    tokens: int
+    provenance: dict[str, Any]
+
+
+# Writing.
+
+
+def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> list[Item]:
+    """Client items in Responses form; `contextd.*` types are the service's own and refused."""
+    converted = to_responses(items, fmt).items
+    reserved = [
+        i for i, item in enumerate(converted) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
+    ]
+    if reserved:
+        raise InvalidInput(
+            f"item types starting with {INTERNAL_TYPE_PREFIX!r} are written by the service only",
+            details=[{"loc": ["body", field, i, "type"], "msg": "reserved type"} for i in reserved],
+        )
+    return converted
+
+
+def conclusion_item(conclusion: dict[str, Any], fmt: Format) -> Item:
+    """A child's conclusion as the one Responses item it must be."""
+    items = client_items([conclusion], fmt, field="conclusion")
+    if len(items) != 1:
+        raise InvalidInput(
+            "a conclusion is exactly one item",
+            details=[{"loc": ["body", "conclusion"], "msg": "converts to several items"}],
+        )
+    return items[0]
+
+
+def item_fact(item: Item, *, provenance: Mapping[str, Any], count_tokens: CountTokens) -> NewFact:
+    """A model-visible item as a fact, counted in the session's encoding."""
+    return NewFact(item_type(item), item, count_tokens(visible_text(item)), dict(provenance))
+
+
+def goal_fact(text: str, *, version: int, count_tokens: CountTokens, source: str | None) -> NewFact:
+    """Goal version `version`; `source` names the writer in the provenance (None: the client's
+    `PUT /goal`)."""
+    origin = {**HARNESS, "source": source} if source else dict(HARNESS)
+    record = {"type": GOAL_FACT, "version": version, "text": text}
+    return NewFact(GOAL_FACT, record, count_tokens(text), origin)
+
+
+def world_state_facts(
+    update: WorldStateUpdate,
+    *,
+    sections: Mapping[str, Any],
+    version: int,
+    count_tokens: CountTokens,
+) -> list[NewFact]:
+    """Snapshot `version` (as a merge patch when there is a previous one), then the update
+    fragments as harness-authored developer messages, so that the fold can later tell whether
+    the model still sees them."""
+    origin = {**HARNESS, "source": "world_state"}
+    record = (
+        {"type": WORLD_STATE_FACT, "version": version, "patch": update.patch}
+        if update.patch is not None
+        else {"type": WORLD_STATE_FACT, "version": version, "snapshot": dict(sections)}
+    )
+    return [
+        NewFact(WORLD_STATE_FACT, record, 0, origin),
+        *(item_fact(item, provenance=origin, count_tokens=count_tokens) for item in update.updates),
+    ]
+
+
+def delegate_brief(
+    *,
+    goal: str | None,
+    sections: Mapping[str, Any],
+    brief: Sequence[Item],
+    count_tokens: CountTokens,
+) -> list[NewFact]:
+    """A delegate's first facts: its goal, the inherited sections (snapshot and fragments, all
+    version 1) and the brief's items."""
+    origin = {**HARNESS, "source": "delegate"}
+    facts = (
+        []
+        if goal is None
+        else [goal_fact(goal, version=1, count_tokens=count_tokens, source="delegate")]
+    )
+    if sections:
+        snapshot = {"type": WORLD_STATE_FACT, "version": 1, "snapshot": dict(sections)}
+        facts.append(NewFact(WORLD_STATE_FACT, snapshot, 0, origin))
+        facts.extend(
+            item_fact(render_section(s, v, version=1), provenance=origin, count_tokens=count_tokens)
+            for s, v in sorted(sections.items())
+        )
+    facts.extend(
+        item_fact(item, provenance={"source": "brief"}, count_tokens=count_tokens) for item in brief
+    )
+    return facts
+
+
+def child_link_fact(
+    *,
+    child_session_id: str,
+    kind: ChildKind,
+    inherit: Mapping[str, bool],
+    unit: str | None,
+    fork_seq: int | None,
+) -> NewFact:
+    """The link a parent's log keeps to each of its children."""
+    link = {
+        "type": CHILD_FACT,
+        "child_session_id": child_session_id,
+        "kind": kind,
+        "inherit": dict(inherit),
+        "unit": unit,
+        "fork_seq": fork_seq,
+    }
+    return NewFact(CHILD_FACT, link, 0, dict(HARNESS))
+
+
+def conclusion_fact(
+    item: Item, *, from_session: str, via: str, count_tokens: CountTokens
+) -> NewFact:
+    """A child's one conclusion, appended to its parent with a back-reference to the child."""
+    back_reference = {"from_session": from_session, "via": via, **HARNESS}
+    return item_fact(item, provenance=back_reference, count_tokens=count_tokens)
+
+
+def _stored_entry(entry: HistoryEntry) -> dict[str, Any]:
+    return {"seq": entry.seq} if entry.verbatim and entry.seq is not None else {"item": entry.item}
+
+
+def compaction_fact(
+    result: CompactionResult, *, compaction_id: str, requested_strategy: str
+) -> NewFact:
+    """The compaction record: the new projection (kept facts by seq, written items whole) and
+    what the compaction did."""
+    record = {
+        "type": COMPACTION_FACT,
+        "compaction_id": compaction_id,
+        "strategy": result.strategy,
+        "requested_strategy": requested_strategy,
+        "covered": list(result.covered) if result.covered else None,
+        "history": [_stored_entry(entry) for entry in result.history],
+        "summary": result.summary.as_dict() if result.summary else None,
+        "notes": result.notes.as_dict() if result.notes else None,
+        "working_set": [list(pair) for pair in result.working_set],
+        "loss_missing": list(result.loss_missing),
+        "fell_back": result.fell_back,
+    }
+    return NewFact(COMPACTION_FACT, record, result.tokens_after, dict(HARNESS))
+
+
+# Reading: the fold.
+
+
+class LoggedFact(Protocol):
+    """What the fold reads of one stored fact."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def item(self) -> dict[str, Any]: ...
+    @property
+    def provenance(self) -> dict[str, Any]: ...
+    @property
+    def phase(self) -> str | None: ...
+    @property
+    def tokens(self) -> int: ...
+
+
+Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
+"""One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
+it), the item, its append metadata, its phase and its stored token count (None where none)."""
+
+
+class _Columns(NamedTuple):
+    seqs: tuple[int | None, ...]
+    items: tuple[Item, ...]
+    metadata: tuple[dict[str, Any], ...]
+    phases: tuple[str | None, ...]
+    tokens: tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A session's log folded up to `last_seq`. Never mutated once built: it is shared."""
+
+    last_seq: int
+    goal: Goal | None
+    sections: dict[str, Any]
+    baseline: dict[str, Any] | None
+    world_version: int
+    compactions: int
+    compaction_id: str | None
+    by_seq: dict[int, Visible]
+    visible: tuple[Visible, ...]
+
+    @functools.cached_property
+    def columns(self) -> _Columns:
+        """`visible` as columns, built once per fold (every session-mode call reads them)."""
+        return _Columns(
+            seqs=tuple(entry[0] for entry in self.visible),
+            items=tuple(entry[1] for entry in self.visible),
+            metadata=tuple(entry[2] for entry in self.visible),
+            phases=tuple(entry[3] for entry in self.visible),
+            tokens=tuple(entry[4] for entry in self.visible),
+        )
+
+
+EMPTY_FOLD = Fold(0, None, {}, None, 0, 0, None, {}, ())
+
+
+def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fold:
+    """`start` with `facts` (the facts after `start.last_seq`, in seq order) folded in."""
+    goal, sections, baseline = start.goal, start.sections, start.baseline
+    world_version, compactions = start.world_version, start.compactions
+    compaction_id = start.compaction_id
+    by_seq = dict(start.by_seq)
+    visible = list(start.visible)
+    for fact in facts:
+        kind = fact.type
+        if kind == GOAL_FACT:
+            goal = Goal(version=fact.item["version"], text=fact.item["text"])
+        elif kind == WORLD_STATE_FACT:
+            if "snapshot" in fact.item:
+                sections = fact.item["snapshot"]
+            else:
+                sections = apply_patch(sections, fact.item["patch"])
+            world_version = fact.item["version"]
+            baseline = sections
+        elif kind == COMPACTION_FACT:
+            compactions += 1
+            compaction_id = fact.item.get("compaction_id")
+            baseline = None
+            visible = [
+                by_seq[entry["seq"]] if "seq" in entry else (None, entry["item"], {}, None, None)
+                for entry in fact.item.get("history", [])
+            ]
+        elif not kind.startswith(INTERNAL_TYPE_PREFIX):
+            # Child links and other bookkeeping (the remaining `contextd.*` kinds) are skipped.
+            entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
+            by_seq[fact.seq] = entry
+            visible.append(entry)
+    return Fold(
+        last_seq,
+        goal,
+        sections,
+        baseline,
+        world_version,
+        compactions,
+        compaction_id,
+        by_seq,
+        tuple(visible),
+    )
+
+
+def fork_fold(parent: ActiveHistory, *, inherit: Mapping[str, bool]) -> Fold:
+    """Where a fork's own fold starts: its parent's active history as of the fork point.
+
+    Governance travels only as declared: the parent's world-state fragments stay behind, and
+    only the inherited sections are the fork's. Inherited items carry no seq of the fork's.
+    """
+    return replace(
+        EMPTY_FOLD,
+        goal=parent.goal,
+        sections={k: v for k, v in parent.world_state.sections.items() if inherit.get(k)},
+        world_version=parent.world_state.version,
+        visible=tuple(
+            (None, item, metadata, phase, None)
+            for item, metadata, phase in zip(
+                parent.items, parent.metadata, parent.phases, strict=True
+            )
+            if not is_state_fragment(item)
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ActiveHistory:
+    """A session's active history before normalization, with the session facts beside it."""
+
+    session_pk: int
+    last_seq: int
+    encoding: str
+    context_window: int
+    items: Sequence[Item]
+    metadata: Sequence[dict[str, Any]]
+    seqs: Sequence[int | None]
+    """The fact each item is, verbatim; None for items a compaction wrote."""
+    goal: Goal | None
+    world_state: WorldState
+    compactions: int
+    compaction_id: str | None
+    phases: Sequence[str | None]
+    stored_tokens: Sequence[int | None]
+    """Each item's token count in the session's encoding as stored when it was appended (see
+    `NewFact.tokens`); None for items a compaction wrote or a fork inherited."""
+    unit: str | None
+
+    @classmethod
+    def of(
+        cls,
+        fold: Fold,
+        *,
+        session_pk: int,
+        encoding: str,
+        context_window: int,
+        unit: str | None,
+    ) -> ActiveHistory:
+        columns = fold.columns
+        return cls(
+            session_pk=session_pk,
+            last_seq=fold.last_seq,
+            encoding=encoding,
+            context_window=context_window,
+            items=columns.items,
+            metadata=columns.metadata,
+            seqs=columns.seqs,
+            goal=fold.goal,
+            world_state=WorldState(
+                version=fold.world_version, sections=fold.sections, baseline=fold.baseline
+            ),
+            compactions=fold.compactions,
+            compaction_id=fold.compaction_id,
+            phases=columns.phases,
+            stored_tokens=columns.tokens,
+            unit=unit,
+        )
+
+    def token_counts(
+        self, items: Sequence[Item], *, encoding: str, count_tokens: Callable[[str], int]
+    ) -> list[int]:
+        """The token count of each of `items` (`count_tokens(visible_text(item))`), where
+        `count_tokens` counts in `encoding`.
+
+        In the session's encoding an item that is one of this history's own, unchanged
+        (normalization returns untouched items as the same objects), takes its stored count;
+        any other item, or any item in another encoding, is counted. Identity is safe here:
+        this history holds its items alive, so no other object shares an id with one of them.
+        """
+        stored = (
+            {
+                id(item): tokens
+                for item, tokens in zip(self.items, self.stored_tokens, strict=True)
+                if tokens is not None
+            }
+            if encoding == self.encoding
+            else {}
+        )
+        counts = [stored.get(id(item)) for item in items]
+        return [
+            count_tokens(visible_text(item)) if known is None else known
+            for item, known in zip(items, counts, strict=True)
+        ]
+
+    def entries(self, normalized: Sequence[Item]) -> tuple[HistoryEntry, ...]:
+        """Normalized items with the fact each one is. Unchanged items are this history's own
+        objects; a truncated output is matched to its fact by call_id, but is not verbatim."""
+        by_identity = {id(item): seq for item, seq in zip(self.items, self.seqs, strict=True)}
+        outputs = {
+            (item_type(item), item.get("call_id")): seq
+            for item, seq in zip(self.items, self.seqs, strict=True)
+            if item_type(item) in OUTPUT_TYPES
+        }
+        entries = []
+        for item in normalized:
+            seq = by_identity.get(id(item))
+            if seq is not None:
+                entries.append(HistoryEntry(seq=seq, item=item, verbatim=True))
+            else:
+                matched = outputs.get((item_type(item), item.get("call_id")))
+                entries.append(HistoryEntry(seq=matched, item=item, verbatim=False))
+        return tuple(entries)

@@ -1,0 +1,150 @@
+"""A session's active history, read from its log: the one loader every handler uses (read the
+new facts → fold → normalize → count) and the per-process fold cache behind it.
+
+The fold cache keeps read-your-writes: the log is append-only, so a fold up to seq n never
+changes, and a read always folds every fact up to the session row's `last_seq` (or the
+requested seq) onto the newest cached fold that does not go past it. Keys carry the engine and
+the session's creation time, so two databases never share an entry. Pinned by
+`tests/api/test_projection_cache.py` (incremental reads equal a fold from scratch).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import cast
+
+from cachetools import LRUCache
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
+from app.domain.items import Item
+from app.domain.normalize import DEFAULT_TRUNCATION_POLICY, NormalizeResult, normalize_history
+from app.domain.truncation import TruncationPolicy
+from app.storage import repository
+from app.storage.repository import SessionSnapshot
+from app.storage.tables import SessionRow
+from app.tokens import token_counter
+
+DEFAULT_MODALITIES = frozenset({"text", "image"})
+
+# The engine is held by a weak reference: it hashes by identity, keeps no engine and its pool
+# alive, and once dead equals no other engine's reference. Bounded to the 64 most recently
+# read sessions: a fold holds the session's visible items.
+_folds: LRUCache[tuple[weakref.ref[Engine], int, datetime], Fold] = LRUCache(maxsize=64)
+_folds_lock = threading.Lock()
+
+
+def fold_session(
+    db: Session, session: SessionRow | SessionSnapshot, *, up_to_seq: int | None = None
+) -> ActiveHistory:
+    """The session's active history (as it was at `up_to_seq`, when given), folding only the
+    facts appended since this process's newest fold of it. A fork's fold starts from its
+    parent's active history as of the fork point (read from the parent's log, not copied)."""
+    target = session.last_seq if up_to_seq is None else min(up_to_seq, session.last_seq)
+    key = (weakref.ref(db.get_bind().engine), session.id, session.created_at)
+    with _folds_lock:
+        cached = _folds.get(key)
+    if cached is not None and cached.last_seq <= target:
+        start = cached
+    elif session.kind == "fork" and session.parent_id is not None:
+        parent = repository.get_session_by_pk(db, session.parent_id)
+        start = fork_fold(
+            fold_session(db, parent, up_to_seq=session.fork_seq), inherit=session.inherit
+        )
+    else:
+        start = EMPTY_FOLD
+    if start.last_seq == target:
+        fold = start  # nothing was appended since the cached fold
+    else:
+        facts = repository.read_facts(
+            db, session_id=session.id, after_seq=start.last_seq, up_to_seq=target
+        )
+        # Rows carry every column the fold reads, by name.
+        fold = fold_facts(start, cast(Sequence[LoggedFact], facts), last_seq=target)
+    if up_to_seq is None and fold is not cached:
+        with _folds_lock:
+            _folds[key] = fold
+    return ActiveHistory.of(
+        fold,
+        session_pk=session.id,
+        encoding=session.encoding,
+        context_window=session.context_window,
+        unit=session.unit,
+    )
+
+
+@dataclass(frozen=True)
+class LoadedHistory:
+    """A session's row and active history, and that history normalized and counted.
+
+    Normalization and counts are computed on first use, once: handlers that only need the
+    fold (goal, world state, children) never pay for them.
+    """
+
+    session: SessionRow | SessionSnapshot
+    active: ActiveHistory
+    encoding: str
+    """The encoding the history is normalized and counted in."""
+    input_modalities: frozenset[str]
+    truncation: TruncationPolicy
+
+    @functools.cached_property
+    def normalized(self) -> NormalizeResult:
+        return normalize_history(
+            self.active.items,
+            count_tokens=token_counter(self.encoding),
+            input_modalities=self.input_modalities,
+            truncation=self.truncation,
+            item_metadata=self.active.metadata,
+        )
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        """The normalized active history."""
+        return self.normalized.items
+
+    @functools.cached_property
+    def sizes(self) -> list[int]:
+        """Each normalized item's tokens in `encoding` (stored counts where they apply)."""
+        return self.active.token_counts(
+            self.items, encoding=self.encoding, count_tokens=token_counter(self.encoding)
+        )
+
+    @functools.cached_property
+    def session_sizes(self) -> list[int]:
+        """Each normalized item's tokens in the session's own encoding (what advice weighs
+        against the session's window)."""
+        own = self.active.encoding
+        if own == self.encoding:
+            return self.sizes
+        return self.active.token_counts(self.items, encoding=own, count_tokens=token_counter(own))
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.sizes)
+
+
+def load_history(
+    db: Session,
+    session: SessionRow | SessionSnapshot,
+    *,
+    up_to_seq: int | None = None,
+    encoding: str | None = None,
+    input_modalities: frozenset[str] = DEFAULT_MODALITIES,
+    truncation: TruncationPolicy = DEFAULT_TRUNCATION_POLICY,
+) -> LoadedHistory:
+    """`session`'s active history (at `up_to_seq`), to be normalized and counted in `encoding`
+    (default: the session's) for a model that reads `input_modalities`."""
+    return LoadedHistory(
+        session=session,
+        active=fold_session(db, session, up_to_seq=up_to_seq),
+        encoding=encoding or session.encoding,
+        input_modalities=input_modalities,
+        truncation=truncation,
+    )
