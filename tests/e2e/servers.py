@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,12 @@ class Server:
     """`contextd serve` as a real process. `start` waits for /readyz; `kill` is SIGKILL."""
 
     def __init__(
-        self, database_url: str, *, port: int | None = None, workers: int = 1, **env: str
+        self,
+        database_url: str,
+        *,
+        port: int | None = None,
+        workers: int = 1,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.port = port or free_port()
         self.workers = workers
@@ -50,7 +55,7 @@ class Server:
             **os.environ,
             "CTX_DATABASE_URL": database_url,
             "CTX_API_KEYS": "[]",
-            **env,
+            **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -97,7 +102,7 @@ class Server:
 
 @contextlib.contextmanager
 def running(database_url: str, *, workers: int = 1, **env: str) -> Iterator[Server]:
-    server = Server(database_url, workers=workers, **env)
+    server = Server(database_url, workers=workers, env=env)
     try:
         server.start()
         yield server

@@ -175,7 +175,7 @@ def test_promtool_when_available(tmp_path: Path) -> None:
 
 
 def k8s_documents() -> list[tuple[Path, dict[str, Any]]]:
-    docs = []
+    docs: list[tuple[Path, dict[str, Any]]] = []
     for path in sorted(K8S.rglob("*.yaml")):
         docs.extend((path, doc) for doc in yaml.safe_load_all(path.read_text()) if doc)
     return docs
