@@ -160,7 +160,11 @@ def test_alert_rules_structure_and_metrics() -> None:
 
 def test_promtool_when_available(tmp_path: Path) -> None:
     if shutil.which("promtool") is None:
-        return  # the YAML checks above still ran; promtool comes with Debian's `prometheus`
+        pytest.skip(
+            "promtool is not on PATH (the YAML checks above still ran); "
+            "it comes with Prometheus, e.g. Debian's `prometheus` package: "
+            "apt-get install prometheus"
+        )
     promtool("check", "config", str(PROMETHEUS_CONFIG))
     promtool("check", "rules", str(ALERTS))
     promtool("test", "rules", str(ALERTS.with_name("alerts_test.yml")))
