@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -142,8 +142,8 @@ class TcpProxy:
         self._threads = [t for t in self._threads if t.is_alive()]
         assert not self._threads, "proxy threads did not stop"
 
-    def _spawn(self, target: object, *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+    def _spawn(self, target: Callable[..., object], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
         self._threads.append(thread)
         thread.start()
 
@@ -172,7 +172,8 @@ class TcpProxy:
                     selector.register(sock, selectors.EVENT_READ)
                 while not self._stopping.is_set():
                     for key, _ in selector.select(timeout=0.1):
-                        source: socket.socket = key.fileobj  # type: ignore[assignment]
+                        source = key.fileobj
+                        assert isinstance(source, socket.socket)
                         data = source.recv(65536)
                         if not data:
                             return
