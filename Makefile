@@ -31,7 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check app tests bench migrations
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict app
+	$(BIN)/mypy --strict app tests bench
 
 # The test suite creates (and drops) its own throwaway PostgreSQL database.
 pytest: $(STAMP) postgres

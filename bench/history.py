@@ -8,6 +8,8 @@ Run: `make bench` (or `.venv/bin/python -m bench.history`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 
 from bench.common import bench_database, load_trajectories, running_server, server_ms
@@ -25,7 +27,7 @@ def main() -> None:
         for start in range(0, ITEMS, BATCH):
             batch = {"items": items[start : start + BATCH]}
             client.post("/sessions/long/items", json=batch).raise_for_status()
-        reads = {
+        reads: dict[str, Callable[[], httpx.Response]] = {
             "GET /sessions/long/items?limit=1000": lambda: client.get(
                 "/sessions/long/items", params={"limit": 1000}
             ),

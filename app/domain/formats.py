@@ -51,7 +51,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from app.domain.items import OUTPUT_TYPES, Format, Item, item_type
 
@@ -90,7 +90,7 @@ def to_responses(items: list[Item], fmt: Format) -> Conversion:
         case "anthropic":
             return _anthropic_to_responses(items)
         case _:
-            raise ValueError(f"unknown wire format {fmt!r}")
+            assert_never(fmt)
 
 
 def from_responses(items: list[Item], fmt: Format) -> Conversion:
@@ -103,7 +103,7 @@ def from_responses(items: list[Item], fmt: Format) -> Conversion:
         case "anthropic":
             return _anthropic_from_responses(items)
         case _:
-            raise ValueError(f"unknown wire format {fmt!r}")
+            assert_never(fmt)
 
 
 def _convert_content(content: Any, *, part: PartConverter, role: str) -> str | list[Item] | None:

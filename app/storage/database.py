@@ -44,9 +44,9 @@ def create_db_engine(settings: Settings) -> Engine:
         url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
-        # No pre-ping (it costs a round trip per request, ≈20% of append throughput): a dropped
-        # connection fails one request with 503, and SQLAlchemy then invalidates the whole pool,
-        # so the service recovers by itself when the database returns.
+        # No pre-ping (it costs a round trip per request): a dropped connection fails one
+        # request with 503, and SQLAlchemy then invalidates the whole pool, so the service
+        # recovers by itself when the database returns.
         pool_pre_ping=False,
         pool_recycle=1800,
         **json_options,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import schemathesis
@@ -18,6 +19,10 @@ from schemathesis.specs.openapi.schemas import OpenApiSchema
 
 from app.main import create_app
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    # schemathesis defines its `Case[OpenApiOperation]` alias for type checkers only.
+    from schemathesis.specs.openapi.schemas import OpenApiCase
 
 OPENAPI = Path(__file__).resolve().parents[2] / "openapi.yaml"
 # The contract's promises: no 5xx, documented status codes, bodies and headers as declared.
@@ -49,5 +54,5 @@ def app(postgres_url: str) -> FastAPI:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-def test_api_honours_its_contract(case: schemathesis.Case, app: FastAPI) -> None:
+def test_api_honours_its_contract(case: OpenApiCase, app: FastAPI) -> None:
     case.call_and_validate(app=app, base_url="http://localhost", checks=CHECKS)

@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.domain.formats import to_responses
+from app.domain.items import Format
 from app.domain.normalize import (
     MEDIA_PLACEHOLDERS,
     SYNTHETIC_OUTPUT_TEXT,
@@ -178,12 +179,12 @@ def test_normalize_anthropic_history_pairs_tool_use_with_tool_result(client: Tes
 
 @pytest.mark.parametrize("fmt", ["responses", "chat", "anthropic"])
 def test_every_trajectory_normalizes_to_a_paired_history_in_every_format(
-    client: TestClient, fmt: str
+    client: TestClient, fmt: Format
 ) -> None:
     for path in TRAJECTORIES:
         items = load_trajectory(path)[: len(load_trajectory(path)) * 2 // 3]
         result = _normalize(client, items=items, output_format=fmt)
-        back = to_responses(result["items"], fmt)  # type: ignore[arg-type]
+        back = to_responses(result["items"], fmt)
         assert find_pairing_violations(back.items) == [], path.name
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.main import create_app
@@ -134,7 +135,9 @@ def service(postgres_url: str) -> Iterator[TestClient]:
 
 @pytest.fixture(scope="module")
 def operations(service: TestClient) -> dict[tuple[str, str], dict[str, Any]]:
-    return _load_operations(service.app.openapi())  # type: ignore[attr-defined]
+    app = service.app
+    assert isinstance(app, FastAPI)
+    return _load_operations(app.openapi())
 
 
 def _ok(response: Any, *expected: int) -> dict[str, Any]:

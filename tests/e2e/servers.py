@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,12 @@ class Server:
     """`contextd serve` as a real process. `start` waits for /readyz; `kill` is SIGKILL."""
 
     def __init__(
-        self, database_url: str, *, port: int | None = None, workers: int = 1, **env: str
+        self,
+        database_url: str,
+        *,
+        port: int | None = None,
+        workers: int = 1,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.port = port or free_port()
         self.workers = workers
@@ -50,7 +55,7 @@ class Server:
             **os.environ,
             "CTX_DATABASE_URL": database_url,
             "CTX_API_KEYS": "[]",
-            **env,
+            **(env or {}),
         }
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -97,7 +102,7 @@ class Server:
 
 @contextlib.contextmanager
 def running(database_url: str, *, workers: int = 1, **env: str) -> Iterator[Server]:
-    server = Server(database_url, workers=workers, **env)
+    server = Server(database_url, workers=workers, env=env)
     try:
         server.start()
         yield server
@@ -137,8 +142,8 @@ class TcpProxy:
         self._threads = [t for t in self._threads if t.is_alive()]
         assert not self._threads, "proxy threads did not stop"
 
-    def _spawn(self, target: object, *args: object) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+    def _spawn(self, target: Callable[..., object], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
         self._threads.append(thread)
         thread.start()
 
@@ -167,7 +172,8 @@ class TcpProxy:
                     selector.register(sock, selectors.EVENT_READ)
                 while not self._stopping.is_set():
                     for key, _ in selector.select(timeout=0.1):
-                        source: socket.socket = key.fileobj  # type: ignore[assignment]
+                        source = key.fileobj
+                        assert isinstance(source, socket.socket)
                         data = source.recv(65536)
                         if not data:
                             return

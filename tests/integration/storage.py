@@ -29,7 +29,14 @@ def new_session(engine: Engine, name: str) -> int:
 
 
 def append_items(
-    db: Session, session_pk: int, items: list[dict[str, object]], **kwargs: object
+    db: Session,
+    session_pk: int,
+    items: list[dict[str, object]],
+    *,
+    unit: str | None = None,
+    phase: str | None = None,
+    idempotency_key: str | None = None,
+    expected_last_seq: int | None = None,
 ) -> repository.AppendResult:
     """Append `items` (one token each) the way the API does: under the session's row lock."""
     session = db.scalars(
@@ -38,6 +45,12 @@ def append_items(
     facts = [
         repository.NewFact(type=str(i["type"]), item=i, tokens=1, provenance={}) for i in items
     ]
-    options = {"unit": None, "phase": None, "idempotency_key": None, "expected_last_seq": None}
-    options.update(kwargs)
-    return repository.append_facts(db, session=session, facts=facts, **options)  # type: ignore[arg-type]
+    return repository.append_facts(
+        db,
+        session=session,
+        facts=facts,
+        unit=unit,
+        phase=phase,
+        idempotency_key=idempotency_key,
+        expected_last_seq=expected_last_seq,
+    )

@@ -45,7 +45,7 @@ def test_append_assigns_dense_sequence_and_keeps_items_verbatim(
     engine: Engine, session_id: str
 ) -> None:
     session_pk = new_session(engine, session_id)
-    odd_item = {"type": "vendor_event", "nested": {"list": [1, 2.5, None, "é"]}}
+    odd_item: dict[str, object] = {"type": "vendor_event", "nested": {"list": [1, 2.5, None, "é"]}}
     with create_session_factory(engine)() as db:
         first = append_items(db, session_pk, [user_msg("a"), tool_call("c1")])
         second = append_items(db, session_pk, [odd_item])
