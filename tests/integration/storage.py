@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from app.domain.facts import NewFact
 from app.storage import repository
 from app.storage.database import create_session_factory
 from app.storage.tables import SessionRow
@@ -42,9 +43,7 @@ def append_items(
     session = db.scalars(
         select(SessionRow).where(SessionRow.id == session_pk).with_for_update()
     ).one()
-    facts = [
-        repository.NewFact(type=str(i["type"]), item=i, tokens=1, provenance={}) for i in items
-    ]
+    facts = [NewFact(type=str(i["type"]), item=i, tokens=1, provenance={}) for i in items]
     return repository.append_facts(
         db,
         session=session,

@@ -69,3 +69,25 @@ def test_domain_calls_no_clock_or_randomness() -> None:
         )
     }
     assert offenders == set()
+
+
+API = DOMAIN.parent / "api"
+
+
+def _is_handler_module(path: Path) -> bool:
+    """A module that serves routes: it makes an `APIRouter`."""
+    return "APIRouter(" in path.read_text()
+
+
+def test_handler_modules_never_import_each_other() -> None:
+    handlers = {f"app.api.{path.stem}" for path in API.glob("*.py") if _is_handler_module(path)}
+    offenders = {
+        f"{path.name}: {module}"
+        for path in sorted(API.glob("*.py"))
+        if _is_handler_module(path)
+        for module in _imported_modules(path)
+        if module in handlers
+        or (module == "app.api" and path.stem != "__init__")  # `from app.api import x`
+    }
+    assert len(handlers) >= 7  # sessions, history, assembly, world, compaction, isolation, ops
+    assert offenders == set()
