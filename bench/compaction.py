@@ -12,7 +12,7 @@ import statistics
 import time
 from typing import get_args
 
-from app.domain.compact import (
+from app.domain.compaction import (
     CompactionInput,
     CompactionParams,
     HistoryEntry,

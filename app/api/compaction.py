@@ -28,7 +28,7 @@ from app.api.models import (
     SessionHooks,
 )
 from app.domain.advice import advise
-from app.domain.compact import (
+from app.domain.compaction import (
     CompactionInput,
     CompactionParams,
     CompactionResult,

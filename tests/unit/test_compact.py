@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.compact import (
+from app.domain.compaction import (
     DECLARATIONS,
     HANDOFF_MARKER,
     NOTES_MARKER,

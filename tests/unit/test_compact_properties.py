@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.compact import (
+from app.domain.compaction import (
     HANDOFF_MARKER,
     NOTES_MARKER,
     SUMMARY_MARKER,
