@@ -40,13 +40,13 @@ from app.domain.assemble import (
     Budget,
     Candidate,
     Contribution,
-    HistoryEntry,
     diff_selections,
     shared_prefix_tokens,
 )
 from app.domain.assemble import assemble as assemble_plan
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses
+from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
 from app.domain.items import Item, developer_message, visible_text
 from app.domain.json_encoding import encode_json
@@ -214,7 +214,7 @@ def run_assembly(
         ]
         history = tuple(
             [
-                HistoryEntry(f"history:{ordinal}", item, size)
+                HistoryEntry(None, item, tokens=size, id=f"history:{ordinal}")
                 for ordinal, (item, size) in enumerate(kept)
             ]
         )

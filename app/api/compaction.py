@@ -32,12 +32,12 @@ from app.domain.compaction import (
     CompactionInput,
     CompactionParams,
     CompactionResult,
-    HistoryEntry,
     plan_compaction,
     render_summarization_prompt,
 )
 from app.domain.errors import Conflict, InvalidInput, SequenceConflict
 from app.domain.formats import from_responses, to_responses
+from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
 from app.domain.items import COMPACTION_FACT, OUTPUT_TYPES, Item, item_type
 from app.domain.normalize import normalize_history

@@ -25,9 +25,9 @@ from app.domain.assemble import (
     Budget,
     Candidate,
     Contribution,
-    HistoryEntry,
     assemble,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
@@ -90,7 +90,7 @@ def histories(draw: st.DrawFn) -> tuple[HistoryEntry, ...]:
         items.extend(tool_call(call_id, arguments=draw(texts)) for call_id in calls)
         items.extend(tool_output(call_id, draw(texts)) for call_id in calls)
         items.append(assistant_msg(draw(texts)))
-    return tuple(HistoryEntry(id=f"seq:{n}", item=item) for n, item in enumerate(items))
+    return tuple(HistoryEntry(None, item, id=f"seq:{n}") for n, item in enumerate(items))
 
 
 limits = st.one_of(st.none(), st.integers(min_value=0, max_value=40))
@@ -210,7 +210,7 @@ def test_selected_history_is_a_paired_suffix_of_random_histories(inp: AssemblyIn
 @functools.cache
 def normalized_trajectory(path: Path) -> tuple[HistoryEntry, ...]:
     result = normalize_history(load_trajectory(path), count_tokens=words)
-    return tuple(HistoryEntry(id=f"seq:{n}", item=item) for n, item in enumerate(result.items))
+    return tuple(HistoryEntry(None, item, id=f"seq:{n}") for n, item in enumerate(result.items))
 
 
 @PROPERTY_SETTINGS

@@ -26,13 +26,13 @@ from app.domain.compaction import (
     CompactionInput,
     CompactionParams,
     CompactionResult,
-    HistoryEntry,
     Strategy,
     is_compaction_product,
     notes_of,
     plan_compaction,
     summary_of,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import OUTPUT_TYPES, Item, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg

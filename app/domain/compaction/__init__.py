@@ -9,8 +9,8 @@ did. For every strategy and every input:
   follow in chronological order.
 - Call/output pairing holds in the new history (`find_pairing_violations` is empty), or
   `CompactionBroken` is raised: a broken history is never returned. Items are kept or dropped
-  by whole units (a unit ends where no call waits for its output and the last item is not
-  reasoning), so a call never loses its output; a cleared output keeps its call_id.
+  by whole units, the ranges between `history_cuts` (see `app.domain.history`), so a call never
+  loses its output nor a reasoning item the item it led to; a cleared output keeps its call_id.
 - The goal is pinned: every product carries the goal verbatim under its own heading (`inp.goal`,
   else the earlier record's). A summary text from a model never replaces it: goal claims in
   that text are removed.
@@ -52,7 +52,6 @@ from app.domain.compaction.model import (
     CompactionParams,
     CompactionResult,
     Handoff,
-    HistoryEntry,
     Notes,
     Strategy,
     Summary,
@@ -71,7 +70,6 @@ __all__ = [
     "CompactionParams",
     "CompactionResult",
     "Handoff",
-    "HistoryEntry",
     "Notes",
     "Strategy",
     "Summary",

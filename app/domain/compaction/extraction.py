@@ -31,11 +31,11 @@ from app.domain.compaction.model import (
     MAX_REFERENCES,
     MAX_VERIFICATION,
     Handoff,
-    HistoryEntry,
     Notes,
     Summary,
 )
 from app.domain.compaction.product import is_compaction_product
+from app.domain.history import HistoryEntry
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
 
 # Single entries are clipped as well as lists capped, so that a record stays small.

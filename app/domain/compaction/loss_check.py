@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.domain.compaction.extraction import scan_entries
-from app.domain.compaction.model import HistoryEntry
+from app.domain.history import HistoryEntry
 from app.domain.items import visible_text
 
 

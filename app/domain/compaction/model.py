@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.domain.errors import ContextdError
+from app.domain.history import HistoryEntry
 from app.domain.items import Item
 
 Strategy = Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"]
@@ -88,15 +89,6 @@ class CompactionBroken(ContextdError):
     """A strategy produced a history that breaks call/output pairing; nothing is emitted."""
 
     code = "compaction_broken"
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    seq: int | None
-    """Fact seq the item comes from; None for items the service synthesized."""
-    item: Item
-    verbatim: bool = True
-    """True iff `item` is exactly the stored fact `seq`."""
 
 
 @dataclass(frozen=True)

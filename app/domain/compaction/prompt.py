@@ -11,7 +11,8 @@ import json
 from app.domain.compaction.extraction import merged
 from app.domain.compaction.model import CompactionInput
 from app.domain.compaction.product import read_product
-from app.domain.compaction.strategies import safe_cuts, split
+from app.domain.compaction.strategies import split
+from app.domain.history import history_cuts
 from app.domain.items import item_type, visible_text
 from app.domain.truncation import truncate_text
 
@@ -28,7 +29,7 @@ def render_summarization_prompt(inp: CompactionInput) -> str:
     products, body = split(inp)
     before = read_product(products[-1].item) if products else None
     previous = inp.previous_summary or (before.summary if before else None)
-    cuts = safe_cuts(body)
+    cuts = history_cuts([entry.item for entry in body])
     keep = max(c for c in cuts if c <= max(0, len(body) - inp.params.keep_recent))
     lines: list[str] = []
     for entry in body[:keep]:

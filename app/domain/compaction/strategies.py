@@ -3,8 +3,8 @@
 The guarantees are the package's (see `app.domain.compaction`). How they are kept here: every
 strategy works on the body (the history without products and re-anchored invariants) and
 rebuilds the history as invariants, product, kept body; lossy strategies keep or drop whole
-units between safe cuts and re-load covered units the loss check needs; the result is checked
-for pairing before it is returned.
+units between `history_cuts` and re-load covered units the loss check needs; the result is
+checked for pairing before it is returned.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from app.domain.compaction.model import (
     CompactionBroken,
     CompactionInput,
     CompactionResult,
-    HistoryEntry,
     ProductKind,
 )
 from app.domain.compaction.product import (
@@ -39,6 +38,7 @@ from app.domain.compaction.product import (
     read_product,
     render_product,
 )
+from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, item_type, visible_text
 from app.domain.normalize import find_pairing_violations
 
@@ -49,23 +49,6 @@ _GOAL_HEADING_SECTION = re.compile(
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
 )
 _GOAL_LINE = re.compile(r"^[ \t]*[*_]*goal[*_]*[ \t]*:.*(?:\n|\Z)", re.IGNORECASE | re.MULTILINE)
-
-
-def safe_cuts(entries: Sequence[HistoryEntry]) -> list[int]:
-    """Positions where the history can be cut: no call waits for its output, no reasoning
-    item is separated from what follows it. Always starts with 0."""
-    cuts = [0]
-    waiting: set[str] = set()
-    for position, entry in enumerate(entries):
-        kind = item_type(entry.item)
-        call_id = entry.item.get("call_id")
-        if kind in CALL_TYPES and isinstance(call_id, str) and call_id:
-            waiting.add(call_id)
-        elif kind in OUTPUT_TYPES and entry.item.get("execution") != "server":
-            waiting.discard(str(call_id))
-        if not waiting and kind != "reasoning":
-            cuts.append(position + 1)
-    return cuts
 
 
 def _tail_start(
@@ -254,7 +237,7 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
     target = params.target_tokens if params.target_tokens is not None else ctx.tokens_before // 2
     if target >= ctx.tokens_before:
         return ctx.noop()
-    cuts = safe_cuts(body)
+    cuts = history_cuts([entry.item for entry in body])
     suffix = [0] * (len(body) + 1)
     for position in reversed(range(len(body))):
         suffix[position] = suffix[position + 1] + ctx.size(visible_text(body[position].item))
