@@ -53,6 +53,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python -m bench.append
 	$(BIN)/python -m bench.normalize
 	$(BIN)/python -m bench.assemble
+	$(BIN)/python -m bench.assemble_core
 	$(BIN)/python -m bench.compaction
 	$(BIN)/python -m bench.history
 

@@ -12,14 +12,14 @@ import statistics
 import time
 from typing import get_args
 
-from app.domain.compact import (
+from app.domain.compaction import (
     CompactionInput,
     CompactionParams,
-    HistoryEntry,
     Strategy,
     find_lost_facts,
     plan_compaction,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
 from app.domain.world_state import render_goal

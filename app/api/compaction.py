@@ -24,18 +24,18 @@ from app.api.models import (
     SessionHooks,
 )
 from app.domain.advice import advise_session
-from app.domain.compact import (
+from app.domain.compaction import (
     PRODUCT_STRATEGIES,
     CompactionInput,
     CompactionParams,
     CompactionResult,
-    HistoryEntry,
     Strategy,
     plan_compaction,
     render_summarization_prompt,
 )
 from app.domain.errors import Conflict, InvalidInput
 from app.domain.formats import from_responses, to_responses
+from app.domain.history import HistoryEntry
 from app.domain.normalize import normalize_history
 from app.domain.world_state import invariant_items
 from app.hooks import SummarizerUnavailable, call_hook, summarize_with_llm

@@ -19,7 +19,7 @@ from app.domain.assemble import (
     Policy,
     RawForm,
 )
-from app.domain.compact import Strategy, Summarizer
+from app.domain.compaction import Strategy, Summarizer
 from app.domain.facts import ChildKind
 from app.domain.items import Format
 from app.domain.manifest import EntryKind

@@ -29,7 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from app.domain.compact import Strategy, error_signatures, is_compaction_product
+from app.domain.compaction.extraction import error_signatures
+from app.domain.compaction.model import Strategy
+from app.domain.compaction.product import is_compaction_product
 from app.domain.items import OUTPUT_TYPES, Item, item_type, visible_text
 
 __all__ = ["Advice", "AdviceSignal", "Signal", "advise", "advise_session", "budget_advice"]

@@ -13,9 +13,9 @@
   required candidates (required candidates bypass every check but are accounted everywhere).
 - A candidate restated at the end (placement `edges`) is charged for both of its copies, so
   `total_tokens` is the sum of the tokens of `items`.
-- Selected history is a contiguous suffix of the given history, cut only between atomic groups
-  (a call batch, its outputs and the reasoning just before it, stay together), so a history that
-  passes `find_pairing_violations` still passes it after selection.
+- Selected history is a contiguous suffix of the given history that starts at one of its
+  `history_cuts` (no call loses its output, no reasoning item is parted from the item it led
+  to), so a history that passes `find_pairing_violations` still passes it after selection.
 - The same input gives the same plan and `plan_hash`; the `prefix` layer is ordered by
   (source, id) only, so its bytes do not change when other layers change.
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import heapq
+import itertools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -40,7 +41,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypedDict, get_args
 
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
+from app.domain.history import HistoryEntry, history_cuts
+from app.domain.items import CountTokens, Item, visible_text
 from app.domain.json_encoding import encode_json
 
 __all__ = [
@@ -56,7 +58,6 @@ __all__ = [
     "Decision",
     "DropReason",
     "FallbackForm",
-    "HistoryEntry",
     "Layer",
     "Moved",
     "Placement",
@@ -98,7 +99,6 @@ RESTATED_SUFFIX = "#restated"
 SHINGLE_WORDS = 5
 
 _WORD = re.compile(r"\w+")
-_CALL_OR_OUTPUT = CALL_TYPES | OUTPUT_TYPES
 NO_FORMS: Mapping[str, str] = MappingProxyType({})
 
 
@@ -181,16 +181,6 @@ class Contribution:
     candidates: tuple[Candidate, ...]
 
 
-class HistoryEntry(NamedTuple):
-    """One turn of the session's history; `tokens` is its visible text's count when the caller
-    has it already (else the core counts it). A named tuple, like `Candidate`: built per turn,
-    per call."""
-
-    id: str
-    item: Item
-    tokens: int | None = None
-
-
 @dataclass(frozen=True)
 class AssemblyInput:
     contributions: tuple[Contribution, ...]
@@ -258,29 +248,12 @@ def ranking_score(c: Candidate) -> float:
 
 
 def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
-    """Index ranges that history is cut between, in order, covering `items`.
-
-    A group is a maximal run of calls and outputs together with the reasoning items right before
-    it; any other item is a group of its own. Cutting only between groups never separates a call
-    from its output nor a reasoning item from the calls it led to.
-    """
-    groups: list[range] = []
-    start = 0
-    while start < len(items):
-        end = start
-        while end < len(items) and item_type(items[end]) == "reasoning":
-            end += 1
-        run_end = end
-        while run_end < len(items) and item_type(items[run_end]) in _CALL_OR_OUTPUT:
-            run_end += 1
-        if run_end > end:
-            groups.append(range(start, run_end))
-            start = run_end
-        else:
-            # No call run follows: the item at `start` stands alone (reasoning or not).
-            groups.append(range(start, start + 1))
-            start += 1
-    return tuple(groups)
+    """Index ranges that history is cut between, in order, covering `items`: the ranges between
+    consecutive `history_cuts`, the last one running to the end."""
+    bounds = history_cuts(items)
+    if bounds[-1] != len(items):
+        bounds = (*bounds, len(items))
+    return tuple(range(start, end) for start, end in itertools.pairwise(bounds))
 
 
 class _ShingleIndex:

@@ -27,9 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple, Protocol
 
-from app.domain.compact import CompactionResult, HistoryEntry
+from app.domain.compaction import CompactionResult
 from app.domain.errors import InvalidInput
 from app.domain.formats import to_responses
+from app.domain.history import HistoryEntry
 from app.domain.items import (
     INTERNAL_TYPE_PREFIX,
     OUTPUT_TYPES,

@@ -49,8 +49,9 @@ from typing import Any, Literal
 
 import json_merge_patch  # type: ignore[import-untyped]
 
-from app.domain.assemble import Candidate, Contribution, HistoryEntry
+from app.domain.assemble import Candidate, Contribution
 from app.domain.errors import InvalidInput
+from app.domain.history import HistoryEntry
 from app.domain.items import Item, developer_message, item_type, visible_text
 
 __all__ = [
@@ -313,7 +314,7 @@ def history_without_fragments(
     ]
     return tuple(
         [
-            HistoryEntry(f"history:{ordinal}", item, size)
+            HistoryEntry(None, item, tokens=size, id=f"history:{ordinal}")
             for ordinal, (item, size) in enumerate(kept)
         ]
     )

@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.domain.compact import CompactionResult
+from app.domain.compaction import CompactionResult
 from app.domain.errors import Conflict, InvalidInput, NotFound, SequenceConflict
 from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
 from app.domain.ids import derive_id

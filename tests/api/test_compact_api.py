@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.domain.compact import SUMMARY_MARKER
+from app.domain.compaction import SUMMARY_MARKER
 from app.domain.items import visible_text
 from app.domain.normalize import find_pairing_violations
 from app.domain.world_state import render_goal

@@ -48,7 +48,7 @@ def _imported_modules(path: Path) -> list[str]:
 def test_domain_imports_only_pure_modules() -> None:
     offenders = {
         f"{path.name}: {module}"
-        for path in sorted(DOMAIN.glob("*.py"))
+        for path in sorted(DOMAIN.rglob("*.py"))
         for module in _imported_modules(path)
         if module.split(".")[0] not in ALLOWED_ROOTS
         or (module.startswith("app") and not module.startswith("app.domain"))
@@ -60,7 +60,7 @@ def test_domain_calls_no_clock_or_randomness() -> None:
     forbidden = {"uuid1", "uuid4", "now", "utcnow", "today", "time", "random", "urandom", "open"}
     offenders = {
         f"{path.name}:{node.lineno}"
-        for path in sorted(DOMAIN.glob("*.py"))
+        for path in sorted(DOMAIN.rglob("*.py"))
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Call)
         and (

@@ -22,7 +22,6 @@ from app.domain.assemble import (
     Candidate,
     Contribution,
     DropReason,
-    HistoryEntry,
     Moved,
     PlanEntry,
     SelectedItem,
@@ -32,6 +31,7 @@ from app.domain.assemble import (
     ranking_score,
     shared_prefix_tokens,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import Item
 from app.domain.normalize import find_pairing_violations
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
@@ -193,7 +193,7 @@ def plan_of(
 
 
 def history_of(*items: Item) -> tuple[HistoryEntry, ...]:
-    return tuple(HistoryEntry(id=f"seq:{n}", item=item) for n, item in enumerate(items, 1))
+    return tuple(HistoryEntry(None, item, id=f"seq:{n}") for n, item in enumerate(items, 1))
 
 
 def reasoning(text: str) -> Item:

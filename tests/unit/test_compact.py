@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.compact import (
+from app.domain.compaction import (
     DECLARATIONS,
     HANDOFF_MARKER,
     NOTES_MARKER,
@@ -21,7 +21,6 @@ from app.domain.compact import (
     CompactionParams,
     CompactionResult,
     Handoff,
-    HistoryEntry,
     Notes,
     Strategy,
     Summary,
@@ -34,6 +33,7 @@ from app.domain.compact import (
     summarize_builtin,
     summary_of,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg

@@ -19,20 +19,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.compact import (
+from app.domain.compaction import (
     HANDOFF_MARKER,
     NOTES_MARKER,
     SUMMARY_MARKER,
     CompactionInput,
     CompactionParams,
     CompactionResult,
-    HistoryEntry,
     Strategy,
     is_compaction_product,
     notes_of,
     plan_compaction,
     summary_of,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import OUTPUT_TYPES, Item, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg

@@ -1,0 +1,422 @@
+"""Extraction: what a range of history shows, read mechanically, and the records built from it.
+
+Touched files are paths named in call arguments or inputs (a token with a known file extension,
+or an absolute or ./-relative path; written file contents and URLs do not count) and the project
+frame where the last traceback of an output failed; paths an output merely lists (`ls`, `grep`)
+are not touches. An error signature is the final exception line of a traceback, an `error:` /
+`fatal:` line or a `FAILED` line; a bare non-zero exit is a command outcome, not an error (grep
+and diff exit 1 routinely). An error counts as resolved when a later run of the same call,
+within the same range, succeeds; records say "not seen resolved".
+
+Lists are in source order and deduplicated. Merged into an earlier record they follow its
+entries, and a capped list keeps the newest `MAX_*` of them; the state and next steps are the
+latest ones seen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.domain.compaction.model import (
+    MAX_COMMANDS,
+    MAX_DECISIONS,
+    MAX_ERRORS,
+    MAX_LESSONS,
+    MAX_NEXT_STEPS,
+    MAX_OPEN_QUESTIONS,
+    MAX_REFERENCES,
+    MAX_VERIFICATION,
+    Handoff,
+    Notes,
+    Summary,
+)
+from app.domain.compaction.product import is_compaction_product
+from app.domain.history import HistoryEntry
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
+
+# Single entries are clipped as well as lists capped, so that a record stays small.
+_DISPLAY_CHARS = 160
+_SENTENCE_CHARS = 240
+_SIGNATURE_CHARS = 300
+_STATE_CHARS = 600
+
+_TOKEN = re.compile(r"[\w~./-]+")
+_FILE_NAME = re.compile(
+    r"[\w-][\w.-]*\.(?:py|pyi|pyx|ipynb|js|jsx|mjs|cjs|ts|tsx|json|jsonl|ya?ml|toml|ini|cfg|"
+    r"md|rst|txt|csv|tsv|html?|css|scss|xml|sql|sh|bash|zsh|c|h|cc|cpp|hpp|rs|go|java|"
+    r"kt|rb|php|swift|gradle|mk|cmake|proto|tf|lua|pl|vue|svelte|dart|cs|scala)",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"\w+://\S+")
+_PATH_KEYS = frozenset(
+    {"path", "file_path", "filepath", "filename", "file_name", "file", "notebook_path"}
+)
+# What a tool writes into a file is content, not a list of files the agent touched.
+_CONTENT_KEYS = frozenset(
+    {"file_text", "content", "new_string", "old_string", "new_str", "old_str", "insert_text"}
+)
+_SHELL_TOOLS = frozenset({"bash", "shell", "sh", "execute_bash", "run_shell_command", "terminal"})
+_FRAME = re.compile(r'^\s*File "([^"\n]+)", line \d+', re.MULTILINE)
+_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python|^<")
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s.*)?")
+_ERROR_LINE = re.compile(r"^\s*((?:error|fatal)(?:\[[\w-]+\])?:\s*\S.*?)\s*$", re.IGNORECASE)
+_FAILED_LINE = re.compile(r"^\s*(FAILED\b.*?)\s*$")
+_EXIT_STATUS = re.compile(
+    r"<returncode>(-?\d+)</returncode>|\bexit(?:ed with)? (?:code|status)[: ]+(-?\d+)",
+    re.IGNORECASE,
+)
+_VERIFICATION_LINE = re.compile(
+    r"^[\s=*-]*((?:Tests:\s*)?\d+ (?:passed|failed)\b.*?|Ran \d+ tests? in .*?|OK(?: \(.*\))?|"
+    r"FAILED \(.*\))[\s=*-]*$",
+    re.MULTILINE,
+)
+_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
+_DECISION_CUE = re.compile(
+    r"\b(?:decided|decide to|instead|the (?:fix|root cause|cause|problem|issue|bug) (?:is|was)|"
+    r"I(?:'ll| will) (?:use|fix|change|modify|implement|add|replace|update|remove|rewrite)|"
+    r"my (?:plan|approach)|the (?:plan|approach) is)\b",
+    re.IGNORECASE,
+)
+_NEXT_CUE = re.compile(
+    r"\b(?:next|now I(?:'ll| will)|I(?:'ll| will)|let me|let's|going to|then I)\b", re.IGNORECASE
+)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines() or [""]
+    line = _clip(lines[0].strip(), _DISPLAY_CHARS)
+    return f"{line} …" if len(lines) > 1 and not line.endswith("…") else line
+
+
+def _dedupe(values: Sequence[str], *, cap: int | None = None) -> tuple[str, ...]:
+    """First occurrences in order; with a cap, the newest `cap` of them."""
+    unique = tuple(dict.fromkeys(value for value in values if value))
+    return unique if cap is None or len(unique) <= cap else unique[-cap:]
+
+
+def error_signatures(text: str) -> tuple[str, ...]:
+    """The error signatures an output shows, in order: see the module docstring."""
+    found: list[str] = []
+    if (start := text.rfind(_TRACEBACK)) >= 0:
+        # The exception is the first line of the last traceback that is not indented.
+        for line in text[start + len(_TRACEBACK) :].splitlines():
+            if line.strip() and not line[0].isspace():
+                if _EXCEPTION_LINE.fullmatch(line.strip()):
+                    found.append(line.strip())
+                break
+    # Every error or FAILED line holds one of these words; most outputs hold none, and walking
+    # their lines was most of the cost. (Their letters case-fold to ASCII letters only, so
+    # `lower` finds whatever the case-insensitive pattern would.)
+    lowered = text.lower()
+    if "error" in lowered or "fatal" in lowered or "failed" in lowered:
+        for line in text.splitlines():
+            if match := _ERROR_LINE.match(line) or _FAILED_LINE.match(line):
+                found.append(match.group(1))
+    return _dedupe([_clip(signature, _SIGNATURE_CHARS) for signature in found])
+
+
+def _paths_in(text: str) -> Iterator[str]:
+    prose = _URL.sub(" ", text)
+    for match in _TOKEN.finditer(prose):
+        token = match.group().rstrip(".")
+        if (
+            "//" in token
+            or not 3 <= len(token) <= 300
+            or prose[match.end() : match.end() + 1] == "("
+        ):
+            continue  # a URL remnant, or a call such as `locks.lock(f)`
+        name = token.rstrip("/").rsplit("/", 1)[-1]
+        if (
+            _FILE_NAME.fullmatch(name)
+            or (token.startswith(("/", "./", "../", "~/")) and token.count("/") >= 2 and name)
+            or (token.endswith("/") and token.count("/") >= 2)
+        ):
+            yield token
+
+
+def _string_leaves(value: Any, key: str | None = None) -> Iterator[tuple[str | None, str]]:
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, dict):
+        for child_key, child in value.items():
+            yield from _string_leaves(child, str(child_key))
+    elif isinstance(value, list):
+        for child in value:
+            yield from _string_leaves(child, key)
+
+
+@dataclass(frozen=True)
+class _Call:
+    display: str
+    """What the agent ran, on one line: the shell command, else the tool name and arguments."""
+    key: str
+    """Identity of the call, to tell a re-run of the same call."""
+    paths: tuple[str, ...]
+
+
+def _describe_call(item: Item) -> _Call:
+    text = visible_text(item)
+    name = str(item.get("name", ""))
+    match item_type(item):
+        case "local_shell_call":
+            return _Call(_first_line(text), f"local_shell\n{text}", tuple(_paths_in(text)))
+        case "custom_tool_call":
+            raw = str(item.get("input", ""))
+            leaves: list[tuple[str | None, str]] = [(None, raw)]
+            command: str | None = None
+        case _:
+            raw = str(item.get("arguments", ""))
+            try:
+                arguments = json.loads(raw)
+            except ValueError:
+                arguments = raw
+            leaves = list(_string_leaves(arguments))
+            value = arguments.get("command") if isinstance(arguments, dict) else None
+            value = value or (arguments.get("cmd") if isinstance(arguments, dict) else None)
+            command = " ".join(map(str, value)) if isinstance(value, list) else value
+    paths: list[str] = []
+    for key, leaf in leaves:
+        if key in _PATH_KEYS and 0 < len(leaf) <= 300 and "\n" not in leaf:
+            paths.append(leaf)
+        elif key not in _CONTENT_KEYS:
+            paths.extend(_paths_in(leaf))
+    if isinstance(command, str) and name.lower() in _SHELL_TOOLS:
+        display = _first_line(command)
+    else:
+        display = _first_line(f"{name} {raw}".strip())
+    # Only substrings of what the model sees can be checked for (and found) later.
+    return _Call(display, f"{name}\n{raw}", _dedupe([path for path in paths if path in text]))
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One tool call and its output."""
+
+    call: _Call
+    output_seq: int | None
+    errors: tuple[str, ...]
+    verification: tuple[str, ...]
+    exit_status: int | None
+    settled: bool
+    """The output is the recorded one (not cleared, not synthesized): it can resolve an error."""
+    reason: str | None
+    """The agent's last words before the call."""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors) or self.exit_status not in (None, 0)
+
+    @property
+    def outcome(self) -> str:
+        parts = [f"exit {self.exit_status}"] if self.exit_status is not None else []
+        if self.errors:
+            parts.append(self.errors[-1])
+        if not self.settled:
+            parts.append("output not in view")
+        return f"{self.call.display} → {' · '.join(parts) or 'ok'}"
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What a range of history shows, in order; products are skipped."""
+
+    user_requests: tuple[tuple[int | None, str], ...]
+    agent_texts: tuple[str, ...]
+    steps: tuple[_Step, ...]
+    paths: dict[str, int | None]
+    """Touched path → seq of the latest item naming it, in order of first touch."""
+
+    def unresolved(self) -> list[tuple[_Step, str]]:
+        """(step, signature) of every error no later run of the same call resolved."""
+        return [
+            (step, signature)
+            for index, step in enumerate(self.steps)
+            if step.errors
+            and not any(
+                later.call.key == step.call.key and later.settled and not later.failed
+                for later in self.steps[index + 1 :]
+            )
+            for signature in step.errors
+        ]
+
+
+def scan_entries(entries: Sequence[HistoryEntry]) -> _Scan:
+    users: list[tuple[int | None, str]] = []
+    agent: list[str] = []
+    steps: list[_Step] = []
+    paths: dict[str, int | None] = {}
+    waiting: dict[str, tuple[_Call, str | None]] = {}
+    for entry in entries:
+        item = entry.item
+        kind = item_type(item)
+        if kind == "message":
+            role = item.get("role")
+            if role == "user" and not is_compaction_product(item):
+                users.append((entry.seq, visible_text(item)))
+            elif role == "assistant":
+                agent.append(visible_text(item))
+        elif kind in CALL_TYPES:
+            call = _describe_call(item)
+            for path in call.paths:
+                paths[path] = entry.seq
+            waiting[str(item.get("call_id"))] = (call, agent[-1] if agent else None)
+        elif kind in OUTPUT_TYPES and (pending := waiting.pop(str(item.get("call_id")), None)):
+            call, reason = pending
+            text = visible_text(item)
+            # Where the last traceback failed in the project; other frames were only passed by.
+            frames = _FRAME.findall(text[text.rfind(_TRACEBACK) :]) if _TRACEBACK in text else []
+            if own := [frame for frame in frames if not _LIBRARY_PATH.search(frame)]:
+                paths[own[-1]] = entry.seq
+            # Harnesses report the status at the very start or end; "exit code" in the middle
+            # of an output is usually the program talking about something else.
+            status = next(
+                (int(a or b) for a, b in _EXIT_STATUS.findall(text[:200] + text[-200:])), None
+            )
+            steps.append(
+                _Step(
+                    call=call,
+                    output_seq=entry.seq,
+                    errors=error_signatures(text),
+                    verification=tuple(line.strip() for line in _VERIFICATION_LINE.findall(text)),
+                    exit_status=status,
+                    settled=entry.verbatim and entry.seq is not None,
+                    reason=reason,
+                )
+            )
+    return _Scan(tuple(users), tuple(agent), tuple(steps), paths)
+
+
+def _sentences(text: str) -> list[str]:
+    prose = _CODE_BLOCK.sub(" ", text)
+    return [
+        _clip(sentence.strip().removeprefix("THOUGHT:").strip(), _SENTENCE_CHARS)
+        for sentence in _SENTENCE_BREAK.split(prose)
+        if sentence.strip().removeprefix("THOUGHT:").strip()
+    ]
+
+
+def _next_steps(scan: _Scan) -> tuple[str, ...]:
+    last = scan.agent_texts[-1] if scan.agent_texts else ""
+    return _dedupe([s for s in _sentences(last) if _NEXT_CUE.search(s)], cap=MAX_NEXT_STEPS)
+
+
+def _decisions(scan: _Scan) -> list[str]:
+    return [s for text in scan.agent_texts for s in _sentences(text) if _DECISION_CUE.search(s)]
+
+
+def _verification(scan: _Scan) -> list[str]:
+    return [
+        f"{step.call.display} → {'; '.join(step.verification)}"
+        for step in scan.steps
+        if step.verification
+    ]
+
+
+def seq_range(entries: Sequence[HistoryEntry]) -> tuple[int, int] | None:
+    seqs = [entry.seq for entry in entries if entry.seq is not None]
+    return (min(seqs), max(seqs)) if seqs else None
+
+
+def merged(previous: Sequence[str], current: Sequence[str], *, cap: int | None) -> tuple[str, ...]:
+    return _dedupe([*previous, *current], cap=cap)
+
+
+def summarize_builtin(
+    entries: Sequence[HistoryEntry], *, goal: str | None, previous: Summary | None
+) -> Summary:
+    """The deterministic structured summary of `entries`, merged into `previous`.
+
+    The goal is `goal` verbatim (the previous one only when no goal is given); user requests are
+    the user's messages verbatim, the goal itself left out; state and next steps come from the
+    agent's last message. Products among `entries` are skipped: merge them through `previous`.
+    """
+    scan = scan_entries(entries)
+    span = seq_range([e for e in entries if not is_compaction_product(e.item)])
+    before = previous or Summary(None, (), (), (), (), (), (), None, (), None, None)
+    last_agent = _CODE_BLOCK.sub(" ", scan.agent_texts[-1]).strip() if scan.agent_texts else ""
+    return Summary(
+        goal=goal if goal is not None else before.goal,
+        user_requests=merged(
+            before.user_requests, [text for _, text in scan.user_requests if text != goal], cap=None
+        ),
+        decisions=merged(before.decisions, _decisions(scan), cap=MAX_DECISIONS),
+        files=merged(before.files, list(scan.paths), cap=None),
+        commands=merged(before.commands, [step.outcome for step in scan.steps], cap=MAX_COMMANDS),
+        errors=merged(before.errors, [sig for _, sig in scan.unresolved()], cap=MAX_ERRORS),
+        verification=merged(before.verification, _verification(scan), cap=MAX_VERIFICATION),
+        state=_clip(last_agent, _STATE_CHARS) if last_agent else before.state,
+        next_steps=_next_steps(scan) or before.next_steps,
+        from_seq=before.from_seq if before.from_seq is not None else (span[0] if span else None),
+        to_seq=span[1] if span else before.to_seq,
+        narrative=before.narrative,
+    )
+
+
+def take_notes(scan: _Scan, *, goal: str | None, previous: Notes | None) -> Notes:
+    before = previous or Notes()
+    questions = [
+        sentence
+        for text in scan.agent_texts[-3:]
+        for sentence in _sentences(text)
+        if sentence.endswith("?")
+    ]
+    facts = [
+        *(f"The user said: {text}" for _, text in scan.user_requests if text != goal),
+        *(f"File touched: {path}" for path in scan.paths),
+        *(f"Verification: {line}" for line in _verification(scan)[-MAX_VERIFICATION:]),
+        *(f"Error not seen resolved: {sig}" for _, sig in scan.unresolved()[-MAX_ERRORS:]),
+    ]
+    return Notes(
+        facts=merged(before.facts, facts, cap=None),
+        decisions=merged(before.decisions, _decisions(scan), cap=MAX_DECISIONS),
+        open_questions=merged(before.open_questions, questions, cap=MAX_OPEN_QUESTIONS),
+        next_steps=_next_steps(scan) or before.next_steps,
+    )
+
+
+def hand_off(scan: _Scan, *, previous: Handoff | None) -> Handoff:
+    touched = sorted((seq, path) for path, seq in scan.paths.items() if seq is not None)
+    references = [f"fact seq {seq}: last item naming {path}" for seq, path in touched]
+    unresolved = scan.unresolved()
+    if unresolved:
+        step, signature = unresolved[-1]
+        references.append(f"fact seq {step.output_seq}: output with the error {signature}")
+    if checks := [step for step in scan.steps if step.verification]:
+        references.append(f"fact seq {checks[-1].output_seq}: latest verification output")
+    lessons: dict[tuple[str, str], str] = {}
+    for index, step in enumerate(scan.steps):
+        if not step.errors or index + 1 == len(scan.steps):
+            continue  # a lesson needs an error and a next attempt
+        signature = step.errors[-1]
+        later = scan.steps[index + 1 :]
+        fixed = next(
+            (s for s in later if s.call.key == step.call.key and s.settled and not s.failed), None
+        )
+        recurred = sum(signature in s.errors for s in later)
+        if fixed is not None:
+            outcome = f"a later run of the same call succeeded (fact seq {fixed.output_seq})"
+        elif recurred:
+            outcome = f"the same error came back {recurred} more time(s)"
+        else:
+            outcome = "the next attempt took another path"
+        said = _clip(" ".join(_sentences(step.reason or "")), _SENTENCE_CHARS)
+        reason = f" (the agent's reason: {said})" if said else ""
+        lessons.setdefault(
+            (step.call.key, signature),
+            f"Tried {step.call.display}{reason}; it failed with: {signature}; {outcome}.",
+        )
+    before = previous or Handoff()
+    return Handoff(
+        references=merged(before.references, references, cap=MAX_REFERENCES),
+        lessons=merged(before.lessons, list(lessons.values()), cap=MAX_LESSONS),
+    )

@@ -1,0 +1,197 @@
+"""The vocabulary of compaction: the strategies, what each declares it drops and keeps, the
+records a compaction writes (summary, notes, handoff) and its input and result.
+
+Plain frozen data; the modules beside this one compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from app.domain.errors import ContextdError
+from app.domain.history import HistoryEntry
+from app.domain.items import Item
+
+Strategy = Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"]
+ProductKind = Literal["summary", "handoff", "notes"]
+PRODUCT_STRATEGIES: tuple[ProductKind, ...] = get_args(ProductKind)
+"""The strategies that write a product record (and so can use a summarizer's narrative)."""
+Summarizer = Literal["builtin", "llm", "client"]
+
+SUMMARY_MARKER = "[contextd:summary]"
+HANDOFF_MARKER = "[contextd:handoff]"
+NOTES_MARKER = "[contextd:notes]"
+
+# Caps keep a record small across many merges; the newest entries are kept.
+MAX_COMMANDS = 40
+MAX_DECISIONS = 12
+MAX_ERRORS = 10
+MAX_VERIFICATION = 10
+MAX_NEXT_STEPS = 5
+MAX_OPEN_QUESTIONS = 5
+MAX_LESSONS = 8
+MAX_REFERENCES = 20
+
+DECLARATIONS: dict[Strategy, dict[str, list[str]]] = {
+    "clear_tool_results": {
+        "drops": [
+            "the bodies of tool outputs older than the newest keep_recent outputs, each replaced"
+            " by a placeholder naming the fact seq that holds it",
+            "with clear_tool_inputs, the arguments of those outputs' calls (function arguments"
+            " become {})",
+        ],
+        "keeps": [
+            "every message, reasoning item and call, in order",
+            "the newest keep_recent tool outputs and every output of an excluded tool",
+            "the invariants at the top and any earlier compaction record",
+        ],
+    },
+    "truncate": {
+        "drops": ["the oldest items, cut only between complete call batches"],
+        "keeps": [
+            "the invariants at the top and any earlier compaction record",
+            "the newest items that fit target_tokens (at least keep_recent items)",
+            "the latest user message, verbatim",
+            "older items the loss check needs (goal, files, latest unresolved error), verbatim",
+        ],
+    },
+    "summary": {
+        "drops": ["the items older than the working set, replaced by one summary record"],
+        "keeps": [
+            "the invariants at the top",
+            "a summary record: the goal verbatim, the user's requests in their own words, files,"
+            " commands with outcomes, unresolved errors, verification results, and the agent's"
+            " last state and next steps (attributed to the agent)",
+            "the working set verbatim: the newest turn (at least keep_recent items) and older"
+            " items the loss check needs",
+        ],
+    },
+    "handoff": {
+        "drops": ["the items older than the newest turn, externalized into one handoff record"],
+        "keeps": [
+            "the invariants at the top",
+            "a handoff record: the summary, fact seqs to fetch from the log, and lessons from"
+            " failed attempts",
+            "the newest turn verbatim, and older items the loss check needs",
+        ],
+    },
+    "notes": {
+        "drops": ["the items older than the newest turns, distilled into one notes record"],
+        "keeps": [
+            "the invariants at the top",
+            "a notes record merged with earlier notes: the goal verbatim, facts (with the user's"
+            " requests in their own words), decisions, open questions and next steps",
+            "the newest turns verbatim, and older items the loss check needs",
+        ],
+    },
+}
+
+
+class CompactionBroken(ContextdError):
+    """A strategy produced a history that breaks call/output pairing; nothing is emitted."""
+
+    code = "compaction_broken"
+
+
+@dataclass(frozen=True)
+class CompactionParams:
+    keep_recent: int = 3
+    clear_at_least_tokens: int = 0
+    exclude_tools: tuple[str, ...] = ()
+    clear_tool_inputs: bool = False
+    target_tokens: int | None = None
+    summarizer: Summarizer = "builtin"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The narrative half of a compaction; every list in source order, deduplicated."""
+
+    goal: str | None
+    user_requests: tuple[str, ...]
+    decisions: tuple[str, ...]
+    files: tuple[str, ...]
+    commands: tuple[str, ...]
+    errors: tuple[str, ...]
+    verification: tuple[str, ...]
+    state: str | None
+    next_steps: tuple[str, ...]
+    from_seq: int | None
+    to_seq: int | None
+    narrative: str | None = None
+    """Text from an `llm` or `client` summarizer, goal claims removed; None for builtin."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "goal": self.goal,
+            "user_requests": list(self.user_requests),
+            "decisions": list(self.decisions),
+            "files": list(self.files),
+            "commands": list(self.commands),
+            "errors": list(self.errors),
+            "verification": list(self.verification),
+            "state": self.state,
+            "next_steps": list(self.next_steps),
+            "source_range": {"from_seq": self.from_seq, "to_seq": self.to_seq},
+            "narrative": self.narrative,
+        }
+
+
+@dataclass(frozen=True)
+class Notes:
+    """Structured notes, merged across compactions and deduplicated."""
+
+    facts: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    open_questions: tuple[str, ...] = ()
+    next_steps: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {
+            "facts": list(self.facts),
+            "decisions": list(self.decisions),
+            "open_questions": list(self.open_questions),
+            "next_steps": list(self.next_steps),
+        }
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What a handoff adds to its summary: where to look in the log, and what did not work."""
+
+    references: tuple[str, ...] = ()
+    lessons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompactionInput:
+    history: tuple[HistoryEntry, ...]
+    """The active history, normalized and chronological; may start with an earlier product."""
+    strategy: Strategy
+    params: CompactionParams
+    goal: str | None
+    invariants: tuple[Item, ...] = ()
+    previous_summary: Summary | None = None
+    previous_notes: Notes | None = None
+    summary_text: str | None = None
+    pinned_notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    strategy: Strategy
+    """The strategy actually applied (clear_tool_results after a fallback)."""
+    declares: dict[str, list[str]]
+    tokens_before: int
+    tokens_after: int
+    history: tuple[HistoryEntry, ...]
+    summary: Summary | None
+    notes: Notes | None
+    working_set: tuple[tuple[int, str], ...]
+    loss_missing: tuple[str, ...]
+    fell_back: bool
+    covered: tuple[int, int] | None
+    is_noop: bool
+    handoff: Handoff | None = None
+    pinned_notes: tuple[str, ...] = field(default=())

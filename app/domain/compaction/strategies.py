@@ -1,0 +1,383 @@
+"""Planning: `plan_compaction` and the strategies behind it.
+
+The guarantees are the package's (see `app.domain.compaction`). How they are kept here: every
+strategy works on the body (the history without products and re-anchored invariants) and
+rebuilds the history as invariants, product, kept body; lossy strategies keep or drop whole
+units between `history_cuts` and re-load covered units the loss check needs; the result is
+checked for pairing before it is returned.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import assert_never
+
+from app.domain.compaction.extraction import (
+    hand_off,
+    merged,
+    scan_entries,
+    seq_range,
+    summarize_builtin,
+    take_notes,
+)
+from app.domain.compaction.loss_check import missing_facts, required_facts
+from app.domain.compaction.model import (
+    DECLARATIONS,
+    CompactionBroken,
+    CompactionInput,
+    CompactionResult,
+    ProductKind,
+)
+from app.domain.compaction.product import (
+    Product,
+    is_compaction_product,
+    read_product,
+    render_product,
+)
+from app.domain.history import HistoryEntry, history_cuts
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, item_type, visible_text
+from app.domain.normalize import find_pairing_violations
+
+_CLEARED_PREFIX = "[tool output cleared by contextd"
+_NOOP_DECLARATION: dict[str, list[str]] = {"drops": [], "keeps": ["the active history, unchanged"]}
+_GOAL_HEADING_SECTION = re.compile(
+    r"^#{1,6}[ \t]*(?:the |original |pinned |user'?s? )?goal\b.*?(?=^#{1,6}[ \t]|\Z)",
+    re.IGNORECASE | re.MULTILINE | re.DOTALL,
+)
+_GOAL_LINE = re.compile(r"^[ \t]*[*_]*goal[*_]*[ \t]*:.*(?:\n|\Z)", re.IGNORECASE | re.MULTILINE)
+
+
+def _tail_start(
+    cuts: Sequence[int], *, suffix_sizes: Sequence[int], budget: int, prefer: int, keep: int
+) -> int:
+    """The earliest cut at or after `prefer` whose suffix fits `budget`, keeping at least the
+    suffix that starts at cut `keep`."""
+    fitting = [c for c in cuts if min(prefer, keep) <= c <= keep and suffix_sizes[c] <= budget]
+    return fitting[0] if fitting else keep
+
+
+def _cleared_output(entry: HistoryEntry, *, size: int, call_seq: int | None) -> HistoryEntry:
+    where = f"fact seq {entry.seq}" if entry.seq is not None else "the session log"
+    call = f"; its call is fact seq {call_seq}" if call_seq is not None else ""
+    text = f"{_CLEARED_PREFIX} to save context ({size} tokens); the full output is {where}{call}]"
+    return HistoryEntry(entry.seq, {**entry.item, "output": text}, verbatim=False)
+
+
+def _is_clearable(entry: HistoryEntry) -> bool:
+    output = entry.item.get("output")
+    return (
+        item_type(entry.item) in OUTPUT_TYPES
+        and entry.seq is not None
+        and not (isinstance(output, str) and output.startswith(_CLEARED_PREFIX))
+    )
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every strategy starts from."""
+
+    inp: CompactionInput
+    size: CountTokens
+    """Tokens of one entry's visible text."""
+    tokens_before: int
+    invariants: tuple[HistoryEntry, ...]
+    products: tuple[HistoryEntry, ...]
+    body: tuple[HistoryEntry, ...]
+    """The history without products and re-anchored invariants."""
+    previous: Product | None
+
+    def noop(self) -> CompactionResult:
+        return CompactionResult(
+            strategy=self.inp.strategy,
+            declares={key: list(value) for key, value in _NOOP_DECLARATION.items()},
+            tokens_before=self.tokens_before,
+            tokens_after=self.tokens_before,
+            history=self.inp.history,
+            summary=None,
+            notes=None,
+            working_set=(),
+            loss_missing=(),
+            fell_back=False,
+            covered=None,
+            is_noop=True,
+        )
+
+    def total(self, entries: Sequence[HistoryEntry]) -> int:
+        return sum(self.size(visible_text(entry.item)) for entry in entries)
+
+
+def split(inp: CompactionInput) -> tuple[tuple[HistoryEntry, ...], tuple[HistoryEntry, ...]]:
+    """(products, body) of the history; re-anchored invariants in front of a product go."""
+    history = inp.history
+    first = next((i for i, e in enumerate(history) if is_compaction_product(e.item)), None)
+    anchored = 0
+    if first is not None and all(
+        e.seq is None and e.item.get("role") == "developer" for e in history[:first]
+    ):
+        anchored = first
+    products = tuple(e for e in history if is_compaction_product(e.item))
+    body = tuple(
+        e
+        for e in history[anchored:]
+        if not is_compaction_product(e.item) and e.item not in inp.invariants
+    )
+    return products, body
+
+
+def _clear(ctx: _Context) -> CompactionResult:
+    params = ctx.inp.params
+    names: dict[str, tuple[str, int, int | None]] = {}
+    for position, entry in enumerate(ctx.body):
+        if item_type(entry.item) in CALL_TYPES:
+            names[str(entry.item.get("call_id"))] = (
+                str(entry.item.get("name", "local_shell")),
+                position,
+                entry.seq,
+            )
+    outputs = [p for p, e in enumerate(ctx.body) if item_type(e.item) in OUTPUT_TYPES]
+    kept = set(outputs[-params.keep_recent :]) if params.keep_recent > 0 else set()
+    body = list(ctx.body)
+    freed = 0
+    cleared: list[int] = []
+    for position in outputs:
+        entry = body[position]
+        name, call_position, call_seq = names.get(str(entry.item.get("call_id")), ("", -1, None))
+        if position in kept or name in params.exclude_tools or not _is_clearable(entry):
+            continue
+        call = body[call_position] if call_position >= 0 else None
+        new_call = None
+        if params.clear_tool_inputs and call is not None:
+            match call.item.get("type"):
+                case "function_call":
+                    new_call = HistoryEntry(call.seq, {**call.item, "arguments": "{}"}, False)
+                case "custom_tool_call":
+                    text = (
+                        f"[tool input cleared by contextd; the full input is fact seq {call.seq}]"
+                    )
+                    new_call = HistoryEntry(call.seq, {**call.item, "input": text}, False)
+                case _:
+                    pass  # a shell action is the call itself: it is never blanked
+        size = ctx.size(visible_text(entry.item))
+        masked = _cleared_output(
+            entry, size=size, call_seq=call_seq if new_call is not None else None
+        )
+        gain = size - ctx.size(visible_text(masked.item))
+        if call is not None and new_call is not None:
+            gain += ctx.size(visible_text(call.item)) - ctx.size(visible_text(new_call.item))
+        if gain > 0:
+            body[position] = masked
+            if new_call is not None:
+                body[call_position] = new_call
+            freed += gain
+            cleared.append(position)
+    if not cleared or freed < params.clear_at_least_tokens:
+        return ctx.noop()
+    history = (*ctx.invariants, *ctx.products, *body)
+    return CompactionResult(
+        strategy="clear_tool_results",
+        declares={key: list(value) for key, value in DECLARATIONS["clear_tool_results"].items()},
+        tokens_before=ctx.tokens_before,
+        tokens_after=ctx.total(history),
+        history=history,
+        summary=None,
+        notes=None,
+        working_set=(),
+        loss_missing=(),
+        fell_back=False,
+        covered=seq_range([ctx.body[p] for p in cleared]),
+        is_noop=False,
+    )
+
+
+def _product_for(ctx: _Context, covered: Sequence[HistoryEntry], *, kind: ProductKind) -> Product:
+    """The record of `covered` the strategy writes, merged with the earlier record."""
+    inp, before = ctx.inp, ctx.previous
+    previous_summary = inp.previous_summary or (before.summary if before else None)
+    previous_notes = inp.previous_notes or (before.notes if before else None)
+    goal = inp.goal
+    if goal is None:
+        goal = previous_summary.goal if previous_summary else before.goal if before else None
+    # The pinned goal is the only goal, also in a summary carried over unchanged.
+    summary = replace(previous_summary, goal=goal) if previous_summary else None
+    notes, handoff = previous_notes, before.handoff if before else None
+    scan = scan_entries(covered)
+    if kind in ("summary", "handoff"):
+        summary = summarize_builtin(covered, goal=goal, previous=previous_summary)
+        if inp.params.summarizer != "builtin" and inp.summary_text:
+            # The pinned goal is the only goal: whatever goal the text states is taken out.
+            narrative = _GOAL_LINE.sub("", _GOAL_HEADING_SECTION.sub("", inp.summary_text))
+            summary = replace(summary, narrative=narrative.strip() or None)
+    if kind == "handoff":
+        handoff = hand_off(scan, previous=handoff)
+    if kind == "notes":
+        notes = take_notes(scan, goal=goal, previous=previous_notes)
+    span = seq_range(covered)
+    first = before.source_range[0] if before and before.source_range[0] is not None else None
+    return Product(
+        kind=kind,
+        goal=goal,
+        summary=summary,
+        notes=notes,
+        handoff=handoff,
+        pinned=merged(before.pinned if before else (), inp.pinned_notes, cap=None),
+        source_range=(first if first is not None else span and span[0], span and span[1]),
+    )
+
+
+def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
+    """truncate (no `kind` of product), summary, handoff and notes: record or drop the older
+    units, keep the newest ones."""
+    inp, body = ctx.inp, ctx.body
+    params = inp.params
+    truncating = kind is None
+    target = params.target_tokens if params.target_tokens is not None else ctx.tokens_before // 2
+    if target >= ctx.tokens_before:
+        return ctx.noop()
+    cuts = history_cuts([entry.item for entry in body])
+    suffix = [0] * (len(body) + 1)
+    for position in reversed(range(len(body))):
+        suffix[position] = suffix[position + 1] + ctx.size(visible_text(body[position].item))
+    keep = max(c for c in cuts if c <= max(0, len(body) - params.keep_recent))
+    users = [
+        position
+        for position, entry in enumerate(body)
+        if item_type(entry.item) == "message" and entry.item.get("role") == "user"
+    ]
+    # truncate keeps as much as fits; the others keep the newest turn and record the rest.
+    if truncating:
+        prefer = 0
+    elif users:
+        prefer = max(c for c in cuts if c <= users[-1])
+    else:
+        prefer = len(body)
+    head_size = ctx.total(ctx.invariants) + (ctx.total(ctx.products) if truncating else 0)
+    budget = target - head_size
+    start = _tail_start(cuts, suffix_sizes=suffix, budget=budget, prefer=prefer, keep=keep)
+    if seq_range(body[:start]) is None:
+        return ctx.noop()
+    head: tuple[HistoryEntry, ...] = (*ctx.invariants, *ctx.products)
+    product = None
+    if kind is not None:
+        product = _product_for(ctx, body[:start], kind=kind)
+        record = render_product(product)
+        # The record's size is known only once it is written: make room for it once.
+        record_size = ctx.size(visible_text(record))
+        if head_size + record_size + suffix[start] > target:
+            later = _tail_start(
+                cuts, suffix_sizes=suffix, budget=budget - record_size, prefer=prefer, keep=keep
+            )
+            if later != start:
+                start, product = later, _product_for(ctx, body[:later], kind=kind)
+                record = render_product(product)
+        head = (*ctx.invariants, HistoryEntry(None, record, verbatim=False))
+    covered, tail = body[:start], body[start:]
+    units = [(a, b) for a, b in itertools.pairwise(cuts) if b <= start]
+    reloaded: dict[int, tuple[tuple[HistoryEntry, ...], str]] = {}
+    if truncating and users and users[-1] < start:
+        a, b = next(unit for unit in units if unit[0] <= users[-1] < unit[1])
+        reloaded[a] = (body[a:b], "latest user request")
+
+    def assemble() -> tuple[HistoryEntry, ...]:
+        middle = [entry for a in sorted(reloaded) for entry in reloaded[a][0]]
+        return (*head, *middle, *tail)
+
+    facts = required_facts(covered, new_history=assemble(), goal=inp.goal)
+    missing = missing_facts(facts, assemble())
+    for fact in missing:
+        if fact.needle in "\n".join(visible_text(e.item) for a in reloaded for e in reloaded[a][0]):
+            continue
+        options: list[tuple[int, int, int, tuple[HistoryEntry, ...]]] = []
+        for a, b in units:
+            if a in reloaded or not any(fact.needle in visible_text(e.item) for e in body[a:b]):
+                continue
+            # An output is kept whole only for a fact no call or message of its unit shows, so
+            # that the unit stays paired and small.
+            shown = "\n".join(
+                visible_text(e.item) for e in body[a:b] if item_type(e.item) not in OUTPUT_TYPES
+            )
+            needles = [f.needle for f in missing if f.needle not in shown]
+            unit = tuple(
+                _cleared_output(e, size=ctx.size(visible_text(e.item)), call_seq=None)
+                if _is_clearable(e) and not any(n in visible_text(e.item) for n in needles)
+                else e
+                for e in body[a:b]
+            )
+            options.append((ctx.total(unit), -a, a, unit))
+        if options:
+            # The cheapest unit carrying the fact; the newest of equally cheap ones.
+            _, _, a, unit = min(options, key=lambda option: option[:2])
+            reloaded[a] = (unit, f"loss check: {fact.label}")
+    history = assemble()
+    if missing and missing_facts(facts, history):
+        fallback = _clear(ctx)
+        return replace(
+            fallback,
+            strategy="clear_tool_results",
+            loss_missing=tuple(fact.label for fact in missing),
+            fell_back=True,
+        )
+    kept_reason = "newest items within the target" if truncating else "newest turn"
+    working_set = [
+        (entry.seq, reason)
+        for entries, reason in [*(reloaded[a] for a in sorted(reloaded)), (tail, kept_reason)]
+        for entry in entries
+        if entry.seq is not None and entry.verbatim
+    ]
+    return CompactionResult(
+        strategy=inp.strategy,
+        declares={key: list(value) for key, value in DECLARATIONS[inp.strategy].items()},
+        tokens_before=ctx.tokens_before,
+        tokens_after=ctx.total(history),
+        history=history,
+        summary=product.summary if product else None,
+        notes=product.notes if product else None,
+        working_set=tuple(working_set),
+        loss_missing=tuple(fact.label for fact in missing),
+        fell_back=False,
+        covered=seq_range(covered),
+        is_noop=False,
+        handoff=product.handoff if product else None,
+        pinned_notes=product.pinned if product else (),
+    )
+
+
+def plan_compaction(inp: CompactionInput, *, count_tokens: CountTokens) -> CompactionResult:
+    """Compact `inp.history` under `inp.strategy`; see the package docstring for the guarantees.
+
+    Raises `CompactionBroken` when the new history would break call/output pairing (the input
+    history must satisfy it: normalize first).
+    """
+    size = functools.cache(count_tokens)
+    products, body = split(inp)
+    ctx = _Context(
+        inp=inp,
+        size=size,
+        tokens_before=sum(size(visible_text(entry.item)) for entry in inp.history),
+        invariants=tuple(HistoryEntry(None, item, verbatim=False) for item in inp.invariants),
+        products=products,
+        body=body,
+        previous=read_product(products[-1].item) if products else None,
+    )
+    if not body:
+        return ctx.noop()
+    match inp.strategy:
+        case "clear_tool_results":
+            result = _clear(ctx)
+        case "truncate":
+            result = _lossy(ctx, kind=None)
+        case "summary" | "handoff" | "notes" as kind:
+            result = _lossy(ctx, kind=kind)
+        case _:
+            assert_never(inp.strategy)
+    if not result.is_noop and (
+        violations := find_pairing_violations([entry.item for entry in result.history])
+    ):
+        raise CompactionBroken(
+            f"{result.strategy} would break call/output pairing; nothing was compacted",
+            details=violations,
+        )
+    return result

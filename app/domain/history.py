@@ -1,0 +1,70 @@
+"""The active history as the core receives it, and where it may be cut.
+
+A history is cut at a position p by keeping `items[p:]` (assembly) or by dropping or recording
+`items[:p]` (compaction). `history_cuts` gives every position where that is allowed:
+
+- Every call with a non-empty string call_id before p has its output before p, so a call never
+  loses its output, nor an output its call. An output marked `"execution": "server"` answers
+  nothing: the service did not run it, and pairing does not count it (see `normalize`).
+- The item before p is not a reasoning item that leads into model output (a call, another
+  reasoning item or an assistant message): providers refuse a reasoning item separated from the
+  item it produced, and a call separated from its reasoning. A reasoning item followed by
+  anything else (a user message, the end of the history) may be cut after.
+
+0 is always a cut. So a history that passes `find_pairing_violations` still passes it on either
+side of any cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
+
+__all__ = ["HistoryEntry", "history_cuts"]
+
+_LED_BY_REASONING = CALL_TYPES | {"reasoning"}
+"""Item types a reasoning item right before them produced (assistant messages too)."""
+
+
+class HistoryEntry(NamedTuple):
+    """One item of the active history, with what the caller knows about it.
+
+    A named tuple rather than a dataclass: one is built per turn, per call, and assembly reads
+    `item` and `tokens` on its hot path.
+    """
+
+    seq: int | None
+    """The fact seq the item comes from; None for items the service wrote."""
+    item: Item
+    verbatim: bool = True
+    """True iff `item` is exactly the stored fact `seq`."""
+    tokens: int | None = None
+    """Its visible text's token count, when the caller has it already (else the core counts)."""
+    id: str = ""
+    """The name an assembly plan gives it."""
+
+
+def history_cuts(items: Sequence[Item]) -> tuple[int, ...]:
+    """The positions, in order, at which `items` may be cut; see the module docstring."""
+    cuts = [0]
+    waiting: set[str] = set()
+    for position, item in enumerate(items):
+        kind = item_type(item)
+        call_id = item.get("call_id")
+        if kind in CALL_TYPES and isinstance(call_id, str) and call_id:
+            waiting.add(call_id)
+        elif kind in OUTPUT_TYPES and item.get("execution") != "server":
+            waiting.discard(str(call_id))
+        if waiting:
+            continue
+        if kind == "reasoning" and position + 1 < len(items):
+            following = items[position + 1]
+            following_kind = item_type(following)
+            if following_kind in _LED_BY_REASONING or (
+                following_kind == "message" and following.get("role") == "assistant"
+            ):
+                continue
+        cuts.append(position + 1)
+    return tuple(cuts)
