@@ -38,10 +38,10 @@ from app.domain.assemble import (
     Candidate,
     Contribution,
     diff_selections,
-    effective_budget,
     shared_prefix_tokens,
 )
 from app.domain.assemble import assemble as assemble_plan
+from app.domain.budget import effective_budget
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses
 from app.domain.items import developer_message

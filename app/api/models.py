@@ -16,9 +16,9 @@ from app.domain.assemble import (
     FallbackForm,
     Layer,
     Placement,
-    Policy,
     RawForm,
 )
+from app.domain.budget import Policy
 from app.domain.compaction import Strategy, Summarizer
 from app.domain.facts import ChildKind
 from app.domain.items import Format

@@ -34,25 +34,24 @@ import functools
 import hashlib
 import heapq
 import itertools
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypedDict, get_args
 
+from app.domain.budget import POLICIES, Budget
 from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import CountTokens, Item, visible_text
 from app.domain.json_encoding import encode_json
+from app.domain.shingles import ShingleIndex, Shingles, word_shingles
 
 __all__ = [
     "CANDIDATE_DEFAULTS",
     "LAYERS",
-    "POLICIES",
     "AssemblyDiff",
     "AssemblyInput",
     "AssemblyPlan",
-    "Budget",
     "Candidate",
     "Contribution",
     "Decision",
@@ -62,13 +61,11 @@ __all__ = [
     "Moved",
     "Placement",
     "PlanEntry",
-    "Policy",
     "RawForm",
     "SelectedItem",
     "assemble",
     "atomic_groups",
     "diff_selections",
-    "effective_budget",
     "ranking_score",
     "shared_prefix_tokens",
 ]
@@ -96,45 +93,8 @@ FALLBACK_FORMS: tuple[FallbackForm, ...] = get_args(FallbackForm)
 """Cheaper forms tried, in this order, when the raw form does not fit."""
 HISTORY_SOURCE = "history"
 RESTATED_SUFFIX = "#restated"
-SHINGLE_WORDS = 5
 
-_WORD = re.compile(r"\w+")
 NO_FORMS: Mapping[str, str] = MappingProxyType({})
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Limits of one assembly; None means unlimited."""
-
-    max_items: int | None = 12
-    max_tokens: int | None = 4000
-    max_items_per_source: int | None = 6
-    max_tokens_per_source: int | None = 2500
-
-
-Policy = Literal["balanced", "compact", "expansive"]
-POLICIES: dict[Policy, Budget] = {
-    "balanced": Budget(),
-    "compact": Budget(
-        max_items=8, max_tokens=2500, max_items_per_source=4, max_tokens_per_source=1200
-    ),
-    "expansive": Budget(
-        max_items=20, max_tokens=8000, max_items_per_source=8, max_tokens_per_source=3500
-    ),
-}
-
-
-def effective_budget(
-    policy: Policy, *, session_window: int | None, explicit: Mapping[str, int | None] | None
-) -> Budget:
-    """The policy's preset, then the session's window as `max_tokens` (session mode without an
-    explicit budget), then the explicit budget's given fields, field by field."""
-    budget = POLICIES[policy]
-    if session_window is not None and explicit is None:
-        budget = replace(budget, max_tokens=session_window)
-    if explicit is not None:
-        budget = replace(budget, **{k: v for k, v in explicit.items() if v is not None})
-    return budget
 
 
 class Candidate(NamedTuple):
@@ -185,7 +145,7 @@ class Contribution:
 class AssemblyInput:
     contributions: tuple[Contribution, ...]
     history: tuple[HistoryEntry, ...] = ()
-    budget: Budget = Budget()
+    budget: Budget = POLICIES["balanced"]
     history_counts_toward_max_items: bool = True
     placement: Placement = "edges"
     min_relevance: float = 0.0
@@ -254,37 +214,6 @@ def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
     if bounds[-1] != len(items):
         bounds = (*bounds, len(items))
     return tuple(range(start, end) for start, end in itertools.pairwise(bounds))
-
-
-class _ShingleIndex:
-    """Selected retrieval texts, searchable by Jaccard similarity of their word shingles.
-
-    For a probe A, every member B and the union U of all members, J(A, B) ≤ |A ∩ B| / |A| ≤
-    |A ∩ U| / |A|: a probe that shares too little with U is rejected after one set
-    intersection. Otherwise each member is compared by set intersection. Both run in C: no
-    Python loop ever walks the shingles (a text has hundreds).
-    """
-
-    def __init__(self, threshold: float) -> None:
-        self._threshold = threshold
-        self._members: list[frozenset[tuple[str, ...]]] = []
-        self._union: set[tuple[str, ...]] = set()
-
-    def add(self, shingles: frozenset[tuple[str, ...]]) -> None:
-        self._members.append(shingles)
-        self._union |= shingles
-
-    def has_near_duplicate(self, shingles: frozenset[tuple[str, ...]]) -> bool:
-        if not shingles:
-            return False
-        # The bound is computed as the similarity is, so it never rejects a near-duplicate.
-        if len(shingles & self._union) / len(shingles) < self._threshold:
-            return False
-        for member in self._members:
-            common = len(shingles & member)
-            if common and common / (len(shingles) + len(member) - common) >= self._threshold:
-                return True
-        return False
 
 
 def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
@@ -369,21 +298,15 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
     total_tokens = 0
     group_items: Counter[str] = Counter()
     group_tokens: Counter[str] = Counter()
-    near_duplicates = _ShingleIndex(inp.near_duplicate_threshold)
+    near_duplicates = ShingleIndex(inp.near_duplicate_threshold)
     # Shingles are computed only for retrieval candidates the walk reaches, each once; selected
     # ones wait in `unindexed` until a probe needs them (required ones may never be compared).
-    shingles_of: dict[int, frozenset[tuple[str, ...]]] = {}
+    shingles_of: dict[int, Shingles] = {}
     unindexed: list[int] = []
 
-    def shingles(i: int) -> frozenset[tuple[str, ...]]:
+    def shingles(i: int) -> Shingles:
         if i not in shingles_of:
-            words = _WORD.findall(candidates[i].raw_text.lower())
-            if len(words) < SHINGLE_WORDS:
-                # A text shorter than one shingle is one shingle of all its words.
-                shingles_of[i] = frozenset([tuple(words)] if words else [])
-            else:
-                shifted = (words[offset:] for offset in range(SHINGLE_WORDS))
-                shingles_of[i] = frozenset(zip(*shifted, strict=False))
+            shingles_of[i] = word_shingles(candidates[i].raw_text)
         return shingles_of[i]
 
     stopped = False

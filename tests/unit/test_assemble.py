@@ -14,11 +14,9 @@ import orjson
 import pytest
 
 from app.domain.assemble import (
-    POLICIES,
     AssemblyDiff,
     AssemblyInput,
     AssemblyPlan,
-    Budget,
     Candidate,
     Contribution,
     DropReason,
@@ -31,6 +29,7 @@ from app.domain.assemble import (
     ranking_score,
     shared_prefix_tokens,
 )
+from app.domain.budget import POLICIES, Budget
 from app.domain.history import HistoryEntry
 from app.domain.items import Item
 from app.domain.normalize import find_pairing_violations

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from app.domain.assemble import (
     LAYERS,
     AssemblyInput,
-    Budget,
     Candidate,
     Contribution,
     assemble,
 )
+from app.domain.budget import Budget
 from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
