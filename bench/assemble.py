@@ -1,6 +1,6 @@
 """`/assemble` server time against the floor, on candidates built from the public trajectories.
 
-For 50, 500 and 5,000 candidates (≈400 tokens each, counts given, as a runtime that caches its
+For 50, 500 and 5,000 candidates (≈230 tokens each, counts given, as a runtime that caches its
 counts sends them) the benchmark posts the same request repeatedly to a real server on
 PostgreSQL, stateless and in session mode, and reads the server time from `Server-Timing`.
 The floor is what any JSON endpoint pays for this exchange: parsing that request body and

@@ -3,8 +3,9 @@
 The candidates (≈230 tokens each, built from the public trajectories, counts given) form one
 retrieval contribution, as in that benchmark's request. For `recall_cap` 20 (the default: only
 the source's best 20 are ranked) and None (all 500 are), the core runs `RUNS` times after one
-warm-up. Prints the candidates' tokens and the p50 and best time per run: the core's share of
-that benchmark's 500-candidate server time.
+warm-up. Prints the candidates' tokens, the p50 and best time per run (the core's share of that
+benchmark's 500-candidate server time), and the ratio of the p50 to a floor timed in the same
+loop: sorting the candidates by the ranking key, the least any ranked selection must do.
 Run: `make bench` (or `.venv/bin/python -m bench.assemble_core`).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from app.domain.assemble import AssemblyInput, Candidate, Contribution, assemble
+from app.domain.assemble import AssemblyInput, Candidate, Contribution, assemble, ranking_score
 from app.tokens import token_counter
 from bench.assemble import build_candidates
 
@@ -28,20 +29,25 @@ def main() -> None:
         Candidate(source="retrieval", **fields) for fields in build_candidates(CANDIDATES)
     )
     total = sum(c.tokens or 0 for c in candidates)
-    print(f"{'cands':>6} {'tokens':>8} {'recall_cap':>10} {'p50 ms':>8} {'best ms':>8}")
+    header = ("cands", "tokens", "recall_cap", "p50 ms", "best ms", "floor ms", "ratio")
+    print(" ".join(f"{h:>10}" for h in header))
     for recall_cap in RECALL_CAPS:
         inp = AssemblyInput(
             contributions=(Contribution("retrieval", candidates),), recall_cap=recall_cap
         )
         assemble(inp, count_tokens=count_tokens)
-        timings = []
+        timings, floors = [], []
         for _ in range(RUNS):
+            started = time.perf_counter()
+            sorted(candidates, key=lambda c: (-ranking_score(c), -c.relevance, c.tokens, c.id))
+            floors.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
             assemble(inp, count_tokens=count_tokens)
             timings.append((time.perf_counter() - started) * 1000)
         cap = "none" if recall_cap is None else str(recall_cap)
-        figures = f"{statistics.median(timings):>8.2f} {min(timings):>8.2f}"
-        print(f"{CANDIDATES:>6} {total:>8} {cap:>10} {figures}")
+        p50, floor = statistics.median(timings), statistics.median(floors)
+        row = (CANDIDATES, total, cap, f"{p50:.2f}", f"{min(timings):.2f}", f"{floor:.2f}")
+        print(" ".join(f"{v:>10}" for v in row), f"{p50 / floor:>10.1f}")
 
 
 if __name__ == "__main__":

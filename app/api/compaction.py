@@ -17,6 +17,7 @@ from app.api.errors import ERROR_RESPONSES
 from app.api.json_body import JsonRoute
 from app.api.models import (
     AdviceResponse,
+    CompactParams,
     CompactRequest,
     CompactResponse,
     EndSessionRequest,
@@ -36,9 +37,10 @@ from app.domain.compaction import (
 from app.domain.errors import Conflict, InvalidInput
 from app.domain.formats import from_responses, to_responses
 from app.domain.history import HistoryEntry
+from app.domain.items import CountTokens
 from app.domain.normalize import normalize_history
 from app.domain.world_state import invariant_items
-from app.hooks import SummarizerUnavailable, call_hook, summarize_with_llm
+from app.hooks import HookResult, SummarizerUnavailable, call_hook, summarize_with_llm
 from app.metrics import record_compaction, record_hook
 from app.settings import Settings
 from app.storage import repository
@@ -61,6 +63,42 @@ def _session_input(
     )
 
 
+def _params(spec: CompactParams) -> CompactionParams:
+    return CompactionParams(
+        keep_recent=spec.keep_recent,
+        clear_at_least_tokens=spec.clear_at_least_tokens,
+        exclude_tools=tuple(spec.exclude_tools),
+        clear_tool_inputs=spec.clear_tool_inputs,
+        target_tokens=spec.target_tokens,
+        summarizer=spec.summarizer,
+    )
+
+
+def _client_summary(body: CompactRequest) -> tuple[str | None, dict[str, Any]]:
+    """The narrative a `client` summarizer posted (None otherwise), and the summarizer report
+    as it stands before any LLM is asked."""
+    requested = body.params.summarizer
+    if requested != "client":
+        return None, {"requested": requested, "used": "builtin"}
+    if body.summary is None and not body.dry_run:
+        raise InvalidInput(
+            "summarizer 'client' needs `summary.text` (a dry run returns the prompt to use)",
+            details=[{"loc": ["body", "summary"], "msg": "required for summarizer client"}],
+        )
+    used = "client" if body.summary is not None else None
+    return (body.summary.text if body.summary else None), {"requested": "client", "used": used}
+
+
+def _stateless_input(
+    body: CompactRequest, *, params: CompactionParams, count_tokens: CountTokens
+) -> CompactionInput:
+    items = to_responses(body.items or [], body.format).items
+    normalized = normalize_history(items, count_tokens=count_tokens).items
+    # Stateless: `seq` is the 1-based position in the normalized history.
+    entries = tuple(HistoryEntry(seq=n, item=item) for n, item in enumerate(normalized, 1))
+    return CompactionInput(history=entries, strategy=body.strategy, params=params, goal=body.goal)
+
+
 def _with_llm_summary(
     inp: CompactionInput, *, settings: Settings
 ) -> tuple[CompactionInput, dict[str, Any]]:
@@ -71,6 +109,34 @@ def _with_llm_summary(
     except SummarizerUnavailable as exc:
         return inp, {"requested": "llm", "used": "builtin", "error": str(exc)}
     return replace(inp, summary_text=text), {"requested": "llm", "used": "llm"}
+
+
+def _pre_compact(
+    hooks: SessionHooks, *, session_id: str, result: CompactionResult, settings: Settings
+) -> HookResult:
+    """The session's `pre_compact` hook on the plan; a veto (or a failure that fails closed)
+    is a 409 and nothing is written."""
+    hook = call_hook(
+        str(hooks.pre_compact) if hooks.pre_compact else None,
+        event="pre_compact",
+        payload={
+            "session_id": session_id,
+            "strategy": result.strategy,
+            "covered": list(result.covered) if result.covered else None,
+            "declares": result.declares,
+            "tokens_before": result.tokens_before,
+            "tokens_after": result.tokens_after,
+        },
+        fail_closed=hooks.failure_policy == "fail_closed",
+        timeout=settings.hook_timeout_seconds,
+    )
+    record_hook("pre_compact", hook.outcome)
+    if hook.outcome in ("vetoed", "failed_closed"):
+        raise Conflict(
+            f"the pre_compact hook stopped the compaction ({hook.outcome}: {hook.detail})",
+            details={"hooks": [hook.as_dict()]},
+        )
+    return hook
 
 
 def _respond(
@@ -117,25 +183,8 @@ def compact(
             "give either `session_id` or `items`, not both and not neither",
             details=[{"loc": ["body"], "msg": "exactly one of session_id, items is required"}],
         )
-    p = body.params
-    params = CompactionParams(
-        keep_recent=p.keep_recent,
-        clear_at_least_tokens=p.clear_at_least_tokens,
-        exclude_tools=tuple(p.exclude_tools),
-        clear_tool_inputs=p.clear_tool_inputs,
-        target_tokens=p.target_tokens,
-        summarizer=p.summarizer,
-    )
-    summarizer: dict[str, Any] = {"requested": p.summarizer, "used": "builtin"}
-    summary_text = None
-    if p.summarizer == "client":
-        if body.summary is None and not body.dry_run:
-            raise InvalidInput(
-                "summarizer 'client' needs `summary.text` (a dry run returns the prompt to use)",
-                details=[{"loc": ["body", "summary"], "msg": "required for summarizer client"}],
-            )
-        summary_text = body.summary.text if body.summary else None
-        summarizer["used"] = "client" if body.summary else None
+    summary_text, summarizer = _client_summary(body)
+    params = _params(body.params)
     loaded: LoadedHistory | None = None
     hooks = SessionHooks()
     if body.session_id is not None:
@@ -146,44 +195,20 @@ def compact(
         inp = _session_input(loaded, strategy=body.strategy, params=params)
     else:
         count_tokens = token_counter(body.encoding or settings.default_encoding)
-        items = to_responses(body.items or [], body.format).items
-        normalized = normalize_history(items, count_tokens=count_tokens).items
-        # Stateless: `seq` is the 1-based position in the normalized history.
-        entries = tuple(HistoryEntry(seq=n, item=item) for n, item in enumerate(normalized, 1))
-        inp = CompactionInput(
-            history=entries, strategy=body.strategy, params=params, goal=body.goal
-        )
+        inp = _stateless_input(body, params=params, count_tokens=count_tokens)
     inp = replace(inp, summary_text=summary_text)
     result = plan_compaction(inp, count_tokens=count_tokens)
-    if p.summarizer == "llm" and result.is_noop:
+    if params.summarizer == "llm" and result.is_noop:
         summarizer["used"] = None  # nothing to summarize: the summarizer is not called
-    elif p.summarizer == "llm" and body.strategy in PRODUCT_STRATEGIES and not body.dry_run:
+    elif params.summarizer == "llm" and body.strategy in PRODUCT_STRATEGIES and not body.dry_run:
         inp, summarizer = _with_llm_summary(inp, settings=settings)
         result = plan_compaction(inp, count_tokens=count_tokens)
-    prompt = render_summarization_prompt(inp) if body.dry_run and p.summarizer == "client" else None
+    client_prompt = body.dry_run and params.summarizer == "client"
+    prompt = render_summarization_prompt(inp) if client_prompt else None
     if loaded is None or body.session_id is None or body.dry_run or result.is_noop:
         response.status_code = status.HTTP_200_OK
         return _respond(result, body=body, summarizer=summarizer, prompt=prompt)
-    hook = call_hook(
-        str(hooks.pre_compact) if hooks.pre_compact else None,
-        event="pre_compact",
-        payload={
-            "session_id": body.session_id,
-            "strategy": result.strategy,
-            "covered": list(result.covered) if result.covered else None,
-            "declares": result.declares,
-            "tokens_before": result.tokens_before,
-            "tokens_after": result.tokens_after,
-        },
-        fail_closed=hooks.failure_policy == "fail_closed",
-        timeout=settings.hook_timeout_seconds,
-    )
-    record_hook("pre_compact", hook.outcome)
-    if hook.outcome in ("vetoed", "failed_closed"):
-        raise Conflict(
-            f"the pre_compact hook stopped the compaction ({hook.outcome}: {hook.detail})",
-            details={"hooks": [hook.as_dict()]},
-        )
+    hook = _pre_compact(hooks, session_id=body.session_id, result=result, settings=settings)
     if hook.notes:
         result = plan_compaction(replace(inp, pinned_notes=hook.notes), count_tokens=count_tokens)
     compaction_id = repository.append_compaction(

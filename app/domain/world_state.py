@@ -312,9 +312,11 @@ def history_without_fragments(
     kept = [
         (item, size) for item, size in zip(items, sizes, strict=True) if not is_state_fragment(item)
     ]
+    # Built positionally: one entry per turn on every call, and a named tuple's keyword
+    # constructor is the slower path.
     return tuple(
         [
-            HistoryEntry(None, item, tokens=size, id=f"history:{ordinal}")
+            HistoryEntry(None, item, True, size, f"history:{ordinal}")
             for ordinal, (item, size) in enumerate(kept)
         ]
     )
