@@ -11,7 +11,7 @@ export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PO
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -56,6 +56,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python -m bench.assemble_core
 	$(BIN)/python -m bench.compaction
 	$(BIN)/python -m bench.history
+	$(BIN)/python -m bench.replay
 
 clean:
 	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm

@@ -60,9 +60,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(database_url: str, *, workers: int = 1) -> Iterator[str]:
+def running_server(
+    database_url: str, *, workers: int = 1, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """A `contextd serve` process on `database_url`, with `env` added to its environment."""
     port = free_port()
-    env = {**os.environ, "CTX_DATABASE_URL": database_url, "CTX_API_KEYS": "[]"}
+    env = {**os.environ, **(env or {}), "CTX_DATABASE_URL": database_url, "CTX_API_KEYS": "[]"}
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", str(workers)],
         env=env,

@@ -1,0 +1,299 @@
+"""The agent loop, replayed: what a whole session costs and what the model still sees.
+
+For every run in `tests/data/trajectories` (or the directories given), a session whose usable
+window is `WINDOW_SHARE` of the run's tokens (at least `MIN_WINDOW`); its `context_window` is that
+window plus the server's output reserve, so that session-mode assembly fits the usable window.
+The goal is the run's first user message. Before every run of model-output items (what the model
+produced in one call: assistant messages, reasoning, tool calls), the items since the previous
+call are appended, session-mode `/assemble` answers, and `/compact` runs with the recommended
+strategy whenever `advice.should_compact`.
+
+Per call, from the `messages` a provider would receive (Responses form):
+- input: tokens of every message's visible text (o200k_base);
+- reused: tokens of the leading messages byte-identical (canonical JSON) to the previous call's,
+  what a provider's prompt cache can serve; beside it, the service's own
+  `cache.reused_prefix_tokens`, which must agree within a few percent;
+- fresh = input − reused; cost = fresh + `CACHED_PRICE` × reused (a cached token at a tenth);
+- the goal present (its text a substring of the visible text), pairing valid
+  (`find_pairing_violations`), over budget (input above the usable window), and the tokens of
+  the goal's restatement at the end.
+
+In the same run, two baselines over the same calls: the whole normalized history (no management),
+and LangChain's `trim_messages` (strategy `last`, `include_system`, `start_on="human"`) to the
+usable window. Configurations: the default output reserve, and a reserve of 0 (advice and
+assembly see one window).
+Run: `make bench` (or `.venv/bin/python -m bench.replay [DIR ...]`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import orjson
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    trim_messages,
+)
+
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.normalize import find_pairing_violations, normalize_history
+from app.tokens import token_counter
+from bench.common import TRAJECTORIES, bench_database, running_server
+
+WINDOW_SHARE = 0.3
+MIN_WINDOW = 4_000
+DEFAULT_RESERVE = 16_000
+CACHED_PRICE = 0.1
+MODEL_OUTPUT_TYPES = CALL_TYPES | {"reasoning"}
+
+count_tokens = token_counter("o200k_base")
+
+
+def is_model_output(item: Item) -> bool:
+    kind = item_type(item)
+    return kind in MODEL_OUTPUT_TYPES or (kind == "message" and item.get("role") == "assistant")
+
+
+def call_points(items: Sequence[Item]) -> list[int]:
+    """Positions where a model call starts: the first item of each run of model output."""
+    return [
+        n
+        for n, item in enumerate(items)
+        if is_model_output(item) and (n == 0 or not is_model_output(items[n - 1]))
+    ]
+
+
+def tokens_of(messages: Sequence[Item]) -> list[int]:
+    return [count_tokens(visible_text(message)) for message in messages]
+
+
+@dataclass
+class Tally:
+    """Totals over calls, for one manager."""
+
+    calls: int = 0
+    input: int = 0
+    reused: int = 0
+    service_reused: int = 0
+    compactions: int = 0
+    goal_present: int = 0
+    paired: int = 0
+    over_budget: int = 0
+    restated: int = 0
+    previous: list[bytes] = field(default_factory=list)
+
+    def call(
+        self,
+        messages: Sequence[Item],
+        *,
+        goal: str,
+        window: int,
+        service_reused: int = 0,
+        restated: int = 0,
+    ) -> None:
+        encoded = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages]
+        sizes = tokens_of(messages)
+        shared = 0
+        for before, now in zip(self.previous, encoded, strict=False):
+            if before != now:
+                break
+            shared += 1
+        self.previous = encoded
+        total = sum(sizes)
+        self.calls += 1
+        self.input += total
+        self.reused += sum(sizes[:shared])
+        self.service_reused += service_reused
+        self.goal_present += goal in "\n".join(visible_text(m) for m in messages)
+        self.paired += not find_pairing_violations(list(messages))
+        self.over_budget += total > window
+        self.restated += restated
+
+    def add(self, other: Tally) -> None:
+        for name in (
+            "calls",
+            "input",
+            "reused",
+            "service_reused",
+            "compactions",
+            "goal_present",
+            "paired",
+            "over_budget",
+            "restated",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def row(self, label: str) -> str:
+        calls = max(self.calls, 1)
+        fresh = self.input - self.reused
+        cost = fresh + CACHED_PRICE * self.reused
+        service = (
+            f"{self.service_reused / max(self.input, 1):7.1%}" if self.service_reused else "      —"
+        )
+        return (
+            f"{label:<52} {self.calls:>5} {self.reused / max(self.input, 1):>7.1%} {service} "
+            f"{fresh:>10,} {cost:>11,.0f} {100 * self.compactions / calls:>8.1f} "
+            f"{self.goal_present / calls:>6.0%} {self.paired / calls:>6.0%} "
+            f"{self.over_budget:>5} {self.restated / calls:>8.0f}"
+        )
+
+
+HEADER = (
+    f"{'':<52} {'calls':>5} {'reused':>7} {'service':>7} {'fresh':>10} {'cost':>11} "
+    f"{'cmp/100':>8} {'goal':>6} {'paired':>6} {'over':>5} {'restate':>8}"
+)
+
+
+def to_langchain(items: Sequence[Item]) -> list[BaseMessage]:
+    """The history as LangChain messages, each carrying its index as `id`."""
+    messages: list[BaseMessage] = []
+    for n, item in enumerate(items):
+        kind, text, ident = item_type(item), visible_text(item), str(n)
+        if kind == "message" and item.get("role") == "user":
+            messages.append(HumanMessage(content=text, id=ident))
+        elif kind == "message" and item.get("role") in ("system", "developer"):
+            messages.append(SystemMessage(content=text, id=ident))
+        elif kind in CALL_TYPES:
+            raw = item.get("arguments", item.get("input", ""))
+            try:
+                args = json.loads(raw) if isinstance(raw, str) else {}
+            except ValueError:
+                args = {"input": raw}
+            call = {
+                "name": str(item.get("name", "shell")),
+                "id": str(item.get("call_id")),
+                "args": args if isinstance(args, dict) else {"input": args},
+            }
+            messages.append(AIMessage(content="", tool_calls=[call], id=ident))
+        elif kind in OUTPUT_TYPES:
+            messages.append(
+                ToolMessage(content=text, tool_call_id=str(item.get("call_id")), id=ident)
+            )
+        else:  # assistant messages and reasoning
+            messages.append(AIMessage(content=text, id=ident))
+    return messages
+
+
+def langchain_trim(items: Sequence[Item], *, window: int) -> list[Item]:
+    """`trim_messages(strategy="last")` to `window`, mapped back to the Responses items kept."""
+    sizes = tokens_of(items)
+
+    def counter(messages: list[BaseMessage]) -> int:
+        return sum(sizes[int(m.id or 0)] for m in messages)
+
+    kept = trim_messages(
+        to_langchain(items),
+        max_tokens=window,
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
+    return [items[int(m.id or 0)] for m in kept]
+
+
+@dataclass
+class RunResult:
+    name: str
+    window: int
+    managed: Tally
+    whole: Tally
+    trimmed: Tally
+
+
+def replay(client: httpx.Client, name: str, items: list[Item], *, reserve: int) -> RunResult:
+    history = normalize_history(items, count_tokens=count_tokens).items
+    total = sum(tokens_of(history))
+    window = max(MIN_WINDOW, int(WINDOW_SHARE * total))
+    goal = next(visible_text(i) for i in history if i.get("role") == "user")
+    session_id = f"replay-{reserve}-{name}"[:200]
+    client.post(
+        "/sessions", json={"session_id": session_id, "context_window": window + reserve}
+    ).raise_for_status()
+    client.put(f"/sessions/{session_id}/goal", json={"text": goal}).raise_for_status()
+    managed, whole, trimmed = Tally(), Tally(), Tally()
+    appended = 0
+    for point in call_points(items):
+        if point > appended:
+            batch = {"items": items[appended:point], "idempotency_key": f"{session_id}-{point}"}
+            client.post(f"/sessions/{session_id}/items", json=batch).raise_for_status()
+            appended = point
+        answer = client.post("/assemble", json={"session_id": session_id})
+        answer.raise_for_status()
+        body = answer.json()
+        managed.call(
+            body["messages"],
+            goal=goal,
+            window=window,
+            service_reused=body["cache"]["reused_prefix_tokens"],
+            restated=sum(i["tokens"] for i in body["items"] if i["id"].endswith("#restated")),
+        )
+        so_far = normalize_history(items[:point], count_tokens=count_tokens).items
+        whole.call(so_far, goal=goal, window=window)
+        trimmed.call(langchain_trim(so_far, window=window), goal=goal, window=window)
+        advice = body["advice"]
+        if advice["should_compact"] and advice["recommended_strategy"]:
+            compacted = client.post(
+                "/compact",
+                json={"session_id": session_id, "strategy": advice["recommended_strategy"]},
+            )
+            compacted.raise_for_status()
+            managed.compactions += compacted.status_code == 201
+    return RunResult(name, window, managed, whole, trimmed)
+
+
+def load_runs(directories: Sequence[Path]) -> dict[str, list[Item]]:
+    paths = (
+        sorted(p for d in directories for p in d.glob("*.jsonl")) if directories else TRAJECTORIES
+    )
+    return {
+        path.stem: [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for path in paths
+    }
+
+
+def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
+    print(f"\n{label}\n{HEADER}")
+    totals = {"contextd": Tally(), "whole history": Tally(), "trim_messages(last)": Tally()}
+    for result in results:
+        if verbose:
+            print(result.managed.row(f"  {result.name[:40]} ({result.window:,})"))
+        totals["contextd"].add(result.managed)
+        totals["whole history"].add(result.whole)
+        totals["trim_messages(last)"].add(result.trimmed)
+    for name, tally in totals.items():
+        print(tally.row(name))
+
+
+def main(argv: Sequence[str]) -> None:
+    runs = load_runs([Path(a) for a in argv])
+    configurations: list[tuple[str, int, Callable[[], dict[str, str]]]] = [
+        (f"default output reserve ({DEFAULT_RESERVE:,})", DEFAULT_RESERVE, dict),
+        ("output reserve 0", 0, lambda: {"CTX_OUTPUT_RESERVE_TOKENS": "0"}),
+    ]
+    for label, reserve, env in configurations:
+        with (
+            bench_database("contextd_bench_replay") as url,
+            running_server(url, env=env()) as base,
+            httpx.Client(base_url=base, timeout=120) as client,
+        ):
+            results = [replay(client, name, items, reserve=reserve) for name, items in runs.items()]
+        report(
+            f"{label}: {len(runs)} runs, usable window {WINDOW_SHARE:.0%} of each run's "
+            f"tokens (at least {MIN_WINDOW:,})",
+            results,
+            verbose=reserve == DEFAULT_RESERVE,
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
