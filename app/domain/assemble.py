@@ -11,7 +11,8 @@
   except by required candidates, which are always selected; `over_budget` says when they did.
   A group's selected tokens and items likewise stay within the per-source quotas except by
   required candidates (required candidates bypass every check but are accounted everywhere).
-- A candidate restated at the end (placement `edges`) is charged for both of its copies, so
+- A candidate restated at the end (placement `edges`) is charged for both of its copies (the
+  copy at the end is its `restatement` when it has one, else the same again), so
   `total_tokens` is the sum of the tokens of `items`.
 - Selected history is a contiguous suffix of the given history that starts at one of its
   `history_cuts` (no call loses its output, no reasoning item is parted from the item it led
@@ -120,6 +121,8 @@ class Candidate(NamedTuple):
     freshness: float = 0.0
     tokens: int | None = None
     restate_at_end: bool = False
+    restatement: str | None = None
+    """The shorter text of its copy at the end (`restate_at_end`); None repeats it whole."""
 
     @property
     def accounting_class(self) -> str:
@@ -312,8 +315,14 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
     stopped = False
     for i in considered:
         c = candidates[i]
-        # A restated candidate is shown twice, and charged for both copies.
-        copies = 2 if c.restate_at_end and inp.placement == "edges" else 1
+        # A restated candidate is shown twice, and charged for both copies: the same again
+        # (`copies`), or its restatement (`extra`).
+        copies, extra = 1, 0
+        if c.restate_at_end and inp.placement == "edges":
+            if c.restatement is None:
+                copies = 2
+            else:
+                extra = count(c.restatement)
         if c.source_class:
             group = f"class:{c.source_class}"
         elif c.locator:
@@ -340,13 +349,17 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
                 (
                     (name, size)
                     for name, size in sizes
-                    if fits(copies * size, budget.max_tokens, used=total_tokens)
-                    and fits(copies * size, budget.max_tokens_per_source, used=group_tokens[group])
+                    if fits(copies * size + extra, budget.max_tokens, used=total_tokens)
+                    and fits(
+                        copies * size + extra,
+                        budget.max_tokens_per_source,
+                        used=group_tokens[group],
+                    )
                 ),
                 None,
             )
             if fitting is None:
-                raw_fits_total = fits(copies * tokens, budget.max_tokens, used=total_tokens)
+                raw_fits_total = fits(copies * tokens + extra, budget.max_tokens, used=total_tokens)
                 reasons[i] = "source_max_tokens" if raw_fits_total else "max_tokens"
                 continue
             # Checked last, so that only candidates that would otherwise be selected are ever
@@ -362,9 +375,9 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             form, tokens = fitting
         chosen[i] = (form, tokens)
         selected.append(i)
-        total_tokens += copies * tokens
+        total_tokens += copies * tokens + extra
         group_items[group] += 1
-        group_tokens[group] += copies * tokens
+        group_tokens[group] += copies * tokens + extra
         if c.layer == "retrieval":
             unindexed.append(i)
 
@@ -456,7 +469,22 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
         )
     for i in restated:
         c = candidates[i]
-        place(c, item_id=c.id + RESTATED_SUFFIX, form=chosen[i][0], tokens=chosen[i][1])
+        if c.restatement is None:
+            place(c, item_id=c.id + RESTATED_SUFFIX, form=chosen[i][0], tokens=chosen[i][1])
+            continue
+        items.append(
+            SelectedItem(
+                id=c.id + RESTATED_SUFFIX,
+                source=c.source,
+                layer=c.layer,
+                source_class=c.accounting_class,
+                form=RAW_FORM,
+                position=len(items),
+                tokens=count(c.restatement),
+                content=c.restatement,
+                item=None,
+            )
+        )
 
     plan: list[PlanEntry] = []
     for i, c in enumerate(candidates):

@@ -65,6 +65,7 @@ __all__ = [
     "WorldStateUpdate",
     "apply_patch",
     "diff_world_state",
+    "goal_restatement",
     "goal_text_of",
     "history_without_fragments",
     "invariant_items",
@@ -258,6 +259,25 @@ def render_section(section: str, value: Any, *, version: int) -> Item:
     return developer_message(_section_text(section, value, version=version))
 
 
+RESTATED_GOAL_CHARS = 1_000
+"""A goal longer than this is restated at the end by its opening (`GOAL_OPENING_CHARS`) and a
+pointer to the whole: restated whole, a long task statement would be fresh input on every call,
+since everything before the end of a context changes from call to call."""
+GOAL_OPENING_CHARS = 400
+
+
+def goal_restatement(goal: Goal) -> str | None:
+    """The text that restates `goal` at the end of a context; None when it is short enough to
+    restate whole. Never a goal fragment (`is_state_fragment` is false for it)."""
+    if len(goal.text) <= RESTATED_GOAL_CHARS:
+        return None
+    opening = goal.text[:GOAL_OPENING_CHARS].rstrip()
+    return (
+        f'<goal version="{goal.version}" part="opening">\n{opening} …\n</goal>\n'
+        "(The goal continues: it is pinned in full, verbatim, at the top of this context.)"
+    )
+
+
 def render_goal(text: str, *, version: int) -> Item:
     """The goal fragment; `text` is carried verbatim."""
     return developer_message(_goal_text(text, version=version))
@@ -268,7 +288,8 @@ def state_contributions(goal: Goal | None, state: WorldState) -> tuple[Contribut
 
     Each fragment is rendered once, as the text a developer message carries. The goal and the
     governing sections sit in the stable prefix, verbatim; the goal is also restated at the end
-    under `edges` placement (the two high-attention positions). The environment and
+    under `edges` placement (the two high-attention positions), by its opening when it is long
+    (`goal_restatement`). The environment and
     caller-named sections go with the task.
     """
     sections = tuple(
@@ -294,6 +315,7 @@ def state_contributions(goal: Goal | None, state: WorldState) -> tuple[Contribut
                 content=_goal_text(goal.text, version=goal.version),
                 required=True,
                 restate_at_end=True,
+                restatement=goal_restatement(goal),
             ),
         )
     )

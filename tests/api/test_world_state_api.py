@@ -7,7 +7,13 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from app.domain.items import visible_text
-from app.domain.world_state import RULES_REPLACEMENT_NOTICE, render_goal, render_section
+from app.domain.world_state import (
+    RULES_REPLACEMENT_NOTICE,
+    Goal,
+    goal_restatement,
+    render_goal,
+    render_section,
+)
 from tests.builders import user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
@@ -126,4 +132,24 @@ def test_after_a_compaction_rules_are_resent_and_the_goal_survives(
     result = client.post("/assemble", json={"session_id": session_id}).json()
     goal_text = visible_text(render_goal(goal, version=1))
     assert result["items"][0]["content"] == goal_text
-    assert result["items"][-1]["content"] == goal_text
+    # The task statement is long: the end restates its opening and points at the whole.
+    assert result["items"][-1]["content"] == goal_restatement(Goal(version=1, text=goal))
+
+
+def test_a_long_goal_is_pinned_whole_and_restated_by_its_opening(
+    client: TestClient, session_id: str
+) -> None:
+    _session(client, session_id)
+    goal = "Migrate the billing service to the new ledger API. " * 100
+    client.put(f"/sessions/{session_id}/goal", json={"text": goal})
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("start")]})
+    result = client.post("/assemble", json={"session_id": session_id}).json()
+    restatement = goal_restatement(Goal(version=1, text=goal))
+    assert restatement is not None
+    assert [(i["id"], i["content"]) for i in result["items"]] == [
+        ("goal", visible_text(render_goal(goal, version=1))),
+        ("history:0", None),
+        ("goal#restated", restatement),
+    ]
+    assert result["total_tokens"] == sum(i["tokens"] for i in result["items"])
+    assert result["items"][-1]["tokens"] < result["items"][0]["tokens"] // 4

@@ -661,6 +661,39 @@ def test_prefix_bytes_do_not_change_when_a_retrieval_item_changes() -> None:
     assert old.plan_hash != new.plan_hash
 
 
+def test_a_restatement_is_the_copy_at_the_end_and_is_charged_on_its_own_tokens() -> None:
+    goal = task(
+        "goal",
+        "fix the bug in the parser and keep the tests green",
+        restate_at_end=True,
+        restatement="fix the bug …",
+        relevance=0.9,
+    )
+    memory = note("m", "a memory", relevance=0.5)
+    # 11 + 4 for the goal's two copies, 2 for the memory: 17 fits; the whole goal twice would not.
+    edges = AssemblyInput(contributions=contributions(goal, memory), budget=Budget(max_tokens=17))
+    at_end = SelectedItem(
+        id="goal#restated",
+        source="agent",
+        layer="task",
+        source_class="task",
+        form="raw",
+        position=2,
+        tokens=4,
+        content="fix the bug …",
+        item=None,
+    )
+    assert assemble(edges, count_tokens=words) == AssemblyPlan(
+        items=(shown(memory, 0, 2), shown(goal, 1, 11), at_end),
+        plan=(kept(goal, 1, 11), kept(memory, 0, 2)),
+        total_tokens=17,
+        truncated=False,
+        over_budget=False,
+        by_source_class={"memory": 2, "task": 15},
+        plan_hash=expected_hash([shown(memory, 0, 2), shown(goal, 1, 11), at_end]),
+    )
+
+
 def test_restated_candidate_is_repeated_last_and_charged_twice_only_with_edges() -> None:
     goal = task("goal", "fix the bug", restate_at_end=True, relevance=0.9)
     memory = note("m", "a memory", relevance=0.5)

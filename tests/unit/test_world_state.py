@@ -9,12 +9,17 @@ import pytest
 from app.domain.errors import InvalidInput
 from app.domain.items import Item
 from app.domain.world_state import (
+    GOAL_OPENING_CHARS,
     KNOWN_SECTIONS,
+    RESTATED_GOAL_CHARS,
+    Goal,
     SectionChange,
     WorldStateUpdate,
     apply_patch,
     diff_world_state,
+    goal_restatement,
     goal_text_of,
+    is_state_fragment,
     render_goal,
     render_section,
     section_layer,
@@ -475,3 +480,16 @@ def test_apply_patch_replaces_removes_and_merges_without_touching_inputs() -> No
     assert patch == {"environment": {"env": {"A": None, "C": "3"}}, "tools": ["c"], "rules": "new"}
     result["tools"].append("d")
     assert patch["tools"] == ["c"]
+
+
+def test_a_long_goal_is_restated_by_its_opening_and_a_short_one_whole() -> None:
+    short = Goal(version=2, text="x" * RESTATED_GOAL_CHARS)
+    long = Goal(version=3, text="Fix the parser. " + "Details follow. " * 200)
+    assert goal_restatement(short) is None
+    assert goal_restatement(long) == (
+        f'<goal version="3" part="opening">\n{long.text[:GOAL_OPENING_CHARS].rstrip()} …\n'
+        "</goal>\n(The goal continues: it is pinned in full, verbatim, at the top of this context.)"
+    )
+    restated = developer(goal_restatement(long) or "")
+    assert not is_state_fragment(restated)
+    assert goal_text_of(restated) is None
