@@ -38,6 +38,13 @@ class Settings(BaseSettings):
         default=16_000, description="Window kept free for the model's output in session mode."
     )
     compaction_pressure_threshold: float = 0.9
+    compaction_min_gain: float = Field(
+        default=0.1,
+        ge=0.0,
+        lt=1.0,
+        description="Share of the active history's tokens a compaction must remove to be"
+        " written; one that frees less is answered and not applied.",
+    )
     near_duplicate_threshold: float = 0.9
     retrieval_recall_cap: int = 20
     assembly_retention_days: int = 30

@@ -30,6 +30,7 @@ from app.domain.compaction import (
     CompactionInput,
     CompactionParams,
     CompactionResult,
+    NotAppliedReason,
     Strategy,
     plan_compaction,
     render_summarization_prompt,
@@ -139,11 +140,27 @@ def _pre_compact(
     return hook
 
 
+def _not_applied(
+    body: CompactRequest, result: CompactionResult, *, stateless: bool, min_gain: float
+) -> NotAppliedReason | None:
+    """Why this compaction is answered without being written; None when it is written."""
+    if body.dry_run:
+        return "dry_run"
+    if result.is_noop:
+        return "noop"
+    if stateless:
+        return "stateless"
+    if not result.frees_at_least(min_gain):
+        return "too_little_gain"
+    return None
+
+
 def _respond(
     result: CompactionResult,
     *,
     body: CompactRequest,
     compaction_id: str | None = None,
+    not_applied_because: NotAppliedReason | None = None,
     hooks: tuple[dict[str, Any], ...] = (),
     summarizer: dict[str, Any],
     prompt: str | None,
@@ -166,6 +183,8 @@ def _respond(
         summarizer=summarizer,
         noop=result.is_noop,
         dry_run=body.dry_run,
+        applied=compaction_id is not None,
+        not_applied_because=not_applied_because,
     )
 
 
@@ -198,16 +217,24 @@ def compact(
         inp = _stateless_input(body, params=params, count_tokens=count_tokens)
     inp = replace(inp, summary_text=summary_text)
     result = plan_compaction(inp, count_tokens=count_tokens)
-    if params.summarizer == "llm" and result.is_noop:
-        summarizer["used"] = None  # nothing to summarize: the summarizer is not called
+    reason = _not_applied(
+        body, result, stateless=loaded is None, min_gain=settings.compaction_min_gain
+    )
+    if params.summarizer == "llm" and reason in ("noop", "too_little_gain"):
+        summarizer["used"] = None  # nothing worth summarizing: the summarizer is not called
     elif params.summarizer == "llm" and body.strategy in PRODUCT_STRATEGIES and not body.dry_run:
         inp, summarizer = _with_llm_summary(inp, settings=settings)
         result = plan_compaction(inp, count_tokens=count_tokens)
+        reason = _not_applied(
+            body, result, stateless=loaded is None, min_gain=settings.compaction_min_gain
+        )
     client_prompt = body.dry_run and params.summarizer == "client"
     prompt = render_summarization_prompt(inp) if client_prompt else None
-    if loaded is None or body.session_id is None or body.dry_run or result.is_noop:
+    if reason is not None or loaded is None or body.session_id is None:
         response.status_code = status.HTTP_200_OK
-        return _respond(result, body=body, summarizer=summarizer, prompt=prompt)
+        return _respond(
+            result, body=body, not_applied_because=reason, summarizer=summarizer, prompt=prompt
+        )
     hook = _pre_compact(hooks, session_id=body.session_id, result=result, settings=settings)
     if hook.notes:
         result = plan_compaction(replace(inp, pinned_notes=hook.notes), count_tokens=count_tokens)

@@ -19,7 +19,7 @@ from app.domain.assemble import (
     RawForm,
 )
 from app.domain.budget import Policy
-from app.domain.compaction import Strategy, Summarizer
+from app.domain.compaction import NotAppliedReason, Strategy, Summarizer
 from app.domain.facts import ChildKind
 from app.domain.items import Format
 from app.domain.manifest import EntryKind
@@ -451,6 +451,12 @@ class CompactResponse(BaseModel):
     summarizer: dict[str, Any]
     noop: bool
     dry_run: bool
+    applied: bool = Field(description="Whether a compaction fact was written.")
+    not_applied_because: NotAppliedReason | None = Field(
+        description="Why nothing was written: `dry_run`, `stateless` (items given), `noop` "
+        "(nothing to compact) or `too_little_gain` (the plan frees less than "
+        "`CTX_COMPACTION_MIN_GAIN` of the active history)."
+    )
 
 
 class AdviceResponse(BaseModel):

@@ -267,3 +267,47 @@ def test_advice_and_session_end(
     assert ended.json()["compaction_id"] is not None
     assert recorder.received[0]["event"] == "session_end"
     assert client.get(f"/sessions/{session_id}").json()["compactions"] == 1
+
+
+def test_a_compaction_that_frees_too_little_is_answered_and_not_written(
+    postgres_url: str, session_id: str
+) -> None:
+    strict = Settings(database_url=postgres_url, compaction_min_gain=0.99)
+    with TestClient(create_app(strict)) as service:
+        _session_with_trajectory(service, session_id)
+        before = service.get(f"/sessions/{session_id}").json()
+        answer = service.post("/compact", json={"session_id": session_id, "strategy": "truncate"})
+        after = service.get(f"/sessions/{session_id}").json()
+        plan = answer.json()
+        assert (answer.status_code, plan["applied"], plan["not_applied_because"]) == (
+            200,
+            False,
+            "too_little_gain",
+        )
+        assert (plan["compaction_id"], plan["noop"]) == (None, False)
+        assert plan["tokens_after"] > plan["tokens_before"] * 0.01  # the plan is shown
+        assert after == before  # nothing was written
+    written = _compact_with_default_gain(postgres_url, f"{session_id}-d")
+    assert (written["applied"], written["not_applied_because"]) == (True, None)
+
+
+def _compact_with_default_gain(postgres_url: str, session_id: str) -> dict[str, Any]:
+    with TestClient(create_app(Settings(database_url=postgres_url))) as service:
+        _session_with_trajectory(service, session_id)
+        answer = service.post("/compact", json={"session_id": session_id, "strategy": "truncate"})
+        assert answer.status_code == 201, answer.text
+        result: dict[str, Any] = answer.json()
+        return result
+
+
+def test_why_nothing_was_written_is_stated(client: TestClient, session_id: str) -> None:
+    items = _session_with_trajectory(client, session_id)
+    dry = _compact(client, session_id=session_id, strategy="summary", dry_run=True)
+    stateless = _compact(client, items=items, strategy="summary")
+    client.post("/sessions", json={"session_id": f"{session_id}-empty"})
+    noop = _compact(client, session_id=f"{session_id}-empty", strategy="summary")
+    assert [(r["applied"], r["not_applied_because"]) for r in (dry, stateless, noop)] == [
+        (False, "dry_run"),
+        (False, "stateless"),
+        (False, "noop"),
+    ]

@@ -18,6 +18,8 @@ ProductKind = Literal["summary", "handoff", "notes"]
 PRODUCT_STRATEGIES: tuple[ProductKind, ...] = get_args(ProductKind)
 """The strategies that write a product record (and so can use a summarizer's narrative)."""
 Summarizer = Literal["builtin", "llm", "client"]
+NotAppliedReason = Literal["dry_run", "stateless", "noop", "too_little_gain"]
+"""Why `/compact` wrote nothing."""
 
 SUMMARY_MARKER = "[contextd:summary]"
 HANDOFF_MARKER = "[contextd:handoff]"
@@ -195,3 +197,8 @@ class CompactionResult:
     is_noop: bool
     handoff: Handoff | None = None
     pinned_notes: tuple[str, ...] = field(default=())
+
+    def frees_at_least(self, share: float) -> bool:
+        """Whether the new history is smaller than the old by at least `share` of it: a
+        compaction that frees less costs a prompt-cache rewrite for too little."""
+        return self.tokens_before - self.tokens_after >= share * self.tokens_before
