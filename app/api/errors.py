@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
@@ -123,6 +123,17 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
             headers=unavailable_headers,
         )
 
+    async def on_unstorable_value(_request: Request, exc: Exception) -> JSONResponse:
+        # The database refused a value the wire models let through (a NUL character in a
+        # path or an item type, say): the caller's input, so a 422, and nothing was written.
+        log.info("value refused by the database: %s", type(exc).__name__)
+        return error_response(
+            422,
+            "validation_error",
+            "a value cannot be stored (text may not contain a NUL character)",
+            [{"loc": ["request"], "msg": "value refused by the database"}],
+        )
+
     async def on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
         return error_response(500, "internal_error", "an internal error occurred")
@@ -132,4 +143,5 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
     app.add_exception_handler(HTTPException, on_http_error)
     for database_error in (OperationalError, InterfaceError, PoolTimeout):
         app.add_exception_handler(database_error, on_database_down)
+    app.add_exception_handler(DataError, on_unstorable_value)
     app.add_exception_handler(Exception, on_unexpected)

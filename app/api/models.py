@@ -29,7 +29,8 @@ from app.hooks import FailurePolicy
 from app.tokens import Encoding
 
 SessionIdText = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
-Label = Annotated[str, Field(min_length=1, max_length=200)]
+Label = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")]
+"""A caller-chosen name; PostgreSQL text cannot hold a NUL character, so none is accepted."""
 MAX_SEQ = 2**63 - 1
 """Sequence numbers are 64-bit in the database; larger ones are refused at the door."""
 Count = Annotated[int, Field(ge=0, le=10**12)]

@@ -288,3 +288,20 @@ def test_health_ready_and_metrics(client: TestClient, session_id: str) -> None:
         'contextd_http_requests_total{method="POST",route="/sessions/{session_id}/items",status="201"}'
         in text
     )
+
+
+def test_a_nul_character_is_a_clear_422_and_writes_nothing(
+    client: TestClient, session_id: str
+) -> None:
+    named = client.post("/sessions", json={"session_id": session_id, "model": "gpt\u0000x"})
+    in_path = client.get("/sessions/a%00b")
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    typed = client.post(
+        f"/sessions/{session_id}/items", json={"items": [{"type": "bad\u0000type"}]}
+    )
+    assert [(r.status_code, r.json()["error"]["code"]) for r in (named, in_path, typed)] == [
+        (422, "validation_error"),
+        (422, "validation_error"),
+        (422, "validation_error"),
+    ]
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 0
