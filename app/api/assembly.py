@@ -105,7 +105,8 @@ def _run(
     session, slot = plans.open_assembly(
         db, tenant_id=tenant_id, session_id=request.session_id, unit=request.unit
     )
-    loaded = None
+    sources = _manifest_sources(db, tenant_id=tenant_id, request=request)
+    loaded, window = None, None
     if session is not None:
         loaded = load_history(
             db,
@@ -114,16 +115,12 @@ def _run(
             encoding=request.encoding,
             input_modalities=frozenset(request.input_modalities),
         )
-    sources = _manifest_sources(db, tenant_id=tenant_id, request=request)
-    if loaded is not None:
         sources += state_contributions(loaded.active.goal, loaded.active.world_state)
+        window = max(1, loaded.active.context_window - settings.output_reserve_tokens)
     requested = tuple(
         Contribution(s.source, tuple(_candidate(spec, s.source) for spec in s.items))
         for s in request.sources
     )
-    window = None
-    if loaded is not None:
-        window = max(1, loaded.active.context_window - settings.output_reserve_tokens)
     explicit = request.budget.model_dump() if request.budget is not None else None
     budget = effective_budget(request.policy, session_window=window, explicit=explicit)
     encoding = loaded.encoding if loaded else request.encoding or settings.default_encoding
