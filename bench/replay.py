@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import httpx
@@ -119,17 +119,7 @@ class Tally:
         self.restated += restated
 
     def add(self, other: Tally) -> None:
-        for name in (
-            "calls",
-            "input",
-            "reused",
-            "service_reused",
-            "compactions",
-            "goal_present",
-            "paired",
-            "over_budget",
-            "restated",
-        ):
+        for name in (f.name for f in fields(self) if f.name != "previous"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def row(self, label: str) -> str:

@@ -31,7 +31,7 @@ from app.api.models import (
     StoredAssemblyResponse,
 )
 from app.api.responses import AnswerThenFinish, json_response
-from app.domain.advice import advise_session, budget_advice
+from app.domain.advice import budget_advice
 from app.domain.assemble import (
     AssemblyInput,
     AssemblyPlan,
@@ -140,13 +140,7 @@ def _run(
     fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
     reused = shared_prefix_tokens(slot.previous_fingerprints, fingerprints)
     if loaded is not None:
-        advice = advise_session(
-            loaded.items,
-            loaded.session_sizes,
-            phases=loaded.active.phases,
-            context_window=loaded.active.context_window,
-            threshold=settings.compaction_pressure_threshold,
-        )
+        advice = loaded.advice(threshold=settings.compaction_pressure_threshold)
     else:
         advice = budget_advice(total_tokens=plan.total_tokens, max_tokens=budget.max_tokens)
     # A child session's tokens are accounted under its own unit unless the call names one.

@@ -24,7 +24,6 @@ from app.api.models import (
     EndSessionResponse,
     SessionHooks,
 )
-from app.domain.advice import advise_session
 from app.domain.compaction import (
     PRODUCT_STRATEGIES,
     CompactionInput,
@@ -269,13 +268,7 @@ def compaction_advice(
 ) -> AdviceResponse:
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, session)
-    advice = advise_session(
-        loaded.items,
-        loaded.session_sizes,
-        phases=loaded.active.phases,
-        context_window=loaded.active.context_window,
-        threshold=settings.compaction_pressure_threshold,
-    )
+    advice = loaded.advice(threshold=settings.compaction_pressure_threshold)
     return AdviceResponse(**advice.as_dict())
 
 

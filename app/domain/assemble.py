@@ -432,8 +432,11 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
     items: list[SelectedItem] = []
     position_of: dict[int, int] = {}
 
-    def place(c: Candidate, *, item_id: str, form: str, tokens: int) -> None:
-        raw = form == RAW_FORM
+    def place(
+        c: Candidate, *, item_id: str, form: str, tokens: int, text: str | None = None
+    ) -> None:
+        """Place `c` in `form`, or as `text` (a restatement) when given."""
+        raw = form == RAW_FORM and text is None
         items.append(
             SelectedItem(
                 id=item_id,
@@ -443,7 +446,7 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
                 form=form,
                 position=len(items),
                 tokens=tokens,
-                content=c.content if raw else c.forms[form],
+                content=text if text is not None else c.content if raw else c.forms[form],
                 item=c.item if raw else None,
             )
         )
@@ -469,22 +472,10 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
         )
     for i in restated:
         c = candidates[i]
-        if c.restatement is None:
-            place(c, item_id=c.id + RESTATED_SUFFIX, form=chosen[i][0], tokens=chosen[i][1])
-            continue
-        items.append(
-            SelectedItem(
-                id=c.id + RESTATED_SUFFIX,
-                source=c.source,
-                layer=c.layer,
-                source_class=c.accounting_class,
-                form=RAW_FORM,
-                position=len(items),
-                tokens=count(c.restatement),
-                content=c.restatement,
-                item=None,
-            )
-        )
+        form, tokens = chosen[i]
+        if c.restatement is not None:
+            form, tokens = RAW_FORM, count(c.restatement)
+        place(c, item_id=c.id + RESTATED_SUFFIX, form=form, tokens=tokens, text=c.restatement)
 
     plan: list[PlanEntry] = []
     for i, c in enumerate(candidates):

@@ -45,8 +45,8 @@ from app.domain.world_state import (
     WorldState,
     WorldStateUpdate,
     apply_patch,
+    diff_world_state,
     is_state_fragment,
-    render_section,
 )
 
 __all__ = [
@@ -140,11 +140,12 @@ def world_state_facts(
     sections: Mapping[str, Any],
     version: int,
     count_tokens: CountTokens,
+    source: str = "world_state",
 ) -> list[NewFact]:
     """Snapshot `version` (as a merge patch when there is a previous one), then the update
     fragments as harness-authored developer messages, so that the fold can later tell whether
-    the model still sees them."""
-    origin = {**HARNESS, "source": "world_state"}
+    the model still sees them. `source` names the writer in the provenance."""
+    origin = {**HARNESS, "source": source}
     record = (
         {"type": WORLD_STATE_FACT, "version": version, "patch": update.patch}
         if update.patch is not None
@@ -163,20 +164,17 @@ def delegate_brief(
     brief: Sequence[Item],
     count_tokens: CountTokens,
 ) -> list[NewFact]:
-    """A delegate's first facts: its goal, the inherited sections (snapshot and fragments, all
-    version 1) and the brief's items."""
-    origin = {**HARNESS, "source": "delegate"}
+    """A delegate's first facts: its goal, the inherited sections as world-state version 1
+    (sent whole, as to a model that has seen none) and the brief's items."""
     facts = (
         []
         if goal is None
         else [goal_fact(goal, version=1, count_tokens=count_tokens, source="delegate")]
     )
     if sections:
-        snapshot = {"type": WORLD_STATE_FACT, "version": 1, "snapshot": dict(sections)}
-        facts.append(NewFact(WORLD_STATE_FACT, snapshot, 0, origin))
-        facts.extend(
-            item_fact(render_section(s, v, version=1), provenance=origin, count_tokens=count_tokens)
-            for s, v in sorted(sections.items())
+        first = diff_world_state(None, sections, baseline=None, active_history=(), version=1)
+        facts += world_state_facts(
+            first, sections=sections, version=1, count_tokens=count_tokens, source="delegate"
         )
     facts.extend(
         item_fact(item, provenance={"source": "brief"}, count_tokens=count_tokens) for item in brief

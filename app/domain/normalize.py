@@ -50,6 +50,7 @@ from app.domain.items import (
 from app.domain.truncation import TruncationMode, TruncationPolicy, truncate_tool_output
 
 __all__ = [
+    "DEFAULT_MODALITIES",
     "DEFAULT_TRUNCATION_POLICY",
     "MEDIA_PLACEHOLDERS",
     "SYNTHETIC_OUTPUT_NAMESPACE",
@@ -82,6 +83,7 @@ SYNTHETIC_OUTPUT_NAMESPACE = uuid.UUID("8a9fb583-5174-477f-82ff-9ad9c778f6c9")
 invalidates every provider prompt cache that holds a synthesized output: never change it."""
 
 DEFAULT_TRUNCATION_POLICY = TruncationPolicy()
+DEFAULT_MODALITIES: frozenset[Modality] = frozenset({"text", "image"})
 SYNTHETIC_OUTPUT_TEXT = "[no output recorded: the call was interrupted before it returned]"
 MEDIA_PLACEHOLDERS: dict[MediaKind, str] = {
     "image": "[image omitted: this model does not accept image input]",
@@ -233,7 +235,7 @@ def normalize_history(
     items: Sequence[Item],
     *,
     count_tokens: CountTokens,
-    input_modalities: frozenset[str] = frozenset({"text", "image"}),
+    input_modalities: frozenset[str] = DEFAULT_MODALITIES,
     truncation: TruncationPolicy = DEFAULT_TRUNCATION_POLICY,
     item_metadata: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> NormalizeResult:

@@ -22,16 +22,20 @@ from cachetools import LRUCache
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from app.domain.advice import Advice, advise_session
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
 from app.domain.items import Item
-from app.domain.normalize import DEFAULT_TRUNCATION_POLICY, NormalizeResult, normalize_history
+from app.domain.normalize import (
+    DEFAULT_MODALITIES,
+    DEFAULT_TRUNCATION_POLICY,
+    NormalizeResult,
+    normalize_history,
+)
 from app.domain.truncation import TruncationPolicy
 from app.storage import repository
 from app.storage.repository import SessionSnapshot
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
-
-DEFAULT_MODALITIES = frozenset({"text", "image"})
 
 # The engine is held by a weak reference: it hashes by identity, keeps no engine and its pool
 # alive, and once dead equals no other engine's reference. Bounded to the 64 most recently
@@ -81,13 +85,12 @@ def fold_session(
 
 @dataclass(frozen=True)
 class LoadedHistory:
-    """A session's row and active history, and that history normalized and counted.
+    """A session's active history, and that history normalized, counted and advised on.
 
     Normalization and counts are computed on first use, once: handlers that only need the
     fold (goal, world state, children) never pay for them.
     """
 
-    session: SessionRow | SessionSnapshot
     active: ActiveHistory
     encoding: str
     """The encoding the history is normalized and counted in."""
@@ -129,6 +132,16 @@ class LoadedHistory:
     def tokens(self) -> int:
         return sum(self.sizes)
 
+    def advice(self, *, threshold: float) -> Advice:
+        """Compaction advice for this history, weighed in the session's encoding and window."""
+        return advise_session(
+            self.items,
+            self.session_sizes,
+            phases=self.active.phases,
+            context_window=self.active.context_window,
+            threshold=threshold,
+        )
+
 
 def load_history(
     db: Session,
@@ -142,7 +155,6 @@ def load_history(
     """`session`'s active history (at `up_to_seq`), to be normalized and counted in `encoding`
     (default: the session's) for a model that reads `input_modalities`."""
     return LoadedHistory(
-        session=session,
         active=fold_session(db, session, up_to_seq=up_to_seq),
         encoding=encoding or session.encoding,
         input_modalities=input_modalities,
