@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.domain.advice import Watermarks
+from app.domain.budget import usable_window
 
 MIB = 1024 * 1024
 
@@ -13,7 +18,9 @@ MIB = 1024 * 1024
 class Settings(BaseSettings):
     """Every tunable of the service. Defaults give a zero-setup single-tenant SQLite service."""
 
-    model_config = SettingsConfigDict(env_prefix="CTX_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="CTX_", env_file=".env", extra="ignore", populate_by_name=True
+    )
 
     database_url: str = Field(
         default_factory=lambda: f"sqlite:///{Path.cwd() / 'contextd.db'}",
@@ -37,7 +44,22 @@ class Settings(BaseSettings):
     output_reserve_tokens: int = Field(
         default=16_000, description="Window kept free for the model's output in session mode."
     )
-    compaction_pressure_threshold: float = 0.9
+    compaction_high_watermark: float = Field(
+        default=0.9,
+        gt=0.0,
+        le=1.0,
+        validation_alias=AliasChoices(
+            "CTX_COMPACTION_HIGH_WATERMARK", "CTX_COMPACTION_PRESSURE_THRESHOLD"
+        ),
+        description="Share of the usable window at which compaction is advised.",
+    )
+    compaction_low_watermark: float = Field(
+        default=0.25,
+        gt=0.0,
+        lt=1.0,
+        validation_alias=AliasChoices("CTX_COMPACTION_LOW_WATERMARK"),
+        description="Share of the usable window a session compaction brings the context down to.",
+    )
     compaction_min_gain: float = Field(
         default=0.1,
         ge=0.0,
@@ -58,3 +80,25 @@ class Settings(BaseSettings):
     summarizer_model: str = "gpt-4o-mini"
     summarizer_api_key: str | None = None
     summarizer_timeout_seconds: float = 60.0
+
+    @model_validator(mode="after")
+    def _watermarks_in_order(self) -> Settings:
+        self.watermarks  # noqa: B018 - raises on inverted watermarks
+        return self
+
+    @property
+    def watermarks(self) -> Watermarks:
+        """The service-wide compaction watermarks (a session may set its own)."""
+        return Watermarks(high=self.compaction_high_watermark, low=self.compaction_low_watermark)
+
+    def session_watermarks(self, options: Mapping[str, Any]) -> Watermarks:
+        """A session's watermarks: its own `compaction` options, else the service's. Raises
+        ValueError when they end up inverted."""
+        return Watermarks(
+            high=options.get("high_watermark") or self.compaction_high_watermark,
+            low=options.get("low_watermark") or self.compaction_low_watermark,
+        )
+
+    def usable_window(self, context_window: int) -> int:
+        """The session's one usable window under this service's output reserve."""
+        return usable_window(context_window, output_reserve=self.output_reserve_tokens)

@@ -1,8 +1,8 @@
 """The agent loop, replayed: what a whole session costs and what the model still sees.
 
 For every run in `tests/data/trajectories` (or the directories given), a session whose usable
-window is `WINDOW_SHARE` of the run's tokens (at least `MIN_WINDOW`); its `context_window` is that
-window plus the server's output reserve, so that session-mode assembly fits the usable window.
+window is `WINDOW_SHARE` of the run's tokens (at least `MIN_WINDOW`); its `context_window` is the
+model window whose usable part (less the server's output reserve) that is.
 The goal is the run's first user message. Before every run of model-output items (what the model
 produced in one call: assistant messages, reasoning, tool calls), the items since the previous
 call are appended, session-mode `/assemble` answers, and `/compact` runs with the recommended
@@ -16,12 +16,14 @@ Per call, from the `messages` a provider would receive (Responses form):
 - fresh = input − reused; cost = fresh + `CACHED_PRICE` × reused (a cached token at a tenth);
 - the goal present (its text a substring of the visible text), pairing valid
   (`find_pairing_violations`), over budget (input above the usable window), and the tokens of
-  the goal's restatement at the end.
+  the goal's restatement at the end; and whether assembly had to cut the history (it no longer
+  fit: the oldest items left the context without a compaction's record of them).
 
 In the same run, two baselines over the same calls: the whole normalized history (no management),
 and LangChain's `trim_messages` (strategy `last`, `include_system`, `start_on="human"`) to the
-usable window. Configurations: the default output reserve, and a reserve of 0 (advice and
-assembly see one window).
+usable window. Configurations: a runtime that follows the advice; one that never compacts (what
+session-mode assembly's stable cuts make of an overflowing history); and the realistic profile,
+every run concatenated into one session under a 128k window, following the advice.
 Run: `make bench` (or `.venv/bin/python -m bench.replay [DIR ...]`).
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -89,6 +91,7 @@ class Tally:
     paired: int = 0
     over_budget: int = 0
     restated: int = 0
+    cut: int = 0
     previous: list[bytes] = field(default_factory=list)
 
     def call(
@@ -99,6 +102,7 @@ class Tally:
         window: int,
         service_reused: int = 0,
         restated: int = 0,
+        cut: bool = False,
     ) -> None:
         encoded = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages]
         sizes = tokens_of(messages)
@@ -117,6 +121,7 @@ class Tally:
         self.paired += not find_pairing_violations(list(messages))
         self.over_budget += total > window
         self.restated += restated
+        self.cut += cut
 
     def add(self, other: Tally) -> None:
         for name in (f.name for f in fields(self) if f.name != "previous"):
@@ -133,13 +138,13 @@ class Tally:
             f"{label:<52} {self.calls:>5} {self.reused / max(self.input, 1):>7.1%} {service} "
             f"{fresh:>10,} {cost:>11,.0f} {100 * self.compactions / calls:>8.1f} "
             f"{self.goal_present / calls:>6.0%} {self.paired / calls:>6.0%} "
-            f"{self.over_budget:>5} {self.restated / calls:>8.0f}"
+            f"{self.over_budget:>5} {self.restated / calls:>8.0f} {self.cut:>5}"
         )
 
 
 HEADER = (
     f"{'':<52} {'calls':>5} {'reused':>7} {'service':>7} {'fresh':>10} {'cost':>11} "
-    f"{'cmp/100':>8} {'goal':>6} {'paired':>6} {'over':>5} {'restate':>8}"
+    f"{'cmp/100':>8} {'goal':>6} {'paired':>6} {'over':>5} {'restate':>8} {'cut':>5}"
 )
 
 
@@ -200,14 +205,40 @@ class RunResult:
     trimmed: Tally
 
 
-def replay(client: httpx.Client, name: str, items: list[Item], *, reserve: int) -> RunResult:
+def share_window(items: Sequence[Item]) -> tuple[int, int]:
+    """(usable window, context_window) of a run's session: `WINDOW_SHARE` of its tokens (at
+    least `MIN_WINDOW`), and the model window whose usable part that is under the server's
+    default reserve (which never takes more than half the window)."""
     history = normalize_history(items, count_tokens=count_tokens).items
-    total = sum(tokens_of(history))
-    window = max(MIN_WINDOW, int(WINDOW_SHARE * total))
+    window = max(MIN_WINDOW, int(WINDOW_SHARE * sum(tokens_of(history))))
+    return window, window + min(DEFAULT_RESERVE, window)
+
+
+def concatenated(runs: dict[str, list[Item]]) -> list[Item]:
+    """Every run, one after the other, as one long session; call ids are made unique per run."""
+    items: list[Item] = []
+    for number, run in enumerate(runs.values()):
+        for item in run:
+            if "call_id" in item:
+                item = {**item, "call_id": f"r{number}-{item['call_id']}"}
+            items.append(item)
+    return items
+
+
+def replay(
+    client: httpx.Client,
+    name: str,
+    items: list[Item],
+    *,
+    window: int,
+    context_window: int,
+    follow_advice: bool = True,
+) -> RunResult:
+    history = normalize_history(items, count_tokens=count_tokens).items
     goal = next(visible_text(i) for i in history if i.get("role") == "user")
-    session_id = f"replay-{reserve}-{name}"[:200]
+    session_id = f"replay-{follow_advice:d}-{context_window}-{name}"[:200]
     client.post(
-        "/sessions", json={"session_id": session_id, "context_window": window + reserve}
+        "/sessions", json={"session_id": session_id, "context_window": context_window}
     ).raise_for_status()
     client.put(f"/sessions/{session_id}/goal", json={"text": goal}).raise_for_status()
     managed, whole, trimmed = Tally(), Tally(), Tally()
@@ -226,12 +257,13 @@ def replay(client: httpx.Client, name: str, items: list[Item], *, reserve: int) 
             window=window,
             service_reused=body["cache"]["reused_prefix_tokens"],
             restated=sum(i["tokens"] for i in body["items"] if i["id"].endswith("#restated")),
+            cut=any(r["signal"] == "history_cut" for r in body["advice"]["reasons"]),
         )
         so_far = normalize_history(items[:point], count_tokens=count_tokens).items
         whole.call(so_far, goal=goal, window=window)
         trimmed.call(langchain_trim(so_far, window=window), goal=goal, window=window)
         advice = body["advice"]
-        if advice["should_compact"] and advice["recommended_strategy"]:
+        if follow_advice and advice["should_compact"] and advice["recommended_strategy"]:
             compacted = client.post(
                 "/compact",
                 json={"session_id": session_id, "strategy": advice["recommended_strategy"]},
@@ -264,25 +296,46 @@ def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
         print(tally.row(name))
 
 
+PROFILE_WINDOW = 128_000
+
+
 def main(argv: Sequence[str]) -> None:
     runs = load_runs([Path(a) for a in argv])
-    configurations: list[tuple[str, int, Callable[[], dict[str, str]]]] = [
-        (f"default output reserve ({DEFAULT_RESERVE:,})", DEFAULT_RESERVE, dict),
-        ("output reserve 0", 0, lambda: {"CTX_OUTPUT_RESERVE_TOKENS": "0"}),
+    windows = {name: share_window(items) for name, items in runs.items()}
+    share = f"usable window {WINDOW_SHARE:.0%} of each run's tokens (at least {MIN_WINDOW:,})"
+    configurations: list[tuple[str, dict[str, list[Item]], bool, bool]] = [
+        (f"{len(runs)} runs, {share}, following the advice", runs, True, True),
+        (f"{len(runs)} runs, {share}, never compacting", runs, False, False),
+        (
+            f"the {len(runs)} runs as one session, a {PROFILE_WINDOW:,} window",
+            {"all-runs": concatenated(runs)},
+            True,
+            False,
+        ),
     ]
-    for label, reserve, env in configurations:
+    for label, chosen, follow, verbose in configurations:
         with (
             bench_database("contextd_bench_replay") as url,
-            running_server(url, env=env()) as base,
+            running_server(url, env={}) as base,
             httpx.Client(base_url=base, timeout=120) as client,
         ):
-            results = [replay(client, name, items, reserve=reserve) for name, items in runs.items()]
-        report(
-            f"{label}: {len(runs)} runs, usable window {WINDOW_SHARE:.0%} of each run's "
-            f"tokens (at least {MIN_WINDOW:,})",
-            results,
-            verbose=reserve == DEFAULT_RESERVE,
-        )
+            results = []
+            for name, items in chosen.items():
+                window, context_window = windows.get(
+                    name,
+                    (PROFILE_WINDOW - min(DEFAULT_RESERVE, PROFILE_WINDOW // 2), PROFILE_WINDOW),
+                )
+                results.append(
+                    replay(
+                        client,
+                        name,
+                        items,
+                        window=window,
+                        context_window=context_window,
+                        follow_advice=follow,
+                    )
+                )
+        report(label, results, verbose=verbose)
 
 
 if __name__ == "__main__":

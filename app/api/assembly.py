@@ -31,8 +31,9 @@ from app.api.models import (
     StoredAssemblyResponse,
 )
 from app.api.responses import AnswerThenFinish, json_response
-from app.domain.advice import budget_advice
+from app.domain.advice import budget_advice, with_history_cut
 from app.domain.assemble import (
+    HISTORY_SOURCE,
     AssemblyInput,
     AssemblyPlan,
     Candidate,
@@ -41,7 +42,7 @@ from app.domain.assemble import (
     shared_prefix_tokens,
 )
 from app.domain.assemble import assemble as assemble_plan
-from app.domain.budget import effective_budget
+from app.domain.budget import HISTORY_CUT_STEP, effective_budget
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses
 from app.domain.items import developer_message
@@ -116,7 +117,7 @@ def _run(
             input_modalities=frozenset(request.input_modalities),
         )
         sources += state_contributions(loaded.active.goal, loaded.active.world_state)
-        window = max(1, loaded.active.context_window - settings.output_reserve_tokens)
+        window = settings.usable_window(loaded.active.context_window)
     requested = tuple(
         Contribution(s.source, tuple(_candidate(spec, s.source) for spec in s.items))
         for s in request.sources
@@ -134,13 +135,20 @@ def _run(
             min_relevance=request.min_relevance,
             near_duplicate_threshold=settings.near_duplicate_threshold,
             recall_cap=settings.retrieval_recall_cap,
+            history_cut_step=max(1, int(HISTORY_CUT_STEP * window)) if window else None,
         ),
         count_tokens=token_counter(encoding),
     )
     fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
     reused = shared_prefix_tokens(slot.previous_fingerprints, fingerprints)
-    if loaded is not None:
-        advice = loaded.advice(threshold=settings.compaction_pressure_threshold)
+    if session is not None and loaded is not None and window is not None:
+        watermarks = settings.session_watermarks(session.attributes.get("compaction", {}))
+        cut = [e for e in plan.plan if e["source"] == HISTORY_SOURCE and e["decision"] == "dropped"]
+        advice = with_history_cut(
+            loaded.advice(window=window, watermarks=watermarks),
+            cut_items=len(cut),
+            cut_tokens=sum(e["tokens"] for e in cut),
+        )
     else:
         advice = budget_advice(total_tokens=plan.total_tokens, max_tokens=budget.max_tokens)
     # A child session's tokens are accounted under its own unit unless the call names one.

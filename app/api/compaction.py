@@ -24,6 +24,7 @@ from app.api.models import (
     EndSessionResponse,
     SessionHooks,
 )
+from app.domain.advice import Watermarks
 from app.domain.compaction import (
     PRODUCT_STRATEGIES,
     CompactionInput,
@@ -37,7 +38,7 @@ from app.domain.compaction import (
 from app.domain.errors import Conflict, InvalidInput
 from app.domain.formats import from_responses, to_responses
 from app.domain.history import HistoryEntry
-from app.domain.items import CountTokens
+from app.domain.items import CountTokens, visible_text
 from app.domain.normalize import normalize_history
 from app.domain.world_state import invariant_items
 from app.hooks import HookResult, SummarizerUnavailable, call_hook, summarize_with_llm
@@ -61,6 +62,19 @@ def _session_input(
         goal=active.goal.text if active.goal else None,
         invariants=invariant_items(active.goal, active.world_state),
     )
+
+
+def _low_watermark_target(loaded: LoadedHistory, *, window: int, watermarks: Watermarks) -> int:
+    """The default `target_tokens` of a session compaction, in the compaction's accounting (the
+    history with its re-anchored invariants): what brings the assembled context down to the
+    low watermark, or half the history when it is below that already."""
+    active = loaded.active
+    count = token_counter(loaded.encoding)
+    invariants = sum(
+        count(visible_text(item)) for item in invariant_items(active.goal, active.world_state)
+    )
+    target = watermarks.target(window) - loaded.pinned_tokens + invariants
+    return max(1, min(target, loaded.tokens // 2))
 
 
 def _params(spec: CompactParams) -> CompactionParams:
@@ -163,8 +177,12 @@ def _respond(
     hooks: tuple[dict[str, Any], ...] = (),
     summarizer: dict[str, Any],
     prompt: str | None,
+    goal: str | None,
 ) -> CompactResponse:
     output_format = body.output_format or body.format
+    summary = result.summary.as_dict() if result.summary else None
+    if summary is not None and summary["goal"] is None:
+        summary["goal"] = goal  # the record names the goal it is pinned under; the answer states it
     return CompactResponse(
         compaction_id=compaction_id,
         strategy=result.strategy,
@@ -172,7 +190,7 @@ def _respond(
         declares=result.declares,
         tokens_before=result.tokens_before,
         tokens_after=result.tokens_after,
-        summary=result.summary.as_dict() if result.summary else None,
+        summary=summary,
         notes=result.notes.as_dict() if result.notes else None,
         working_set=[{"seq": seq, "reason": reason} for seq, reason in result.working_set],
         history=from_responses([e.item for e in result.history], output_format).items,
@@ -210,6 +228,13 @@ def compact(
         hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
         loaded = load_history(db, session, encoding=body.encoding)
         count_tokens = token_counter(loaded.encoding)
+        if params.target_tokens is None:
+            target = _low_watermark_target(
+                loaded,
+                window=settings.usable_window(session.context_window),
+                watermarks=settings.session_watermarks(session.attributes.get("compaction", {})),
+            )
+            params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)
     else:
         count_tokens = token_counter(body.encoding or settings.default_encoding)
@@ -232,7 +257,12 @@ def compact(
     if reason is not None or loaded is None or body.session_id is None:
         response.status_code = status.HTTP_200_OK
         return _respond(
-            result, body=body, not_applied_because=reason, summarizer=summarizer, prompt=prompt
+            result,
+            body=body,
+            not_applied_because=reason,
+            summarizer=summarizer,
+            prompt=prompt,
+            goal=inp.goal,
         )
     hook = _pre_compact(hooks, session_id=body.session_id, result=result, settings=settings)
     if hook.notes:
@@ -259,6 +289,7 @@ def compact(
         hooks=(hook.as_dict(),),
         summarizer=summarizer,
         prompt=prompt,
+        goal=inp.goal,
     )
 
 
@@ -268,7 +299,10 @@ def compaction_advice(
 ) -> AdviceResponse:
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, session)
-    advice = loaded.advice(threshold=settings.compaction_pressure_threshold)
+    advice = loaded.advice(
+        window=settings.usable_window(session.context_window),
+        watermarks=settings.session_watermarks(session.attributes.get("compaction", {})),
+    )
     return AdviceResponse(**advice.as_dict())
 
 

@@ -53,6 +53,25 @@ class SessionHooks(StrictModel):
     )
 
 
+class CompactionOptions(StrictModel):
+    """A session's compaction watermarks, as shares of its usable window; a field left out takes
+    the service's setting (`CTX_COMPACTION_HIGH_WATERMARK`, `CTX_COMPACTION_LOW_WATERMARK`)."""
+
+    high_watermark: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        default=None, description="Pressure at which compaction is advised."
+    )
+    low_watermark: Annotated[float, Field(gt=0, lt=1)] | None = Field(
+        default=None, description="Pressure a compaction brings the context down to."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CompactionOptions:
+        high, low = self.high_watermark, self.low_watermark
+        if high is not None and low is not None and low >= high:
+            raise ValueError(f"low_watermark ({low}) must be below high_watermark ({high})")
+        return self
+
+
 class CreateSessionRequest(RequestModel):
     session_id: SessionIdText | None = None
     encoding: Encoding | None = None
@@ -60,15 +79,20 @@ class CreateSessionRequest(RequestModel):
     model: Label | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     hooks: SessionHooks = Field(default_factory=SessionHooks)
+    compaction: CompactionOptions = Field(default_factory=CompactionOptions)
 
 
 class SessionResponse(BaseModel):
     session_id: str
     encoding: str
     context_window: int
+    usable_window: int
+    """What session-mode assembly fits and advice weighs: the window less the output reserve."""
     model: str | None
     metadata: dict[str, Any]
     hooks: SessionHooks
+    compaction: CompactionOptions
+    """The session's watermarks in effect (its own, else the service's)."""
     created_at: datetime
     last_seq: int
 

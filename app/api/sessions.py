@@ -14,6 +14,7 @@ from app.api.models import (
     AppendedItem,
     AppendRequest,
     AppendResponse,
+    CompactionOptions,
     CreateSessionRequest,
     ExcludedItem,
     ItemsPageResponse,
@@ -29,6 +30,7 @@ from app.domain.ids import derive_id
 from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
 from app.metrics import record_append, record_provider_usage
+from app.settings import Settings
 from app.storage import repository
 from app.storage.history import load_history
 from app.storage.tables import SessionRow
@@ -39,17 +41,33 @@ router = APIRouter(
 )
 
 
-def _session_response(row: SessionRow) -> SessionResponse:
+def _session_response(row: SessionRow, settings: Settings) -> SessionResponse:
+    watermarks = settings.session_watermarks(row.attributes.get("compaction", {}))
     return SessionResponse(
         session_id=row.external_id or "",
         encoding=row.encoding,
         context_window=row.context_window,
+        usable_window=settings.usable_window(row.context_window),
         model=row.model,
         metadata=row.attributes["metadata"],
         hooks=SessionHooks.model_validate(row.attributes["hooks"]),
+        compaction=CompactionOptions(high_watermark=watermarks.high, low_watermark=watermarks.low),
         created_at=row.created_at,
         last_seq=row.last_seq,
     )
+
+
+def _compaction_options(body: CreateSessionRequest, settings: Settings) -> dict[str, float]:
+    """The session's own watermarks, as stored (only those it sets); 422 when they would be
+    inverted against the service's."""
+    options = body.compaction.model_dump(exclude_none=True)
+    try:
+        settings.session_watermarks(options)
+    except ValueError as exc:
+        raise InvalidInput(
+            str(exc), details=[{"loc": ["body", "compaction"], "msg": str(exc)}]
+        ) from exc
+    return options
 
 
 @router.post(
@@ -72,22 +90,29 @@ def create_session(
         encoding=body.encoding or settings.default_encoding,
         context_window=body.context_window or settings.default_context_window,
         model=body.model,
-        attributes={"metadata": body.metadata, "hooks": body.hooks.model_dump(mode="json")},
+        attributes={
+            "metadata": body.metadata,
+            "hooks": body.hooks.model_dump(mode="json"),
+            # Only when set: sessions created before the option compare equal as they were.
+            **({"compaction": options} if (options := _compaction_options(body, settings)) else {}),
+        },
         derive_id=lambda internal_id: derive_id("sess", tenant_id, internal_id),
     )
     db.commit()
     if not created:
         response.status_code = status.HTTP_200_OK
-    return _session_response(row)
+    return _session_response(row, settings)
 
 
 @router.get("/{session_id}", response_model=SessionDetailResponse)
-def get_session(session_id: str, tenant_id: TenantId, db: Db) -> SessionDetailResponse:
+def get_session(
+    session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> SessionDetailResponse:
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, row)
     goal = loaded.active.goal
     return SessionDetailResponse(
-        **_session_response(row).model_dump(),
+        **_session_response(row, settings).model_dump(),
         item_count=row.last_seq,
         active_tokens=loaded.tokens,
         goal={"version": goal.version, "text": goal.text} if goal else None,

@@ -3,18 +3,26 @@
 Invariants:
 
 - Pure and deterministic: the same figures and history give the same advice.
-- `pressure` is `active_tokens / context_window` (0 for a window that is not positive).
+- One window: `pressure` is `active_tokens / window`, where `window` is the usable window, the
+  very budget session-mode assembly fits (`usable_window`), and `active_tokens` what assembly
+  would have to fit: the history without state fragments plus the pinned state (goal, world
+  state, restated goal). 0 for a window that is not positive.
+- Hysteresis: compaction is advised at the high watermark (`window_pressure`) and compacts down
+  to the low one (`Watermarks.target`); between the two only a signal can advise it.
 - Every reason is one signal with a human `detail` and the figure behind it (`value`):
-  `window_pressure` (pressure ≥ threshold), `repeated_error` (one error signature in at least
-  three of the recent tool outputs), `repeated_question` (one user text, normalized, asked at
-  least twice), `phase_change` (the last phase differs from the previous non-null phase) and
-  `growth` (the window fills within a few turns at the recent rate).
-- `should_compact` is true under window pressure or imminent growth, or, once the window is at
-  least half full, on a behaviour signal: a loop or a phase boundary is a good moment to compact,
-  but below half the window a compaction costs a prompt-cache rewrite for little gain.
+  `window_pressure` (pressure ≥ high watermark), `repeated_error` (one error signature in at
+  least three of the recent tool outputs), `repeated_question` (one user text, normalized, asked
+  at least twice), `phase_change` (the last phase differs from the previous non-null phase),
+  `growth` (the next turn, at the recent rate per model call, fills the window) and
+  `history_cut` (added by assembly when the history no longer fit and its oldest part was cut).
+- `should_compact` is true under window pressure; on any other signal only once the window is
+  at least half full and, after a compaction, only once the history has grown since by the span
+  between the watermarks: a compaction costs a prompt-cache rewrite, so one is never advised
+  right after another unless the history is back at the high watermark (its product itself
+  does not fit).
 - `recommended_strategy` is None unless `should_compact`; then `clear_tool_results` (observation
-  masking halves cost at no loss of solve rate, peers.md §7) unless tool outputs are a small
-  share of the history, where masking frees little and `summary` is advised.
+  masking halves cost at no loss of solve rate, peers.md §7) when tool outputs are a large share
+  of the history and masking them can bring it to the low watermark, else `summary`.
 - `turns_until_full` is floor((window − active) / mean tokens of the recent turns), None when
   there are no turn figures or the turns do not grow the context.
 """
@@ -26,25 +34,50 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from app.domain.compaction.extraction import error_signatures
 from app.domain.compaction.model import Strategy
 from app.domain.compaction.product import is_compaction_product
-from app.domain.items import OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.compaction.strategies import is_cleared_output
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.world_state import is_state_fragment
 
-__all__ = ["Advice", "AdviceSignal", "Signal", "advise", "advise_session", "budget_advice"]
+__all__ = [
+    "Advice",
+    "AdviceSignal",
+    "Signal",
+    "Watermarks",
+    "advise",
+    "advise_session",
+    "budget_advice",
+    "with_history_cut",
+]
 
-Signal = Literal["window_pressure", "repeated_error", "repeated_question", "phase_change", "growth"]
+Signal = Literal[
+    "window_pressure",
+    "repeated_error",
+    "repeated_question",
+    "phase_change",
+    "growth",
+    "history_cut",
+]
 
 RECENT_OUTPUTS = 10
 RECENT_TURNS = 5
 REPEATED_ERROR_COUNT = 3
 REPEATED_QUESTION_COUNT = 2
-GROWTH_HORIZON_TURNS = 3
+GROWTH_HORIZON_TURNS = 1
 BEHAVIOUR_PRESSURE = 0.5
 SMALL_OUTPUT_SHARE = 0.3
+MASKED_OUTPUT_TOKENS = 40
+"""About what a cleared output's placeholder costs: masking an output frees its size less this."""
+KEPT_OUTPUTS = 3
+"""The newest outputs masking keeps (`CompactionParams.keep_recent`'s default)."""
+
+MODEL_OUTPUT_TYPES = CALL_TYPES | {"reasoning"}
+"""Item types only a model writes (with assistant messages): where a call's turn begins."""
 
 _VOLATILE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _WORD = re.compile(r"\w+")
@@ -68,6 +101,33 @@ def _words(text: str) -> str:
 
 
 _memo_question_key = functools.lru_cache(maxsize=1024)(_words)
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    """Shares of the usable window: compaction is advised at `high` and compacts to `low`.
+
+    0 < low < high ≤ 1. Defaults are the replay benchmark's choice (README, "Session
+    economics"): compacting to a quarter of the window buys a long run of prompt-cache hits per
+    compaction while keeping the newest turns verbatim.
+    """
+
+    high: float = 0.9
+    low: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not 0 < self.low < self.high <= 1:
+            raise ValueError(
+                f"watermarks need 0 < low < high ≤ 1 (got low {self.low}, high {self.high})"
+            )
+
+    def target(self, window: int) -> int:
+        """Tokens a compaction should bring the context (history and pinned state) down to."""
+        return math.floor(self.low * window)
+
+    def span(self, window: int) -> int:
+        """Tokens between the watermarks: the growth one compaction buys."""
+        return math.floor((self.high - self.low) * window)
 
 
 @dataclass(frozen=True)
@@ -101,25 +161,30 @@ class Advice:
 def advise(
     *,
     active_tokens: int,
-    context_window: int,
+    window: int,
     history: Sequence[Item],
     phases: Sequence[str | None],
     turn_tokens: Sequence[int],
-    threshold: float = 0.9,
+    watermarks: Watermarks = Watermarks(),
+    grown_since_compaction: int | None = None,
+    maskable_tokens: int | None = None,
 ) -> Advice:
     """Advice for a session whose active history is `history` (see the module docstring).
 
-    `phases` are the phases of the session's items or turns in order, `turn_tokens` the tokens
-    each recent turn added to the active history.
+    `window` is the usable window and `active_tokens` what assembly must fit in it. `phases` are
+    the phases of the session's items or turns in order, `turn_tokens` the tokens each recent
+    turn added, `grown_since_compaction` the tokens appended since the last compaction (None:
+    never compacted) and `maskable_tokens` what clearing tool outputs would free (None: unknown,
+    masking is assumed to suffice).
     """
-    pressure = active_tokens / context_window if context_window > 0 else 0.0
+    pressure = active_tokens / window if window > 0 else 0.0
     reasons: list[AdviceSignal] = []
-    if pressure >= threshold:
+    if pressure >= watermarks.high:
         reasons.append(
             AdviceSignal(
                 "window_pressure",
                 f"the active history fills {pressure:.0%} of the window"
-                f" (threshold {threshold:.0%})",
+                f" (threshold {watermarks.high:.0%})",
                 pressure,
             )
         )
@@ -169,9 +234,7 @@ def advise(
 
     recent = turn_tokens[-RECENT_TURNS:]
     growth = sum(recent) / len(recent) if recent else 0.0
-    turns_until_full = (
-        max(0, math.floor((context_window - active_tokens) / growth)) if growth > 0 else None
-    )
+    turns_until_full = max(0, math.floor((window - active_tokens) / growth)) if growth > 0 else None
     if turns_until_full is not None and turns_until_full <= GROWTH_HORIZON_TURNS:
         reasons.append(
             AdviceSignal(
@@ -181,15 +244,21 @@ def advise(
             )
         )
 
-    should_compact = any(reason.signal in ("window_pressure", "growth") for reason in reasons) or (
-        bool(reasons) and pressure >= BEHAVIOUR_PRESSURE
+    rested = grown_since_compaction is None or grown_since_compaction >= watermarks.span(window)
+    should_compact = pressure >= watermarks.high or (
+        bool(reasons) and pressure >= BEHAVIOUR_PRESSURE and rested
     )
     recommended: Strategy | None = None
     if should_compact:
         # A share of characters is a fair proxy for a share of tokens, and needs no counter.
         total = sum(len(visible_text(item)) for item in history)
         share = sum(len(visible_text(item)) for item in outputs) / total if total else 0.0
-        recommended = "clear_tool_results" if share >= SMALL_OUTPUT_SHARE else "summary"
+        masking_suffices = (
+            maskable_tokens is None or active_tokens - maskable_tokens <= watermarks.target(window)
+        )
+        recommended = (
+            "clear_tool_results" if share >= SMALL_OUTPUT_SHARE and masking_suffices else "summary"
+        )
     return Advice(
         should_compact=should_compact,
         pressure=pressure,
@@ -204,24 +273,65 @@ def advise_session(
     sizes: Sequence[int],
     *,
     phases: Sequence[str | None],
-    context_window: int,
-    threshold: float,
+    window: int,
+    pinned_tokens: int,
+    watermarks: Watermarks,
+    grown_since_compaction: int | None,
 ) -> Advice:
     """`advise` for a session's normalized active history, given each item's tokens in the
-    session's encoding. A turn runs from one user message to the next: its tokens measure the
-    growth rate."""
+    session's encoding, the usable `window` and the tokens of the pinned state assembly adds.
+
+    State fragments in the history are not counted (assembly renders the current state in their
+    place). A turn is what one model call added: it starts at a user message or at the first
+    model output after anything else, and its tokens measure the growth rate (an agent's run
+    may hold one user message and hundreds of calls).
+    Masking could free every output but the newest `KEPT_OUTPUTS`, less their placeholders.
+    """
     turns: list[int] = []
+    active = pinned_tokens
+    outputs: list[int] = []
+    after_output = False
     for item, size in zip(history, sizes, strict=True):
-        if (item_type(item) == "message" and item.get("role") == "user") or not turns:
+        if is_state_fragment(item):
+            continue
+        active += size
+        kind = item_type(item)
+        role = item.get("role")
+        is_output = kind in MODEL_OUTPUT_TYPES or (kind == "message" and role == "assistant")
+        if (kind == "message" and role == "user") or (is_output and not after_output) or not turns:
             turns.append(0)
+        after_output = is_output
         turns[-1] += size
+        if kind in OUTPUT_TYPES and not is_cleared_output(item):
+            outputs.append(max(0, size - MASKED_OUTPUT_TOKENS))
     return advise(
-        active_tokens=sum(sizes),
-        context_window=context_window,
+        active_tokens=active,
+        window=window,
         history=history,
         phases=phases,
         turn_tokens=turns,
-        threshold=threshold,
+        watermarks=watermarks,
+        grown_since_compaction=grown_since_compaction,
+        maskable_tokens=sum(outputs[:-KEPT_OUTPUTS]),
+    )
+
+
+def with_history_cut(advice: Advice, *, cut_items: int, cut_tokens: int) -> Advice:
+    """`advice` for a call whose assembly cut the `cut_items` oldest history items (`cut_tokens`)
+    because the history no longer fit: a compaction is advised, so that the cut stops."""
+    if cut_items == 0:
+        return advice
+    signal = AdviceSignal(
+        "history_cut",
+        f"the history no longer fits: its {cut_items} oldest items ({cut_tokens} tokens)"
+        " were cut at a stable point",
+        float(cut_tokens),
+    )
+    return replace(
+        advice,
+        should_compact=True,
+        reasons=(*advice.reasons, signal),
+        recommended_strategy=advice.recommended_strategy or "summary",
     )
 
 

@@ -17,8 +17,12 @@
 - Selected history is a contiguous suffix of the given history that starts at one of its
   `history_cuts` (no call loses its output, no reasoning item is parted from the item it led
   to), so a history that passes `find_pairing_violations` still passes it after selection.
+  With `history_cut_step`, a history that does not fit starts at a stable point
+  (`stable_history_start`); what fitted but lies before it is dropped as `history_cut`.
 - The same input gives the same plan and `plan_hash`; the `prefix` layer is ordered by
-  (source, id) only, so its bytes do not change when other layers change.
+  (source, id) only, so its bytes do not change when other layers change. Under `edges` the
+  history follows the prefix directly and the other layers follow the history, so a change to
+  them never moves the history's bytes.
 
 A non-required candidate is checked in this order: `max_items` (which ends the walk), the group's
 item quota, the token bounds (trying the raw form, then `skeleton`, then `reference`), then
@@ -49,6 +53,7 @@ from app.domain.shingles import ShingleIndex, Shingles, word_shingles
 
 __all__ = [
     "CANDIDATE_DEFAULTS",
+    "HISTORY_SOURCE",
     "LAYERS",
     "AssemblyDiff",
     "AssemblyInput",
@@ -69,6 +74,7 @@ __all__ = [
     "diff_selections",
     "ranking_score",
     "shared_prefix_tokens",
+    "stable_history_start",
 ]
 
 Layer = Literal["prefix", "task", "recent", "memory", "retrieval"]
@@ -84,6 +90,7 @@ DropReason = Literal[
     "source_max_items",
     "source_max_tokens",
     "unattributed",
+    "history_cut",
 ]
 
 Decision = Literal["selected", "dropped"]
@@ -154,6 +161,9 @@ class AssemblyInput:
     min_relevance: float = 0.0
     near_duplicate_threshold: float = 0.9
     recall_cap: int | None = 20
+    history_cut_step: int | None = None
+    """When the history does not fit, cut it at a stable point (see `stable_history_start`)
+    placed every this many tokens from its start; None cuts at the oldest entry that fits."""
 
 
 def _canonical_hash(value: Any) -> str:
@@ -208,6 +218,28 @@ class AssemblyPlan:
 
 def ranking_score(c: Candidate) -> float:
     return c.relevance + 0.25 * c.priority + 0.15 * c.trust + 0.10 * c.freshness
+
+
+def stable_history_start(
+    history: Sequence[HistoryEntry], tokens: Sequence[int], *, fitting_start: int, step: int
+) -> int:
+    """Where a history that no longer fits is cut: the first stable point at or after
+    `fitting_start` (the oldest entry the budget could keep), else `fitting_start` itself.
+
+    Stable points are the first `history_cuts` at or after every `step` tokens counted from the
+    history's start. They depend only on the entries before them, so appending never moves
+    one: the cut stays put across calls until the kept history no longer fits, then jumps a
+    whole step, and the calls in between share their prefix.
+    """
+    position, passed, next_mark = 0, 0, step
+    for cut in history_cuts([entry.item for entry in history]):
+        passed += sum(tokens[position:cut])
+        position = cut
+        if passed >= next_mark:
+            if fitting_start <= cut < len(history):
+                return cut
+            next_mark = (passed // step + 1) * step
+    return fitting_start
 
 
 def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
@@ -403,6 +435,18 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
         total_tokens += span_tokens
         if inp.history_counts_toward_max_items:
             counted_items += len(span)
+    fitting_start = history_start
+    if history_start > 0 and inp.history_cut_step is not None:
+        history_start = stable_history_start(
+            inp.history,
+            history_tokens,
+            fitting_start=fitting_start,
+            step=inp.history_cut_step,
+        )
+        cut = range(fitting_start, history_start)
+        total_tokens -= sum(history_tokens[k] for k in cut)
+        if inp.history_counts_toward_max_items:
+            counted_items -= len(cut)
 
     # Placement.
     restated: list[int] = []
@@ -425,9 +469,14 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             *(i for i in by_layer["task"] if candidates[i].required),
             *sorted(by_layer["recent"]),  # input order: recent candidates are chronological
         ]
+        # The history follows the stable prefix directly, and whatever may change from call
+        # to call (memory, retrieval, task state) follows the history: an update then never
+        # moves the bytes of the history, which are most of a session's reusable prefix.
+        leading = len(by_layer["prefix"])
         restated = [i for i in order if candidates[i].restate_at_end]
     else:
         order = sorted(selected)
+        leading = len(order)  # input order: contributions, then the history
 
     items: list[SelectedItem] = []
     position_of: dict[int, int] = {}
@@ -451,9 +500,12 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             )
         )
 
-    for i in order:
-        position_of[i] = len(items)
-        place(candidates[i], item_id=candidates[i].id, form=chosen[i][0], tokens=chosen[i][1])
+    def place_candidates(chosen_order: Sequence[int]) -> None:
+        for i in chosen_order:
+            position_of[i] = len(items)
+            place(candidates[i], item_id=candidates[i].id, form=chosen[i][0], tokens=chosen[i][1])
+
+    place_candidates(order[:leading])
     history_position = len(items)
     for k in range(history_start, len(inp.history)):
         entry = inp.history[k]
@@ -470,6 +522,7 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
                 item=entry.item,
             )
         )
+    place_candidates(order[leading:])
     for i in restated:
         c = candidates[i]
         form, tokens = chosen[i]
@@ -502,7 +555,11 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             "layer": "recent",
             "source_class": HISTORY_SOURCE,
             "decision": "selected" if k >= history_start else "dropped",
-            "reason": None if k >= history_start else history_reason,
+            "reason": None
+            if k >= history_start
+            else history_reason
+            if k < fitting_start
+            else "history_cut",
             "form": RAW_FORM,
             "tokens": history_tokens[k],
             "score": None,

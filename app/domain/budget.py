@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = ["POLICIES", "Budget", "Policy", "effective_budget"]
+__all__ = ["HISTORY_CUT_STEP", "POLICIES", "Budget", "Policy", "effective_budget", "usable_window"]
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,19 @@ def effective_budget(
     if explicit is not None:
         budget = replace(budget, **{k: v for k, v in explicit.items() if v is not None})
     return budget
+
+
+def usable_window(context_window: int, *, output_reserve: int) -> int:
+    """The tokens a session-mode call may fill: the model's window less the output reserve.
+
+    The one window of a session: assembly fits it, and advice and every pressure figure are
+    measured against it. The reserve never takes more than half the window, so a small model's
+    window is not reserved away entirely by a default sized for large ones.
+    """
+    return max(1, context_window - min(output_reserve, context_window // 2))
+
+
+HISTORY_CUT_STEP = 0.5
+"""Share of the usable window between two stable cut points of a session's history: when the
+history no longer fits, a cut drops at least this much, so that the calls after it share their
+prefix until the history has grown as much again."""

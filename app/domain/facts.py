@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, Protocol
 
 from app.domain.compaction import CompactionResult
@@ -281,6 +281,11 @@ class Fold:
     compaction_id: str | None
     by_seq: dict[int, Visible]
     visible: tuple[Visible, ...]
+    compacted_at: int | None = None
+    """How many of `visible` the last compaction left (the rest came after it); None before
+    the first compaction."""
+    section_versions: dict[str, int] = field(default_factory=dict)
+    """The world-state version at which each current section last changed."""
 
     @functools.cached_property
     def columns(self) -> _Columns:
@@ -301,7 +306,8 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
     """`start` with `facts` (the facts after `start.last_seq`, in seq order) folded in."""
     goal, sections, baseline = start.goal, start.sections, start.baseline
     world_version, compactions = start.world_version, start.compactions
-    compaction_id = start.compaction_id
+    compaction_id, compacted_at = start.compaction_id, start.compacted_at
+    section_versions = start.section_versions
     by_seq = dict(start.by_seq)
     visible = list(start.visible)
     for fact in facts:
@@ -309,11 +315,18 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
         if kind == GOAL_FACT:
             goal = Goal(version=fact.item["version"], text=fact.item["text"])
         elif kind == WORLD_STATE_FACT:
+            previous = sections
             if "snapshot" in fact.item:
                 sections = fact.item["snapshot"]
             else:
                 sections = apply_patch(sections, fact.item["patch"])
             world_version = fact.item["version"]
+            section_versions = {
+                section: world_version
+                if section not in section_versions or previous.get(section) != value
+                else section_versions[section]
+                for section, value in sections.items()
+            }
             baseline = sections
         elif kind == COMPACTION_FACT:
             compactions += 1
@@ -323,6 +336,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
                 by_seq[entry["seq"]] if "seq" in entry else (None, entry["item"], {}, None, None)
                 for entry in fact.item.get("history", [])
             ]
+            compacted_at = len(visible)
         elif not kind.startswith(INTERNAL_TYPE_PREFIX):
             # Child links and other bookkeeping (the remaining `contextd.*` kinds) are skipped.
             entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
@@ -338,6 +352,8 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
         compaction_id,
         by_seq,
         tuple(visible),
+        compacted_at,
+        section_versions,
     )
 
 
@@ -352,6 +368,9 @@ def fork_fold(parent: ActiveHistory, *, inherit: Mapping[str, bool]) -> Fold:
         goal=parent.goal,
         sections={k: v for k, v in parent.world_state.sections.items() if inherit.get(k)},
         world_version=parent.world_state.version,
+        section_versions={
+            k: v for k, v in parent.world_state.section_versions.items() if inherit.get(k)
+        },
         visible=tuple(
             (None, item, metadata, phase, None)
             for item, metadata, phase in zip(
@@ -378,6 +397,8 @@ class ActiveHistory:
     world_state: WorldState
     compactions: int
     compaction_id: str | None
+    grown_since_compaction: int | None
+    """Stored tokens of the items appended since the last compaction; None before the first."""
     phases: Sequence[str | None]
     stored_tokens: Sequence[int | None]
     """Each item's token count in the session's encoding as stored when it was appended (see
@@ -405,10 +426,16 @@ class ActiveHistory:
             seqs=columns.seqs,
             goal=fold.goal,
             world_state=WorldState(
-                version=fold.world_version, sections=fold.sections, baseline=fold.baseline
+                version=fold.world_version,
+                sections=fold.sections,
+                baseline=fold.baseline,
+                section_versions=fold.section_versions,
             ),
             compactions=fold.compactions,
             compaction_id=fold.compaction_id,
+            grown_since_compaction=None
+            if fold.compacted_at is None
+            else sum(tokens or 0 for tokens in columns.tokens[fold.compacted_at :]),
             phases=columns.phases,
             stored_tokens=columns.tokens,
             unit=unit,

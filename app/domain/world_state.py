@@ -114,6 +114,12 @@ class WorldState:
     sections: dict[str, Any]
     baseline: dict[str, Any] | None
     """What was last sent to the model; None after a compaction (everything is re-sent)."""
+    section_versions: Mapping[str, int] = field(default_factory=dict)
+    """The version at which each section last changed: what its fragment names, so that an
+    update to one section leaves the bytes of the others as they were."""
+
+    def version_of(self, section: str) -> int:
+        return self.section_versions.get(section, self.version)
 
 
 @dataclass(frozen=True)
@@ -298,7 +304,7 @@ def state_contributions(goal: Goal | None, state: WorldState) -> tuple[Contribut
             source="world_state",
             layer=section_layer(section),
             source_class="world_state",
-            content=_section_text(section, value, version=state.version),
+            content=_section_text(section, value, version=state.version_of(section)),
             required=True,
         )
         for section, value in sorted(state.sections.items())
@@ -348,7 +354,7 @@ def invariant_items(goal: Goal | None, state: WorldState) -> tuple[Item, ...]:
     """The current goal and governing sections, re-anchored at the top of a compacted history."""
     goals = () if goal is None else (render_goal(goal.text, version=goal.version),)
     return goals + tuple(
-        render_section(section, value, version=state.version)
+        render_section(section, value, version=state.version_of(section))
         for section, value in sorted(state.sections.items())
         if section_layer(section) == "prefix"
     )

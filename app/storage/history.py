@@ -22,7 +22,7 @@ from cachetools import LRUCache
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.domain.advice import Advice, advise_session
+from app.domain.advice import Advice, Watermarks, advise_session
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
 from app.domain.items import Item
 from app.domain.normalize import (
@@ -32,6 +32,7 @@ from app.domain.normalize import (
     normalize_history,
 )
 from app.domain.truncation import TruncationPolicy
+from app.domain.world_state import state_contributions
 from app.storage import repository
 from app.storage.repository import SessionSnapshot
 from app.storage.tables import SessionRow
@@ -132,14 +133,30 @@ class LoadedHistory:
     def tokens(self) -> int:
         return sum(self.sizes)
 
-    def advice(self, *, threshold: float) -> Advice:
-        """Compaction advice for this history, weighed in the session's encoding and window."""
+    @functools.cached_property
+    def pinned_tokens(self) -> int:
+        """Tokens, in the session's encoding, of the state session-mode assembly pins beside the
+        history: the goal (and its restatement) and the world state."""
+        count = token_counter(self.active.encoding)
+        total = 0
+        for contribution in state_contributions(self.active.goal, self.active.world_state):
+            for candidate in contribution.candidates:
+                total += count(candidate.content or "")
+                if candidate.restate_at_end:  # restated by its restatement, else whole again
+                    total += count(candidate.restatement or candidate.content or "")
+        return total
+
+    def advice(self, *, window: int, watermarks: Watermarks) -> Advice:
+        """Compaction advice for this history against the usable `window`, weighed in the
+        session's encoding."""
         return advise_session(
             self.items,
             self.session_sizes,
             phases=self.active.phases,
-            context_window=self.active.context_window,
-            threshold=threshold,
+            window=window,
+            pinned_tokens=self.pinned_tokens,
+            watermarks=watermarks,
+            grown_since_compaction=self.active.grown_since_compaction,
         )
 
 

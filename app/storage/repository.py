@@ -188,6 +188,7 @@ class SessionSnapshot(NamedTuple):
     fork_seq: int | None
     inherit: dict[str, Any]
     unit: str | None
+    attributes: dict[str, Any]
 
 
 def get_session_by_pk(db: Session, pk: int) -> SessionRow:

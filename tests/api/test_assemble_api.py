@@ -374,11 +374,11 @@ def test_plans_on_both_engines_are_stored_fetched_replayed_and_chained(
     assert stored.json()["response"] == made[1]
     assert replayed.status_code == 201, replayed.text
     assert replayed.json()["diff"]["removed"] == ["a"]
-    # The second call's leading items (the document, then the first turn) repeat the first's.
+    # The second call's leading item (the first turn) repeats the first's; the document, after
+    # the history, comes after the new turn.
     first, second = made
-    assert second["cache"]["reused_prefix_tokens"] == sum(
-        item["tokens"] for item in first["items"][:2]
-    )
+    assert [i["id"] for i in second["items"]] == ["history:0", "history:1", "a"]
+    assert second["cache"]["reused_prefix_tokens"] == first["items"][0]["tokens"]
 
 
 def test_prefix_reuse_is_measured_per_session_and_unit(client: TestClient, session_id: str) -> None:

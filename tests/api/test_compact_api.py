@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.domain.compaction import SUMMARY_MARKER
+from app.domain.compaction.product import GOAL_PINNED_ABOVE
 from app.domain.items import visible_text
 from app.domain.normalize import find_pairing_violations
 from app.domain.world_state import render_goal
@@ -121,7 +122,11 @@ def test_summary_pins_the_goal_and_recompaction_merges(client: TestClient, sessi
     second = _compact(client, session_id=session_id, strategy="summary", params={"keep_recent": 1})
     products = [i for i in second["history"] if SUMMARY_MARKER in visible_text(i)]
     assert len(products) == 1
-    assert goal in visible_text(products[0])
+    # Pinned once, verbatim, above the record; the record names it instead of repeating it.
+    assert second["history"][0] == render_goal(goal, version=1)
+    assert goal not in visible_text(products[0])
+    assert GOAL_PINNED_ABOVE in visible_text(products[0])
+    assert second["summary"]["goal"] == goal
     assert "now also fix the docs" in json.dumps(second["history"])
     assert find_pairing_violations(second["history"]) == []
 

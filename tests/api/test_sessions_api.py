@@ -30,9 +30,12 @@ def test_create_session_returns_attributes_and_is_idempotent(
         "session_id": session_id,
         "encoding": "o200k_base",
         "context_window": 128_000,
+        # The default 16,000-token output reserve; the service's default watermarks.
+        "usable_window": 112_000,
         "model": "gpt-test",
         "metadata": {"a": 1},
         "hooks": {"pre_compact": None, "session_end": None, "failure_policy": "fail_open"},
+        "compaction": {"high_watermark": 0.9, "low_watermark": 0.25},
         "last_seq": 0,
     }
     again = client.post(
@@ -305,3 +308,29 @@ def test_a_nul_character_is_a_clear_422_and_writes_nothing(
         (422, "validation_error"),
     ]
     assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 0
+
+
+def test_a_session_sets_its_own_watermarks_and_inverted_ones_are_refused(
+    client: TestClient, session_id: str
+) -> None:
+    own = _create(client, session_id, context_window=10_000, compaction={"low_watermark": 0.4})
+    assert (own["usable_window"], own["compaction"]) == (
+        5_000,  # the reserve never takes more than half the window
+        {"high_watermark": 0.9, "low_watermark": 0.4},
+    )
+    assert client.get(f"/sessions/{session_id}").json()["compaction"] == own["compaction"]
+
+    refused = [
+        {"high_watermark": 0.5, "low_watermark": 0.6},  # inverted
+        {"low_watermark": 0.95},  # inverted against the service's high watermark
+        {"high_watermark": 1.5},  # out of range
+        {"low_watermark": 0},
+        {"high_watermark": "high"},
+        {"auto": True},  # unknown option
+    ]
+    for n, compaction in enumerate(refused):
+        answer = client.post(
+            "/sessions", json={"session_id": f"{session_id}-{n}", "compaction": compaction}
+        )
+        assert answer.status_code == 422, (compaction, answer.text)
+        assert client.get(f"/sessions/{session_id}-{n}").status_code == 404

@@ -102,8 +102,8 @@ def test_session_assembly_pins_goal_and_rules_in_the_prefix_and_restates_the_goa
     assert [(i["id"], i["layer"]) for i in result["items"]] == [
         ("goal", "prefix"),
         ("world_state:rules", "prefix"),
-        ("world_state:environment", "task"),
         ("history:0", "recent"),
+        ("world_state:environment", "task"),  # what changes goes after the history
         ("goal#restated", "prefix"),
     ]
     assert result["items"][0]["content"] == goal_text

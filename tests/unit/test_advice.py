@@ -6,11 +6,20 @@ import json
 import re
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.domain.advice import Advice, AdviceSignal, _question_key, advise
+from app.domain.advice import (
+    Advice,
+    AdviceSignal,
+    Watermarks,
+    _question_key,
+    advise,
+    advise_session,
+)
 from app.domain.items import Item
+from app.domain.world_state import render_goal
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 
 TALK = [user_msg("Add a CSV export."), assistant_msg("On it.")]
@@ -36,7 +45,7 @@ def calm(
     """Advice for a 100k window."""
     return advise(
         active_tokens=active_tokens,
-        context_window=100_000,
+        window=100_000,
         history=history,
         phases=phases,
         turn_tokens=turn_tokens,
@@ -116,15 +125,16 @@ def test_a_new_phase_after_the_previous_non_null_phase_is_a_phase_change() -> No
     assert calm(TALK, phases=["explore", None]).reasons == ()
 
 
-def test_growth_that_fills_the_window_within_a_few_turns_advises_compaction() -> None:
-    advice = calm(
-        TALK, active_tokens=70_000, turn_tokens=[1, 10_000, 10_000, 10_000, 10_000, 10_000]
-    )
+def test_growth_that_fills_the_window_at_the_next_turn_advises_compaction() -> None:
+    turns = [1, 10_000, 10_000, 10_000, 10_000, 10_000]
+    advice = calm(TALK, active_tokens=82_000, turn_tokens=turns)
 
-    assert (advice.turns_until_full, advice.should_compact) == (3, True)
+    assert (advice.turns_until_full, advice.should_compact) == (1, True)
     assert advice.reasons == (
-        AdviceSignal("growth", "at 10000 tokens per turn the window is full in 3 turns", 10_000.0),
+        AdviceSignal("growth", "at 10000 tokens per turn the window is full in 1 turns", 10_000.0),
     )
+    # Two turns of room left: not yet.
+    assert not calm(TALK, active_tokens=75_000, turn_tokens=turns).should_compact
 
 
 def test_advice_serializes_to_the_api_shape() -> None:
@@ -163,3 +173,86 @@ def test_question_keys_are_the_case_folded_words_memoised_or_not(
 
     assert _question_key(long_text) == expected
     assert _question_key(long_text) == expected  # a memo hit gives the same key
+
+
+LOOPING = with_outputs(
+    "error: port 8001 in use", "error: port 8002 in use", "error: port 8003 in use"
+)
+
+
+def test_right_after_a_compaction_only_the_high_watermark_advises_another() -> None:
+    # A loop at 60% of the window advises a compaction in a session never compacted...
+    assert calm(LOOPING, active_tokens=60_000).should_compact
+    # ...but not once one has been written and the history has grown by less than the span
+    # between the watermarks (65% of the window at the defaults) since.
+    after = advise(
+        active_tokens=60_000,
+        window=100_000,
+        history=LOOPING,
+        phases=(),
+        turn_tokens=[5_000] * 5,
+        grown_since_compaction=35_000,
+    )
+    assert (after.should_compact, after.recommended_strategy) == (False, None)
+    assert [reason.signal for reason in after.reasons] == ["repeated_error"]
+    # Back at the high watermark (the product itself does not fit), it is advised again.
+    full = advise(
+        active_tokens=91_000,
+        window=100_000,
+        history=LOOPING,
+        phases=(),
+        turn_tokens=[],
+        grown_since_compaction=0,
+    )
+    assert full.should_compact
+    assert [reason.signal for reason in full.reasons] == ["window_pressure", "repeated_error"]
+
+
+def test_masking_that_cannot_reach_the_low_watermark_escalates_to_a_summary() -> None:
+    history = with_outputs("x" * 5_000, "y" * 5_000)
+
+    def strategy(maskable: int) -> str | None:
+        return advise(
+            active_tokens=95_000,
+            window=100_000,
+            history=history,
+            phases=(),
+            turn_tokens=[],
+            maskable_tokens=maskable,
+        ).recommended_strategy
+
+    # 95k less 75k maskable is 20k, within the low watermark (25k): masking will do.
+    assert strategy(75_000) == "clear_tool_results"
+    # 95k less 40k is 55k: masking alone leaves the window more than half full.
+    assert strategy(40_000) == "summary"
+
+
+def test_watermarks_are_ordered_shares_of_the_window() -> None:
+    assert Watermarks(high=0.8, low=0.3).target(10_000) == 3_000
+    assert Watermarks(high=0.8, low=0.3).span(10_000) == 5_000
+    for high, low in [(0.5, 0.5), (0.4, 0.6), (1.2, 0.3), (0.9, 0.0)]:
+        with pytest.raises(ValueError, match="watermarks need"):
+            Watermarks(high=high, low=low)
+
+
+def test_session_advice_weighs_the_pinned_state_and_not_the_fragments_in_the_history() -> None:
+    goal = render_goal("Ship the CSV export.", version=1)
+    history = [goal, *with_outputs("a" * 100, "b" * 100, "c" * 100, "d" * 100)]
+    sizes = [50, 10, 5, 1_000, 5, 1_000, 5, 1_000, 5, 1_000]
+
+    advice = advise_session(
+        history,
+        sizes,
+        phases=[],
+        window=5_000,
+        pinned_tokens=500,
+        watermarks=Watermarks(),
+        grown_since_compaction=None,
+    )
+
+    # 4,030 tokens of history (the goal fragment left out) and 500 pinned: 90.6% of 5,000.
+    assert advice.pressure == 4_530 / 5_000
+    assert advice.should_compact
+    # One output of four can be masked (the newest three are kept): 4,530 − 960 is above a
+    # quarter of the window, so a summary is advised.
+    assert advice.recommended_strategy == "summary"

@@ -574,7 +574,7 @@ def test_tokens_given_by_the_caller_are_used_and_each_text_is_counted_once() -> 
 # Placement.
 
 
-def test_edges_placement_orders_prefix_middle_task_history_and_restatement() -> None:
+def test_edges_placement_orders_prefix_history_middle_task_and_restatement() -> None:
     p_b = Candidate(id="b", source="sys", layer="prefix", content="prefix b", relevance=0.9)
     p_a = Candidate(id="a", source="sys", layer="prefix", content="prefix a", relevance=0.1)
     p_z = Candidate(id="z", source="agents", layer="prefix", content="prefix z", relevance=0.5)
@@ -597,34 +597,35 @@ def test_edges_placement_orders_prefix_middle_task_history_and_restatement() -> 
             shown(p_a, 1, 2),
             shown(p_b, 2, 2),
             # Middle block by rank mem > r1 > r2 > r3 > r4, alternating from both edges.
-            shown(memory, 3, 2),
-            shown(r2, 4, 3),
-            shown(r4, 5, 3),
-            shown(r3, 6, 3),
-            shown(r1, 7, 3),
-            shown(step, 8, 2),
-            shown(goal, 9, 2),
-            shown(rec1, 10, 2),
-            shown(rec2, 11, 2),
-            shown_history(h1, 12, 2),
-            shown_history(h2, 13, 1),
+            # The history follows the prefix; what changes between calls follows the history.
+            shown_history(h1, 3, 2),
+            shown_history(h2, 4, 1),
+            shown(memory, 5, 2),
+            shown(r2, 6, 3),
+            shown(r4, 7, 3),
+            shown(r3, 8, 3),
+            shown(r1, 9, 3),
+            shown(step, 10, 2),
+            shown(goal, 11, 2),
+            shown(rec1, 12, 2),
+            shown(rec2, 13, 2),
             restated(goal, 14, 2),
         ],
         [
             kept(p_b, 2, 2),
             kept(p_a, 1, 2),
             kept(p_z, 0, 2),
-            kept(r4, 5, 3),
-            kept(r1, 7, 3),
-            kept(r3, 6, 3),
-            kept(r2, 4, 3),
-            kept(memory, 3, 2),
-            kept(goal, 9, 2),
-            kept(step, 8, 2),
-            kept(rec1, 10, 2),
-            kept(rec2, 11, 2),
-            history_entry(h1, 2, position=12),
-            history_entry(h2, 1, position=13),
+            kept(r4, 7, 3),
+            kept(r1, 9, 3),
+            kept(r3, 8, 3),
+            kept(r2, 6, 3),
+            kept(memory, 5, 2),
+            kept(goal, 11, 2),
+            kept(step, 10, 2),
+            kept(rec1, 12, 2),
+            kept(rec2, 13, 2),
+            history_entry(h1, 2, position=3),
+            history_entry(h2, 1, position=4),
         ],
         truncated=False,
     )
@@ -746,13 +747,13 @@ def test_history_takes_the_newest_atomic_groups_that_fit_as_a_suffix() -> None:
     plan = assemble(inp, count_tokens=words)
     assert plan == plan_of(
         [
-            shown(goal, 0, 2),
-            *(shown_history(TURNS[k], k - 2, TURN_TOKENS[k]) for k in range(3, 7)),
+            *(shown_history(TURNS[k], k - 3, TURN_TOKENS[k]) for k in range(3, 7)),
+            shown(goal, 4, 2),  # a task item: after the history
         ],
         [
-            kept(goal, 0, 2),
+            kept(goal, 4, 2),
             *(history_entry(TURNS[k], TURN_TOKENS[k], reason="max_tokens") for k in range(3)),
-            *(history_entry(TURNS[k], TURN_TOKENS[k], position=k - 2) for k in range(3, 7)),
+            *(history_entry(TURNS[k], TURN_TOKENS[k], position=k - 3) for k in range(3, 7)),
         ],
         truncated=True,
     )
@@ -781,12 +782,12 @@ def test_history_counts_toward_max_items_only_when_asked() -> None:
         contributions=contributions(memory), history=history, budget=Budget(max_items=3)
     )
     assert assemble(counted, count_tokens=words) == plan_of(
-        [shown(memory, 0, 2), shown_history(history[1], 1, 1), shown_history(history[2], 2, 1)],
+        [shown_history(history[1], 0, 1), shown_history(history[2], 1, 1), shown(memory, 2, 2)],
         [
-            kept(memory, 0, 2),
+            kept(memory, 2, 2),
             history_entry(history[0], 1, reason="max_items"),
-            history_entry(history[1], 1, position=1),
-            history_entry(history[2], 1, position=2),
+            history_entry(history[1], 1, position=0),
+            history_entry(history[2], 1, position=1),
         ],
         truncated=True,
     )
@@ -797,8 +798,8 @@ def test_history_counts_toward_max_items_only_when_asked() -> None:
         history_counts_toward_max_items=False,
     )
     assert assemble(uncounted, count_tokens=words) == plan_of(
-        [shown(memory, 0, 2), *(shown_history(h, n, 1) for n, h in enumerate(history, 1))],
-        [kept(memory, 0, 2), *(history_entry(h, 1, position=n) for n, h in enumerate(history, 1))],
+        [*(shown_history(h, n, 1) for n, h in enumerate(history)), shown(memory, 3, 2)],
+        [kept(memory, 3, 2), *(history_entry(h, 1, position=n) for n, h in enumerate(history))],
         truncated=False,
     )
 

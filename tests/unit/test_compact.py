@@ -33,6 +33,7 @@ from app.domain.compaction import (
     summarize_builtin,
     summary_of,
 )
+from app.domain.compaction.product import GOAL_PINNED_ABOVE
 from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations
@@ -298,7 +299,7 @@ def test_summary_records_the_covered_range_and_keeps_the_newest_turn_verbatim() 
     result = plan(WORK, "summary", keep_recent=2, target_tokens=300)
 
     summary = Summary(
-        goal=GOAL,
+        goal=None,  # pinned by the invariants above the record, not carried twice
         user_requests=("Keep the old --ascii flag working.",),
         decisions=(
             "The problem is that open() uses the locale encoding.",
@@ -333,7 +334,9 @@ def test_summary_product_is_a_user_message_that_shows_the_record_raw() -> None:
 
     assert (product["type"], product["role"]) == ("message", "user")
     assert text.startswith(f"{SUMMARY_MARKER}\nEarlier work in this session (fact seqs 1–9)")
-    assert f"## Goal (pinned, verbatim)\n{GOAL}\n\n" in text
+    # The goal is pinned verbatim by the invariants above: the record names it, once.
+    assert f"## Goal\n{GOAL_PINNED_ABOVE}\n\n" in text
+    assert GOAL not in text
     assert "## User requests and corrections (the user's own words, oldest first)\n" in text
     assert "- Keep the old --ascii flag working.\n" in text
     assert "## State the agent last reported (the agent's words, not verified)\n" in text
@@ -355,9 +358,10 @@ def test_summary_keeps_the_pinned_goal_whatever_the_summarizer_says() -> None:
 
     assert result.summary is not None
     assert (result.summary.goal, result.summary.narrative) == (
-        GOAL,
+        None,  # pinned by the invariants
         "## Progress\nTests were failing.",
     )
+    assert GOAL in visible_text(result.history[0].item)
     assert "Delete the export command" not in visible_text(result.history[len(INVARIANTS)].item)
 
 
@@ -429,8 +433,9 @@ def test_recompaction_replaces_the_old_anchors_with_the_current_invariants() -> 
     assert second.history[0] == HistoryEntry(None, invariants[0], verbatim=False)
     assert all(entry.item not in INVARIANTS for entry in second.history)
     assert second.summary is not None
-    assert second.summary.goal == new_goal
+    assert second.summary.goal is None  # the new goal is pinned by the new invariants
     assert GOAL not in visible_text(second.history[1].item)
+    assert GOAL_PINNED_ABOVE in visible_text(second.history[1].item)
 
 
 def test_notes_after_a_summary_carry_the_summary_in_the_same_record() -> None:
@@ -544,7 +549,7 @@ def test_notes_merge_with_previous_notes_without_duplicates() -> None:
         next_steps=("x",),
     )
     assert notes_of(result.history[len(INVARIANTS)].item) == result.notes
-    assert GOAL in visible_text(result.history[len(INVARIANTS)].item)
+    assert GOAL_PINNED_ABOVE in visible_text(result.history[len(INVARIANTS)].item)
 
 
 def test_pinned_notes_are_kept_in_the_product_across_compactions() -> None:

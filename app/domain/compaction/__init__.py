@@ -11,9 +11,10 @@ did. For every strategy and every input:
   `CompactionBroken` is raised: a broken history is never returned. Items are kept or dropped
   by whole units, the ranges between `history_cuts` (see `app.domain.history`), so a call never
   loses its output nor a reasoning item the item it led to; a cleared output keeps its call_id.
-- The goal is pinned: every product carries the goal verbatim under its own heading (`inp.goal`,
-  else the earlier record's). A summary text from a model never replaces it: goal claims in
-  that text are removed.
+- The goal is pinned: the new history carries it verbatim, among `inp.invariants` when they
+  hold it (a session: the product then names it, `goal_pinned`, rather than paying its tokens
+  twice), else in the product under its own heading (`inp.goal`, else the earlier record's).
+  A summary text from a model never replaces it: goal claims in that text are removed.
 - User requests keep the user's words and are attributed to the user; decisions, state and next
   steps are attributed to the agent. Nothing the agent said is recorded as the user's.
 - Re-compaction merges, never nests: the earlier product found in the history (or given as
@@ -27,9 +28,11 @@ did. For every strategy and every input:
   the cheapest covered units carrying them are re-loaded verbatim (outputs in them that carry
   nothing needed are masked); when that cannot help, the strategy falls back to
   clear_tool_results (`fell_back`). `loss_missing` lists what the first draft missed.
-- `target_tokens` defaults to half the history. Nothing to compact, a target no smaller than the
-  history, or clearing that frees less than `clear_at_least_tokens` gives `is_noop` and the
-  history exactly as it came.
+- `target_tokens` defaults to half the history for the lossy strategies; clear_tool_results
+  clears the oldest clearable outputs until the history is within it (every clearable output
+  but the newest `keep_recent` when no target is given). Nothing to compact, a target no
+  smaller than the history, or clearing that frees less than `clear_at_least_tokens` gives
+  `is_noop` and the history exactly as it came.
 - Inputs are never mutated; a changed item is a new object and its entry has `verbatim=False`.
   Entries the core writes (products, invariants) have `seq=None`.
 - Pure and deterministic: same input and counter, same output. No I/O, clock or randomness.

@@ -10,7 +10,8 @@ Anthropic's format carries developer messages only as the system prompt. Its tex
     \\n\\n## <heading>\\n- <entry>…   a list section, one "- " line per entry
     \\n\\n```json\\n<meta>\\n```      kind, version, parts, section layout, source ranges
 
-Every entry is written raw (the goal and the user's words stay verbatim substrings) and the
+Every entry is written raw (the goal and the user's words stay verbatim substrings; a goal
+pinned above the record is named, not repeated) and the
 meta gives each section's entry lengths in code points, so `read_product` (and `summary_of` /
 `notes_of`) read the record back exactly, whatever the entries contain. Empty sections are left
 out.
@@ -53,11 +54,18 @@ class Product:
     handoff: Handoff | None
     pinned: tuple[str, ...]
     source_range: tuple[int | None, int | None]
+    goal_pinned: bool = False
+    """The goal is pinned verbatim above the record (a session's invariants): the record points
+    at it instead of repeating it, so that its tokens are not paid twice on every call. Its
+    goal and its summary's goal are then None."""
 
+
+GOAL_PINNED_ABOVE = "Pinned verbatim at the top of this context; not repeated here."
 
 # (key, heading, is_list), in rendering order.
 _SECTIONS: tuple[tuple[str, str, bool], ...] = (
     ("goal", "Goal (pinned, verbatim)", False),
+    ("goal_pinned", "Goal", False),
     ("pinned", "Pinned by the runtime before compaction", True),
     ("narrative", "Narrative (written by a summarizer from the transcript)", False),
     ("user_requests", "User requests and corrections (the user's own words, oldest first)", True),
@@ -106,7 +114,11 @@ def _preamble(kind: ProductKind, source_range: tuple[int | None, int | None]) ->
 
 
 def render_product(product: Product) -> Item:
-    values: dict[str, tuple[str, ...]] = {"goal": (product.goal,) if product.goal else ()}
+    values: dict[str, tuple[str, ...]] = {}
+    if product.goal_pinned:
+        values["goal_pinned"] = (GOAL_PINNED_ABOVE,)
+    elif product.goal:
+        values["goal"] = (product.goal,)
     values["pinned"] = product.pinned
     if (summary := product.summary) is not None:
         values["narrative"] = (summary.narrative,) if summary.narrative else ()
@@ -234,6 +246,7 @@ def read_product(item: Item) -> Product | None:
         else None,
         pinned=values.get("pinned", ()),
         source_range=(first, last),
+        goal_pinned=values.get("goal_pinned") == (GOAL_PINNED_ABOVE,),
     )
 
 

@@ -39,7 +39,7 @@ from app.domain.compaction.product import (
     render_product,
 )
 from app.domain.history import HistoryEntry, history_cuts
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, item_type, visible_text
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.normalize import find_pairing_violations
 
 _CLEARED_PREFIX = "[tool output cleared by contextd"
@@ -67,12 +67,17 @@ def _cleared_output(entry: HistoryEntry, *, size: int, call_seq: int | None) -> 
     return HistoryEntry(entry.seq, {**entry.item, "output": text}, verbatim=False)
 
 
+def is_cleared_output(item: Item) -> bool:
+    """Whether `item` is a tool output clear_tool_results already replaced by a placeholder."""
+    output = item.get("output")
+    return isinstance(output, str) and output.startswith(_CLEARED_PREFIX)
+
+
 def _is_clearable(entry: HistoryEntry) -> bool:
-    output = entry.item.get("output")
     return (
         item_type(entry.item) in OUTPUT_TYPES
         and entry.seq is not None
-        and not (isinstance(output, str) and output.startswith(_CLEARED_PREFIX))
+        and not is_cleared_output(entry.item)
     )
 
 
@@ -143,7 +148,13 @@ def _clear(ctx: _Context) -> CompactionResult:
     body = list(ctx.body)
     freed = 0
     cleared: list[int] = []
+    # Oldest first, and only as many as it takes to reach the target: what stays is read as is,
+    # and the bytes before the first cleared output stay a reusable prefix.
+    target = params.target_tokens
+    unmasked = ctx.total((*ctx.invariants, *ctx.products, *body)) if target is not None else 0
     for position in outputs:
+        if target is not None and unmasked - freed <= target:
+            break
         entry = body[position]
         name, call_position, call_seq = names.get(str(entry.item.get("call_id")), ("", -1, None))
         if position in kept or name in params.exclude_tools or not _is_clearable(entry):
@@ -217,6 +228,11 @@ def _product_for(ctx: _Context, covered: Sequence[HistoryEntry], *, kind: Produc
         notes = take_notes(scan, goal=goal, previous=previous_notes)
     span = seq_range(covered)
     first = before.source_range[0] if before and before.source_range[0] is not None else None
+    # A goal the invariants pin above the record is named there, not carried a second time.
+    goal_pinned = goal is not None and any(goal in visible_text(i) for i in inp.invariants)
+    if goal_pinned:
+        goal = None
+        summary = replace(summary, goal=None) if summary else None
     return Product(
         kind=kind,
         goal=goal,
@@ -225,6 +241,7 @@ def _product_for(ctx: _Context, covered: Sequence[HistoryEntry], *, kind: Produc
         handoff=handoff,
         pinned=merged(before.pinned if before else (), inp.pinned_notes, cap=None),
         source_range=(first if first is not None else span and span[0], span and span[1]),
+        goal_pinned=goal_pinned,
     )
 
 
