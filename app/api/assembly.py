@@ -38,7 +38,7 @@ from app.domain.assemble import (
     Candidate,
     Contribution,
     diff_selections,
-    shared_prefix_tokens,
+    reused_prefix,
 )
 from app.domain.assemble import assemble as assemble_plan
 from app.domain.budget import effective_budget
@@ -138,7 +138,7 @@ def _run(
         count_tokens=token_counter(encoding),
     )
     fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
-    reused = shared_prefix_tokens(slot.previous_fingerprints, fingerprints)
+    reused = reused_prefix(slot.previous_fingerprints, fingerprints)
     if loaded is not None:
         advice = loaded.advice(threshold=settings.compaction_pressure_threshold)
     else:
@@ -172,7 +172,12 @@ def _run(
         ],
         "plan": plan.plan,
         "by_source_class": plan.by_source_class,
-        "cache": {"reused_prefix_tokens": reused, "new_tokens": plan.total_tokens - reused},
+        "cache": {
+            "reused_prefix_tokens": reused.tokens,
+            "new_tokens": plan.total_tokens - reused.tokens,
+            "reused_prefix_items": reused.items,
+            "last_reused_item_id": plan.items[reused.items - 1].id if reused.items else None,
+        },
         "advice": advice.as_dict(),
         "budget": asdict(budget),
         "startup_tokens": sum(i.tokens for i in plan.items if i.layer == "prefix"),

@@ -63,11 +63,13 @@ __all__ = [
     "Placement",
     "PlanEntry",
     "RawForm",
+    "ReusedPrefix",
     "SelectedItem",
     "assemble",
     "atomic_groups",
     "diff_selections",
     "ranking_score",
+    "reused_prefix",
     "shared_prefix_tokens",
 ]
 
@@ -569,14 +571,34 @@ def diff_selections(
     )
 
 
+@dataclass(frozen=True)
+class ReusedPrefix:
+    """The longest common leading run of two calls' items: what a provider's prompt cache can
+    reuse. `items` is how many leading items it spans, which is also the position of the first
+    item not reused (positions count from 0); `tokens` are counted with the current call's
+    tokens."""
+
+    items: int
+    tokens: int
+
+
+def reused_prefix(
+    previous: Sequence[tuple[str, int]], current: Sequence[tuple[str, int]]
+) -> ReusedPrefix:
+    """The reused prefix of `current` after `previous`, both (fingerprint, tokens) pairs in
+    position order: it ends at the first position whose fingerprint differs, or where either
+    call ends."""
+    items = tokens = 0
+    for (before, _), (now, now_tokens) in zip(previous, current, strict=False):
+        if before != now:
+            break
+        items += 1
+        tokens += now_tokens
+    return ReusedPrefix(items=items, tokens=tokens)
+
+
 def shared_prefix_tokens(
     previous: Sequence[tuple[str, int]], current: Sequence[tuple[str, int]]
 ) -> int:
-    """Tokens of the longest common leading run of (fingerprint, tokens) pairs: what a provider's
-    prompt cache can reuse, counted with the current call's tokens."""
-    reused = 0
-    for (before, _), (now, tokens) in zip(previous, current, strict=False):
-        if before != now:
-            break
-        reused += tokens
-    return reused
+    """Tokens of `reused_prefix`."""
+    return reused_prefix(previous, current).tokens

@@ -22,11 +22,13 @@ from app.domain.assemble import (
     DropReason,
     Moved,
     PlanEntry,
+    ReusedPrefix,
     SelectedItem,
     assemble,
     atomic_groups,
     diff_selections,
     ranking_score,
+    reused_prefix,
     shared_prefix_tokens,
 )
 from app.domain.budget import POLICIES, Budget
@@ -866,9 +868,13 @@ def test_diff_selections_lists_added_removed_and_moved_ids() -> None:
     )
 
 
-def test_shared_prefix_tokens_counts_the_common_leading_run() -> None:
+def test_reused_prefix_is_the_common_leading_run_and_where_it_ends() -> None:
     previous = [("f1", 10), ("f2", 5), ("f3", 7)]
-    assert shared_prefix_tokens(previous, [("f1", 10), ("f2", 5), ("g", 7), ("f3", 7)]) == 15
-    assert shared_prefix_tokens(previous, [*previous, ("f4", 9)]) == 22
-    assert shared_prefix_tokens(previous, [("g", 1), *previous]) == 0
-    assert shared_prefix_tokens([], previous) == 0
+    changed_third = [("f1", 10), ("f2", 5), ("g", 7), ("f3", 7)]
+    assert reused_prefix(previous, changed_third) == ReusedPrefix(items=2, tokens=15)
+    assert reused_prefix(previous, [*previous, ("f4", 9)]) == ReusedPrefix(items=3, tokens=22)
+    assert reused_prefix(previous, [("g", 1), *previous]) == ReusedPrefix(items=0, tokens=0)
+    assert reused_prefix([], previous) == ReusedPrefix(items=0, tokens=0)
+    # A shorter call ends the run; tokens are the current call's, even if they were recounted.
+    assert reused_prefix(previous, [("f1", 11)]) == ReusedPrefix(items=1, tokens=11)
+    assert shared_prefix_tokens(previous, changed_third) == 15
