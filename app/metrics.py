@@ -52,6 +52,20 @@ PROVIDER_TOKENS = Counter(
     "Provider-reported usage (cached|uncached input, output), by execution unit and phase.",
     ["kind", "unit", "phase"],
 )
+# Prediction against outcome: both counted only for usage reports that name their assembly,
+# under the same labels, so their ratio is the share of the predicted prefix the provider hit.
+CACHE_PREDICTED_TOKENS = Counter(
+    "contextd_cache_predicted_tokens_total",
+    "Reused-prefix tokens /assemble predicted, for the assemblies whose provider usage was "
+    "reported with their assembly_id, by execution unit and phase.",
+    ["unit", "phase"],
+)
+CACHE_ACTUAL_TOKENS = Counter(
+    "contextd_cache_actual_tokens_total",
+    "Cached input tokens the provider reported for those same assemblies, by execution unit "
+    "and phase.",
+    ["unit", "phase"],
+)
 ASSEMBLY_LATENCY = Histogram(
     "contextd_assembly_duration_seconds",
     "Server-side time to answer /assemble (selection, placement, and storage where the plan "
@@ -197,6 +211,15 @@ def record_provider_usage(
         max(0, input_tokens - cached_tokens)
     )
     PROVIDER_TOKENS.labels("output", unit_label, phase_label).inc(output_tokens)
+
+
+def record_cache_outcome(
+    *, predicted_tokens: int, actual_tokens: int, unit: str | None, phase: str | None
+) -> None:
+    """One assembly's predicted reused prefix against the cached tokens its provider reported."""
+    unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
+    CACHE_PREDICTED_TOKENS.labels(unit_label, phase_label).inc(predicted_tokens)
+    CACHE_ACTUAL_TOKENS.labels(unit_label, phase_label).inc(actual_tokens)
 
 
 def record_append(

@@ -39,7 +39,7 @@ from app.domain.assemble import (
     Candidate,
     Contribution,
     diff_selections,
-    shared_prefix_tokens,
+    reused_prefix,
 )
 from app.domain.assemble import assemble as assemble_plan
 from app.domain.budget import HISTORY_CUT_STEP, effective_budget
@@ -140,7 +140,7 @@ def _run(
         count_tokens=token_counter(encoding),
     )
     fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
-    reused = shared_prefix_tokens(slot.previous_fingerprints, fingerprints)
+    reused = reused_prefix(slot.previous_fingerprints, fingerprints)
     if session is not None and loaded is not None and window is not None:
         watermarks = settings.session_watermarks(session.attributes.get("compaction", {}))
         cut = [e for e in plan.plan if e["source"] == HISTORY_SOURCE and e["decision"] == "dropped"]
@@ -180,7 +180,12 @@ def _run(
         ],
         "plan": plan.plan,
         "by_source_class": plan.by_source_class,
-        "cache": {"reused_prefix_tokens": reused, "new_tokens": plan.total_tokens - reused},
+        "cache": {
+            "reused_prefix_tokens": reused.tokens,
+            "new_tokens": plan.total_tokens - reused.tokens,
+            "reused_prefix_items": reused.items,
+            "last_reused_item_id": plan.items[reused.items - 1].id if reused.items else None,
+        },
         "advice": advice.as_dict(),
         "budget": asdict(budget),
         "startup_tokens": sum(i.tokens for i in plan.items if i.layer == "prefix"),

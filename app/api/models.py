@@ -313,8 +313,18 @@ class PlanEntryBody(BaseModel):
 
 
 class CacheBody(BaseModel):
+    """The predicted prompt-cache reuse against the previous assembly of the same session and
+    unit: its leading items, while each is byte-identical to the one at the same position."""
+
     reused_prefix_tokens: int
     new_tokens: int
+    reused_prefix_items: int = Field(
+        description="Leading items reused; also the `position` of the first item not reused."
+    )
+    last_reused_item_id: str | None = Field(
+        description="`id` of the last reused item (at position `reused_prefix_items` - 1); "
+        "null when nothing is reused."
+    )
 
 
 class AdviceBody(BaseModel):

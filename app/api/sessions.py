@@ -1,4 +1,5 @@
-"""Sessions and the fact log: create, inspect, append, page through the raw log; provider usage."""
+"""Sessions and the fact log: create, inspect, append, page through the raw log; provider usage
+(and, for a named assembly, its predicted prompt-cache reuse against the provider's count)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ from app.domain.facts import client_items, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
-from app.metrics import record_append, record_provider_usage
+from app.metrics import record_append, record_cache_outcome, record_provider_usage
 from app.settings import Settings
-from app.storage import repository
+from app.storage import plans, repository
 from app.storage.history import load_history
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
@@ -223,13 +224,32 @@ def list_items(
     response_class=Response,
 )
 def report_usage(session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db) -> Response:
-    """Provider-reported usage, folded into the cache-status axis of the cost metrics."""
-    repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    """Provider-reported usage, folded into the cache-status axis of the cost metrics. With an
+    `assembly_id`, that assembly's predicted reused prefix is counted against the provider's
+    cached tokens too, under the call's unit and phase, else the assembly's."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    unit, phase = body.unit, body.phase
+    if body.assembly_id is not None:
+        assembly = plans.get_assembly(db, tenant_id=tenant_id, external_id=body.assembly_id)
+        # The tenant can read this assembly, so a 404 would contradict GET /assemblies/{id}:
+        # the id exists, it is the body that names the wrong one.
+        if assembly.session_id != session.id:
+            raise InvalidInput(
+                f"assembly {body.assembly_id!r} was not assembled for session {session_id!r}",
+                details=[{"loc": ["body", "assembly_id"], "msg": "assembly of another session"}],
+            )
+        unit, phase = unit or assembly.unit, phase or assembly.phase
+        record_cache_outcome(
+            predicted_tokens=assembly.response["cache"]["reused_prefix_tokens"],
+            actual_tokens=body.cached_tokens,
+            unit=unit,
+            phase=phase,
+        )
     record_provider_usage(
         input_tokens=body.input_tokens,
         cached_tokens=body.cached_tokens,
         output_tokens=body.output_tokens,
-        unit=body.unit,
-        phase=body.phase,
+        unit=unit,
+        phase=phase,
     )
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -68,12 +68,13 @@ __all__ = [
     "Placement",
     "PlanEntry",
     "RawForm",
+    "ReusedPrefix",
     "SelectedItem",
     "assemble",
     "atomic_groups",
     "diff_selections",
     "ranking_score",
-    "shared_prefix_tokens",
+    "reused_prefix",
     "stable_history_start",
 ]
 
@@ -626,14 +627,27 @@ def diff_selections(
     )
 
 
-def shared_prefix_tokens(
+@dataclass(frozen=True)
+class ReusedPrefix:
+    """The longest common leading run of two calls' items: what a provider's prompt cache can
+    reuse. `items` is how many leading items it spans, which is also the position of the first
+    item not reused (positions count from 0); `tokens` are counted with the current call's
+    tokens."""
+
+    items: int
+    tokens: int
+
+
+def reused_prefix(
     previous: Sequence[tuple[str, int]], current: Sequence[tuple[str, int]]
-) -> int:
-    """Tokens of the longest common leading run of (fingerprint, tokens) pairs: what a provider's
-    prompt cache can reuse, counted with the current call's tokens."""
-    reused = 0
-    for (before, _), (now, tokens) in zip(previous, current, strict=False):
+) -> ReusedPrefix:
+    """The reused prefix of `current` after `previous`, both (fingerprint, tokens) pairs in
+    position order: it ends at the first position whose fingerprint differs, or where either
+    call ends."""
+    items = tokens = 0
+    for (before, _), (now, now_tokens) in zip(previous, current, strict=False):
         if before != now:
             break
-        reused += tokens
-    return reused
+        items += 1
+        tokens += now_tokens
+    return ReusedPrefix(items=items, tokens=tokens)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.cli import render_plan
 from app.domain.normalize import find_pairing_violations
@@ -23,6 +24,16 @@ def _assemble(client: TestClient, **body: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.text
     result: dict[str, Any] = response.json()
     return result
+
+
+def _all_reused(result: dict[str, Any]) -> dict[str, Any]:
+    """The `cache` of a call that repeats its lineage's previous call exactly."""
+    return {
+        "reused_prefix_tokens": result["total_tokens"],
+        "new_tokens": 0,
+        "reused_prefix_items": len(result["items"]),
+        "last_reused_item_id": result["items"][-1]["id"],
+    }
 
 
 def _decisions(result: dict[str, Any]) -> list[tuple[str, str, str | None]]:
@@ -132,7 +143,7 @@ def test_session_mode_keeps_newest_turns_without_splitting_calls(
     assert result["total_tokens"] <= 3000
     assert result["messages"] == history
     again = _assemble(client, session_id=session_id, budget={"max_tokens": 3000}, unit="worker")
-    assert again["cache"] == {"reused_prefix_tokens": again["total_tokens"], "new_tokens": 0}
+    assert again["cache"] == _all_reused(again)
 
 
 def test_session_mode_default_budget_is_the_usable_window(
@@ -392,7 +403,7 @@ def test_prefix_reuse_is_measured_per_session_and_unit(client: TestClient, sessi
     assert first["cache"]["reused_prefix_tokens"] == 0
     assert worker["cache"]["reused_prefix_tokens"] == 0  # a unit's first call: nothing before it
     # Measured against the planner's previous call, not the worker's call in between.
-    assert again["cache"] == {"reused_prefix_tokens": again["total_tokens"], "new_tokens": 0}
+    assert again["cache"] == _all_reused(again)
     # A child session that names no unit in the call chains under its own unit.
     child = client.post(
         f"/sessions/{session_id}/delegate", json={"goal": "g", "unit": f"{session_id[:20]}-kid"}
@@ -401,7 +412,7 @@ def test_prefix_reuse_is_measured_per_session_and_unit(client: TestClient, sessi
     two = _assemble(client, session_id=child["session_id"], sources=docs)
     assert one["unit"] == f"{session_id[:20]}-kid"
     assert one["cache"]["reused_prefix_tokens"] == 0
-    assert two["cache"] == {"reused_prefix_tokens": two["total_tokens"], "new_tokens": 0}
+    assert two["cache"] == _all_reused(two)
 
 
 def test_token_estimates_are_checked_in_the_session_encoding(
@@ -459,3 +470,143 @@ def test_session_history_tokens_are_the_counts_of_what_the_model_sees(
         ]
         assert history[2]["item"] != items[2]  # truncated
         assert [i["tokens"] for i in history] == [count(visible_text(i["item"])) for i in history]
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+"""Counter samples by (series name, sorted labels)."""
+COST_FAMILIES = (
+    "contextd_cache_predicted_tokens",
+    "contextd_cache_actual_tokens",
+    "contextd_provider_tokens",
+)
+
+
+def _cost_samples(client: TestClient) -> Samples:
+    """Every sample of the prediction and provider-usage counters, read from /metrics."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        if family.name in COST_FAMILIES
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+
+
+def _moved(before: Samples, after: Samples) -> Samples:
+    return {
+        key: value - before.get(key, 0.0)
+        for key, value in after.items()
+        if value != before.get(key, 0.0)
+    }
+
+
+def test_a_repeated_call_states_where_its_reused_prefix_ends(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("first turn")]})
+    docs = [{"source": "docs", "items": [doc("a", "alpha " * 20, layer="prefix")]}]
+    first = _assemble(client, session_id=session_id, sources=docs)
+    client.post(f"/sessions/{session_id}/items", json={"items": [assistant_msg("an answer")]})
+    second = _assemble(client, session_id=session_id, sources=docs)
+    # The prefix document and the first turn repeat; the answer appended since is the first
+    # new item.
+    assert [i["id"] for i in first["items"]] == [i["id"] for i in second["items"][:2]]
+    reused = sum(item["tokens"] for item in first["items"])
+    assert first["cache"] == {
+        "reused_prefix_tokens": 0,
+        "new_tokens": first["total_tokens"],
+        "reused_prefix_items": 0,
+        "last_reused_item_id": None,
+    }
+    assert second["cache"] == {
+        "reused_prefix_tokens": reused,
+        "new_tokens": second["total_tokens"] - reused,
+        "reused_prefix_items": 2,
+        "last_reused_item_id": first["items"][1]["id"],
+    }
+    assert second["items"][2]["item"] == assistant_msg("an answer")
+
+
+def test_usage_for_an_assembly_counts_predicted_against_actual_cached_tokens(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("first turn " * 10)]})
+    labels = {"unit": "cost-check", "phase": "verify"}
+    _assemble(client, session_id=session_id, **labels)
+    client.post(f"/sessions/{session_id}/items", json={"items": [assistant_msg("an answer")]})
+    made = _assemble(client, session_id=session_id, **labels)
+    predicted = made["cache"]["reused_prefix_tokens"]
+    assert predicted > 0
+    before = _cost_samples(client)
+    # No unit or phase in the report: the assembly's are used.
+    usage = client.post(
+        f"/sessions/{session_id}/usage",
+        json={
+            "input_tokens": made["total_tokens"],
+            "cached_tokens": predicted - 3,
+            "output_tokens": 5,
+            "assembly_id": made["assembly_id"],
+        },
+    )
+    assert (usage.status_code, usage.content) == (204, b"")
+    series = (("phase", "verify"), ("unit", "cost-check"))
+    assert _moved(before, _cost_samples(client)) == {
+        ("contextd_cache_predicted_tokens_total", series): predicted,
+        ("contextd_cache_actual_tokens_total", series): predicted - 3,
+        ("contextd_provider_tokens_total", (("kind", "cached"), *series)): predicted - 3,
+        ("contextd_provider_tokens_total", (("kind", "output"), *series)): 5,
+        ("contextd_provider_tokens_total", (("kind", "uncached"), *series)): (
+            made["total_tokens"] - predicted + 3
+        ),
+    }
+
+
+def test_usage_naming_an_unknown_or_foreign_assembly_is_refused_and_records_nothing(
+    client: TestClient, session_id: str
+) -> None:
+    other = f"{session_id}-other"
+    for name in (session_id, other):
+        client.post("/sessions", json={"session_id": name}).raise_for_status()
+        client.post(f"/sessions/{name}/items", json={"items": [user_msg("hi")]})
+    of_other = _assemble(client, session_id=other)["assembly_id"]
+    stateless = _assemble(client, sources=[])["assembly_id"]
+    path = f"/sessions/{session_id}/usage"
+    before = _cost_samples(client)
+    unknown = client.post(path, json={"cached_tokens": 10, "assembly_id": "asm_missing"})
+    foreign = [
+        client.post(path, json={"cached_tokens": 10, "assembly_id": assembly_id})
+        for assembly_id in (of_other, stateless)
+    ]
+    bad = [
+        client.post(path, json={"cached_tokens": -1, "assembly_id": of_other}),
+        client.post(path, json={"cached_tokens": 1, "assembly_id": "a" * 65}),
+        client.post(path, json={"cached_tokens": "many"}),
+        client.post(path, json={"cached_tokens": 1, "assembly": of_other}),
+    ]
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "not_found")
+    assert [r.status_code for r in foreign] == [422, 422]
+    assert foreign[0].json()["error"] == {
+        "code": "validation_error",
+        "message": f"assembly {of_other!r} was not assembled for session {session_id!r}",
+        "details": [{"loc": ["body", "assembly_id"], "msg": "assembly of another session"}],
+    }
+    assert [r.status_code for r in bad] == [422, 422, 422, 422]
+    assert _moved(before, _cost_samples(client)) == {}
+
+
+def test_usage_cannot_name_another_tenants_assembly(postgres_url: str, session_id: str) -> None:
+    settings = Settings(database_url=postgres_url, api_keys=["t1:key-one", "t2:key-two"])
+    with TestClient(create_app(settings)) as service:
+        one = {"Authorization": "Bearer key-one"}
+        two = {"Authorization": "Bearer key-two"}
+        service.post("/sessions", json={"session_id": session_id}, headers=one).raise_for_status()
+        service.post("/sessions", json={"session_id": session_id}, headers=two).raise_for_status()
+        made = service.post("/assemble", json={"session_id": session_id}, headers=one).json()
+        usage = service.post(
+            f"/sessions/{session_id}/usage",
+            json={"cached_tokens": 1, "assembly_id": made["assembly_id"]},
+            headers=two,
+        )
+    assert usage.status_code == 404

@@ -1,5 +1,6 @@
 """The /metrics exposition passes `promtool check metrics` (when promtool is installed) after
-traffic on every endpoint family, and caller-chosen labels stay bounded."""
+traffic on every endpoint family, names every series the dashboard reads, and caller-chosen
+labels stay bounded."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import shutil
 import subprocess
 
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.metrics import LabelCap
 from tests.builders import tool_call, tool_output, user_msg
+from tests.unit.test_deploy import SERIES_SUFFIXES, dashboard_exprs, metric_names
 
 
 def test_exposition_is_valid_prometheus_text(client: TestClient, session_id: str) -> None:
@@ -29,6 +32,19 @@ def test_exposition_is_valid_prometheus_text(client: TestClient, session_id: str
             [promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False
         )
         assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
+
+
+def test_every_series_the_dashboard_reads_is_in_the_exposition(client: TestClient) -> None:
+    """Read from the service's own /metrics, not the registry: a metric defined but never
+    exported would pass a registry check and leave a panel empty."""
+    exposed = {
+        family.name + suffix
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for suffix in SERIES_SUFFIXES.get(family.type, ("",))
+    }
+    read = set().union(*(metric_names(expr) for expr in dashboard_exprs()))
+    assert read
+    assert read - exposed == set()
 
 
 def test_label_cap_keeps_the_first_values_and_folds_the_rest() -> None:

@@ -22,12 +22,13 @@ from app.domain.assemble import (
     DropReason,
     Moved,
     PlanEntry,
+    ReusedPrefix,
     SelectedItem,
     assemble,
     atomic_groups,
     diff_selections,
     ranking_score,
-    shared_prefix_tokens,
+    reused_prefix,
 )
 from app.domain.budget import POLICIES, Budget
 from app.domain.history import HistoryEntry
@@ -652,13 +653,10 @@ def test_prefix_bytes_do_not_change_when_a_retrieval_item_changes() -> None:
         ("b", "retrieval"),
         ("a", "retrieval"),
     ]
-    assert (
-        shared_prefix_tokens(
-            [(i.fingerprint, i.tokens) for i in old.items],
-            [(i.fingerprint, i.tokens) for i in new.items],
-        )
-        == 4
-    )
+    assert reused_prefix(
+        [(i.fingerprint, i.tokens) for i in old.items],
+        [(i.fingerprint, i.tokens) for i in new.items],
+    ) == ReusedPrefix(items=2, tokens=4)
     assert old.plan_hash != new.plan_hash
 
 
@@ -867,9 +865,12 @@ def test_diff_selections_lists_added_removed_and_moved_ids() -> None:
     )
 
 
-def test_shared_prefix_tokens_counts_the_common_leading_run() -> None:
+def test_reused_prefix_is_the_common_leading_run_and_where_it_ends() -> None:
     previous = [("f1", 10), ("f2", 5), ("f3", 7)]
-    assert shared_prefix_tokens(previous, [("f1", 10), ("f2", 5), ("g", 7), ("f3", 7)]) == 15
-    assert shared_prefix_tokens(previous, [*previous, ("f4", 9)]) == 22
-    assert shared_prefix_tokens(previous, [("g", 1), *previous]) == 0
-    assert shared_prefix_tokens([], previous) == 0
+    changed_third = [("f1", 10), ("f2", 5), ("g", 7), ("f3", 7)]
+    assert reused_prefix(previous, changed_third) == ReusedPrefix(items=2, tokens=15)
+    assert reused_prefix(previous, [*previous, ("f4", 9)]) == ReusedPrefix(items=3, tokens=22)
+    assert reused_prefix(previous, [("g", 1), *previous]) == ReusedPrefix(items=0, tokens=0)
+    assert reused_prefix([], previous) == ReusedPrefix(items=0, tokens=0)
+    # A shorter call ends the run; tokens are the current call's, even if they were recounted.
+    assert reused_prefix(previous, [("f1", 11)]) == ReusedPrefix(items=1, tokens=11)

@@ -119,8 +119,28 @@ def test_dashboard_names_only_exported_metrics() -> None:
         "contextd_compaction_fallbacks_total",
         "contextd_normalize_repairs_total",
         "contextd_http_requests_total",
+        "contextd_assembly_tokens_count",
+        "contextd_cache_predicted_tokens_total",
+        "contextd_cache_actual_tokens_total",
     ):
         assert required in used, f"no dashboard panel uses {required}"
+
+
+def test_dashboard_has_a_cache_economics_row() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    (start,) = [n for n, p in enumerate(panels) if p["type"] == "row" and "Cache" in p["title"]]
+    in_row = []
+    for panel in panels[start + 1 :]:
+        if panel["type"] == "row":
+            break
+        in_row.append(panel["title"])
+    assert panels[start]["title"] == "Cache economics"
+    assert in_row == [
+        "Prefix reuse ratio (reused / assembled tokens)",
+        "Fresh tokens per call",
+        "Compactions per 100 calls",
+        "Predicted vs actual cached tokens (tokens/s)",
+    ]
 
 
 def test_prometheus_config_scrapes_contextd() -> None:
