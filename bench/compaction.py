@@ -1,8 +1,12 @@
 """Compaction on every public trajectory × every strategy, at a target of 25% of the tokens.
 
 Prints per strategy: tokens before/after, the share of goals kept verbatim (must be 100%), the
-share of histories with valid pairing (must be 100%), the share of touched file paths and final
-error signatures still findable, fallbacks, and the time per compaction (in-process core).
+share of histories with valid pairing (must be 100%), the share of histories whose loss-check
+facts (goal, latest request, touched files, latest unresolved error) are all still findable,
+fallbacks, the time per compaction (in-process core), and identifier survival: of the file paths,
+shell commands and error signatures of the covered range, how many there are and the share still
+findable (visible, kept verbatim, or replaced by a placeholder naming the fact to fetch), in all
+and by kind; a last line totals the identifiers over all strategies.
 Run: `make bench` (or `.venv/bin/python -m bench.compaction`).
 """
 
@@ -10,13 +14,17 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from typing import get_args
 
 from app.domain.compaction import (
     CompactionInput,
     CompactionParams,
+    IdentifierKind,
     Strategy,
     find_lost_facts,
+    find_lost_identifiers,
+    identifiers,
     plan_compaction,
 )
 from app.domain.history import HistoryEntry
@@ -26,16 +34,32 @@ from app.domain.world_state import render_goal
 from app.tokens import token_counter
 from bench.common import load_trajectories
 
+KINDS: tuple[IdentifierKind, ...] = get_args(IdentifierKind)
+
+
+def survival(found: Counter[IdentifierKind], kept: Counter[IdentifierKind]) -> str:
+    """Identifiers, share kept, and share kept by kind."""
+    total = sum(found.values())
+    by_kind = [
+        f"{kept[kind] / found[kind]:>7.1%}" if found[kind] else f"{'-':>7}" for kind in KINDS
+    ]
+    return f"{total:>7} {sum(kept.values()) / max(1, total):>7.1%} {' '.join(by_kind)}"
+
 
 def main() -> None:
     count_tokens = token_counter("o200k_base")
     trajectories = load_trajectories()
     print(
         f"{'strategy':<20} {'before':>9} {'after':>9} {'after %':>8} {'goal ok':>8} "
-        f"{'paired':>7} {'facts ok':>9} {'fallback':>8} {'ms p50':>7}"
+        f"{'paired':>7} {'facts ok':>9} {'fallback':>8} {'ms p50':>7} "
+        f"{'idents':>7} {'ids ok':>7} {'paths':>7} {'cmds':>7} {'errors':>7}"
     )
+    all_found: Counter[IdentifierKind] = Counter()
+    all_kept: Counter[IdentifierKind] = Counter()
     for strategy in get_args(Strategy):
         before = after = goals = paired = facts_ok = fallbacks = 0
+        found: Counter[IdentifierKind] = Counter()
+        kept: Counter[IdentifierKind] = Counter()
         timings = []
         for items in trajectories.values():
             history = normalize_history(items, count_tokens=count_tokens).items
@@ -61,12 +85,25 @@ def main() -> None:
             lost = find_lost_facts(covered=entries, new_history=result.history, goal=goal)
             facts_ok += not lost
             fallbacks += result.fell_back
+            if result.covered is not None:
+                first, last = result.covered
+                covered = [e for e in entries if e.seq is not None and first <= e.seq <= last]
+                shown = identifiers(covered)
+                gone = find_lost_identifiers(covered=covered, new_history=result.history)
+                found.update(identifier.kind for identifier in shown)
+                kept.update(identifier.kind for identifier in shown if identifier not in gone)
+        all_found.update(found)
+        all_kept.update(kept)
         n = len(trajectories)
         print(
             f"{strategy:<20} {before:>9} {after:>9} {after / before:>8.0%} {goals / n:>8.0%} "
             f"{paired / n:>7.0%} {facts_ok / n:>9.0%} {fallbacks:>8} "
-            f"{statistics.median(timings):>7.1f}"
+            f"{statistics.median(timings):>7.1f} {survival(found, kept)}"
         )
+    print(
+        f"{'total':<20} {'':>9} {'':>9} {'':>8} {'':>8} {'':>7} {'':>9} {'':>8} {'':>7} "
+        f"{survival(all_found, all_kept)}"
+    )
 
 
 if __name__ == "__main__":

@@ -21,11 +21,14 @@ from app.domain.compaction import (
     CompactionParams,
     CompactionResult,
     Handoff,
+    Identifier,
     Notes,
     Strategy,
     Summary,
     error_signatures,
     find_lost_facts,
+    find_lost_identifiers,
+    identifiers,
     is_compaction_product,
     notes_of,
     plan_compaction,
@@ -544,6 +547,11 @@ def test_notes_merge_with_previous_notes_without_duplicates() -> None:
             "Deadline is Friday",
             "Error not seen resolved: error: cannot write out.csv",
         ),
+        commands=(
+            "python export.py → error: cannot write out.csv",
+            "python export.py --utf8 → error: cannot write out.csv",
+            "python export.py → ok",
+        ),
         decisions=(),
         open_questions=(),
         next_steps=("x",),
@@ -588,6 +596,69 @@ def test_find_lost_facts_names_goal_latest_request_files_and_latest_unresolved_e
         "file tests/test_export.py",
         "error UnicodeEncodeError: 'ascii' codec can't encode character",
     )
+
+
+IDENTIFIED = entries(
+    user_msg(GOAL),  # 1
+    shell("a", "cd /repo && python -m pytest tests/test_export.py\necho done"),  # 2
+    tool_output(
+        "a",
+        'Traceback (most recent call last):\n  File "src/export.py", line 9, in write\n'
+        "UnicodeEncodeError: bad\nFAILED tests/test_export.py::test_utf8",
+    ),  # 3
+    tool_call("b", "read_file", '{"path": "src/export.py"}'),  # 4
+    tool_output("b", "error: permission denied"),  # 5
+    shell("c", "echo " + "x" * 200),  # 6
+    tool_output("c", "ok"),  # 7
+    shell("d", 'grep -n "utf-8" src/export.py'),  # 8
+    tool_output("d", "12: encoding='utf-8'"),  # 9
+    shell("e", "cd /repo && python -m pytest tests/test_export.py\necho again"),  # 10
+    tool_output("e", "FAILED tests/test_export.py::test_utf8"),  # 11
+)
+
+
+def test_identifiers_are_touched_paths_shell_command_lines_and_every_error_signature() -> None:
+    assert identifiers(IDENTIFIED) == (
+        Identifier("path", "tests/test_export.py", (2, 10)),
+        Identifier("path", "src/export.py", (3, 4, 8)),
+        Identifier("command", "cd /repo && python -m pytest tests/test_export.py", (2, 10)),
+        Identifier("command", "echo " + "x" * 154, (6,)),
+        Identifier("command", 'grep -n "utf-8" src/export.py', (8,)),
+        Identifier("error", "UnicodeEncodeError: bad", (3,)),
+        Identifier("error", "FAILED tests/test_export.py::test_utf8", (3, 11)),
+        Identifier("error", "error: permission denied", (5,)),
+    )
+
+
+def test_find_lost_identifiers_finds_what_is_visible_kept_or_named_by_its_placeholder() -> None:
+    moved = {**IDENTIFIED[4].item, "output": "[moved: see fact seq 4]"}
+    record = user_msg("Ran cd /repo && python -m pytest tests/test_export.py")
+    new_history = (
+        *anchors(),
+        HistoryEntry(None, record, verbatim=False),
+        cleared(IDENTIFIED[2], 30),  # names fact seq 3: its error lines and frame stay findable
+        HistoryEntry(5, moved, verbatim=False),  # names fact seq 4, not the output it replaced
+        *IDENTIFIED[7:9],  # the grep command, kept verbatim although JSON escapes its quotes
+    )
+
+    assert find_lost_identifiers(covered=IDENTIFIED, new_history=new_history) == (
+        Identifier("command", "echo " + "x" * 154, (6,)),
+        Identifier("error", "error: permission denied", (5,)),
+    )
+
+
+def test_clearing_tool_inputs_keeps_every_identifier_findable_through_the_placeholders() -> None:
+    history = tuple(
+        entry._replace(item={**entry.item, "output": f"{entry.item['output']}\n{LONG}"})
+        if "output" in entry.item
+        else entry
+        for entry in IDENTIFIED
+    )
+    result = plan(history, "clear_tool_results", keep_recent=0, clear_tool_inputs=True)
+
+    assert result.covered == (3, 11)
+    assert [entry.item.get("arguments") for entry in result.history[3:12:2]] == ["{}"] * 5
+    assert find_lost_identifiers(covered=history, new_history=result.history) == ()
 
 
 def test_a_history_that_breaks_pairing_is_refused_not_compacted() -> None:

@@ -22,11 +22,13 @@ from hypothesis import strategies as st
 from app.domain.compaction import (
     HANDOFF_MARKER,
     NOTES_MARKER,
+    PRODUCT_STRATEGIES,
     SUMMARY_MARKER,
     CompactionInput,
     CompactionParams,
     CompactionResult,
     Strategy,
+    find_lost_identifiers,
     is_compaction_product,
     notes_of,
     plan_compaction,
@@ -275,3 +277,31 @@ def test_every_strategy_keeps_its_invariants_on_every_trajectory(
             invariants=(developer_msg(f"Goal: {goal}"),),
         )
     )
+
+
+@pytest.mark.parametrize("strategy", PRODUCT_STRATEGIES)
+@pytest.mark.parametrize("path", TRAJECTORIES, ids=lambda path: path.stem)
+def test_every_record_keeps_the_paths_and_commands_of_its_range_findable_on_every_trajectory(
+    path: Path, strategy: Strategy
+) -> None:
+    items = load_trajectory(path)
+    history = entries_of(items)
+    goal = first_user_text(items)
+    size = sum(quarter_bytes(visible_text(entry.item)) for entry in history)
+    result = plan_compaction(
+        CompactionInput(
+            history=history,
+            strategy=strategy,
+            params=CompactionParams(target_tokens=size // 4),
+            goal=goal,
+            invariants=(developer_msg(f"Goal: {goal}"),),
+        ),
+        count_tokens=quarter_bytes,
+    )
+
+    assert result.covered is not None
+    first, last = result.covered
+    covered = [entry for entry in history if entry.seq is not None and first <= entry.seq <= last]
+    lost = find_lost_identifiers(covered=covered, new_history=result.history)
+    # An outcome line shows one error of its step, so a step's other error lines may go.
+    assert [identifier for identifier in lost if identifier.kind != "error"] == []

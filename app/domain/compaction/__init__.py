@@ -40,11 +40,18 @@ did. For every strategy and every input:
 The package, one concern a module: `model` (the vocabulary: strategies, declarations, records,
 input and result), `extraction` (what a range of history shows, and the records built from it),
 `product` (the product item: written and read back exactly), `loss_check` (the facts a lossy
-strategy must keep), `strategies` (planning) and `prompt` (the summarizer's prompt).
+strategy must keep, and the identifiers a new history still lets the agent find), `strategies`
+(planning) and `prompt` (the summarizer's prompt).
 """
 
-from app.domain.compaction.extraction import error_signatures, summarize_builtin
-from app.domain.compaction.loss_check import find_lost_facts
+from app.domain.compaction.extraction import (
+    Identifier,
+    IdentifierKind,
+    error_signatures,
+    identifiers,
+    summarize_builtin,
+)
+from app.domain.compaction.loss_check import find_lost_facts, find_lost_identifiers
 from app.domain.compaction.model import (
     DECLARATIONS,
     HANDOFF_MARKER,
@@ -77,6 +84,8 @@ __all__ = [
     "CompactionParams",
     "CompactionResult",
     "Handoff",
+    "Identifier",
+    "IdentifierKind",
     "NotAppliedReason",
     "Notes",
     "Strategy",
@@ -84,6 +93,8 @@ __all__ = [
     "Summary",
     "error_signatures",
     "find_lost_facts",
+    "find_lost_identifiers",
+    "identifiers",
     "is_compaction_product",
     "notes_of",
     "plan_compaction",

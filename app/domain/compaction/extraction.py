@@ -6,7 +6,9 @@ frame where the last traceback of an output failed; paths an output merely lists
 are not touches. An error signature is the final exception line of a traceback, an `error:` /
 `fatal:` line or a `FAILED` line; a bare non-zero exit is a command outcome, not an error (grep
 and diff exit 1 routinely). An error counts as resolved when a later run of the same call,
-within the same range, succeeds; records say "not seen resolved".
+within the same range, succeeds; records say "not seen resolved". A shell command (the
+`command` of a shell tool's call, or a local shell call) is identified by its first line, which
+is what a record shows of it.
 
 Lists are in source order and deduplicated. Merged into an earlier record they follow its
 entries, and a capped list keeps the newest `MAX_*` of them; the state and next steps are the
@@ -19,7 +21,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from app.domain.compaction.model import (
     MAX_COMMANDS,
@@ -98,6 +100,12 @@ def _first_line(text: str) -> str:
     return f"{line} …" if len(lines) > 1 and not line.endswith("…") else line
 
 
+def _command_line(command: str) -> str:
+    """A shell command's first line as far as `_first_line` shows it, without the clip mark."""
+    line = (command.strip().splitlines() or [""])[0].strip()
+    return line if len(line) <= _DISPLAY_CHARS else line[: _DISPLAY_CHARS - 1]
+
+
 def _dedupe(values: Sequence[str], *, cap: int | None = None) -> tuple[str, ...]:
     """First occurrences in order; with a cap, the newest `cap` of them."""
     unique = tuple(dict.fromkeys(value for value in values if value))
@@ -162,6 +170,8 @@ class _Call:
     key: str
     """Identity of the call, to tell a re-run of the same call."""
     paths: tuple[str, ...]
+    command: str | None
+    """The first line of the shell command it runs (see `_command_line`); None for other tools."""
 
 
 def _describe_call(item: Item) -> _Call:
@@ -169,7 +179,12 @@ def _describe_call(item: Item) -> _Call:
     name = str(item.get("name", ""))
     match item_type(item):
         case "local_shell_call":
-            return _Call(_first_line(text), f"local_shell\n{text}", tuple(_paths_in(text)))
+            return _Call(
+                _first_line(text),
+                f"local_shell\n{text}",
+                tuple(_paths_in(text)),
+                _command_line(text) or None,
+            )
         case "custom_tool_call":
             raw = str(item.get("input", ""))
             leaves: list[tuple[str | None, str]] = [(None, raw)]
@@ -190,12 +205,15 @@ def _describe_call(item: Item) -> _Call:
             paths.append(leaf)
         elif key not in _CONTENT_KEYS:
             paths.extend(_paths_in(leaf))
-    if isinstance(command, str) and name.lower() in _SHELL_TOOLS:
-        display = _first_line(command)
-    else:
-        display = _first_line(f"{name} {raw}".strip())
+    shell = command if isinstance(command, str) and name.lower() in _SHELL_TOOLS else None
+    display = _first_line(shell if shell is not None else f"{name} {raw}".strip())
     # Only substrings of what the model sees can be checked for (and found) later.
-    return _Call(display, f"{name}\n{raw}", _dedupe([path for path in paths if path in text]))
+    return _Call(
+        display,
+        f"{name}\n{raw}",
+        _dedupe([path for path in paths if path in text]),
+        (_command_line(shell) or None) if shell is not None else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -203,6 +221,7 @@ class _Step:
     """One tool call and its output."""
 
     call: _Call
+    call_seq: int | None
     output_seq: int | None
     errors: tuple[str, ...]
     verification: tuple[str, ...]
@@ -233,8 +252,8 @@ class _Scan:
     user_requests: tuple[tuple[int | None, str], ...]
     agent_texts: tuple[str, ...]
     steps: tuple[_Step, ...]
-    paths: dict[str, int | None]
-    """Touched path → seq of the latest item naming it, in order of first touch."""
+    paths: dict[str, tuple[int | None, ...]]
+    """Touched path → seqs of the items naming it, oldest first, in order of first touch."""
 
     def unresolved(self) -> list[tuple[_Step, str]]:
         """(step, signature) of every error no later run of the same call resolved."""
@@ -254,8 +273,8 @@ def scan_entries(entries: Sequence[HistoryEntry]) -> _Scan:
     users: list[tuple[int | None, str]] = []
     agent: list[str] = []
     steps: list[_Step] = []
-    paths: dict[str, int | None] = {}
-    waiting: dict[str, tuple[_Call, str | None]] = {}
+    paths: dict[str, tuple[int | None, ...]] = {}
+    waiting: dict[str, tuple[_Call, int | None, str | None]] = {}
     for entry in entries:
         item = entry.item
         kind = item_type(item)
@@ -268,15 +287,15 @@ def scan_entries(entries: Sequence[HistoryEntry]) -> _Scan:
         elif kind in CALL_TYPES:
             call = _describe_call(item)
             for path in call.paths:
-                paths[path] = entry.seq
-            waiting[str(item.get("call_id"))] = (call, agent[-1] if agent else None)
+                paths[path] = (*paths.get(path, ()), entry.seq)
+            waiting[str(item.get("call_id"))] = (call, entry.seq, agent[-1] if agent else None)
         elif kind in OUTPUT_TYPES and (pending := waiting.pop(str(item.get("call_id")), None)):
-            call, reason = pending
+            call, call_seq, reason = pending
             text = visible_text(item)
             # Where the last traceback failed in the project; other frames were only passed by.
             frames = _FRAME.findall(text[text.rfind(_TRACEBACK) :]) if _TRACEBACK in text else []
             if own := [frame for frame in frames if not _LIBRARY_PATH.search(frame)]:
-                paths[own[-1]] = entry.seq
+                paths[own[-1]] = (*paths.get(own[-1], ()), entry.seq)
             # Harnesses report the status at the very start or end; "exit code" in the middle
             # of an output is usually the program talking about something else.
             status = next(
@@ -285,6 +304,7 @@ def scan_entries(entries: Sequence[HistoryEntry]) -> _Scan:
             steps.append(
                 _Step(
                     call=call,
+                    call_seq=call_seq,
                     output_seq=entry.seq,
                     errors=error_signatures(text),
                     verification=tuple(line.strip() for line in _VERIFICATION_LINE.findall(text)),
@@ -294,6 +314,39 @@ def scan_entries(entries: Sequence[HistoryEntry]) -> _Scan:
                 )
             )
     return _Scan(tuple(users), tuple(agent), tuple(steps), paths)
+
+
+IdentifierKind = Literal["path", "command", "error"]
+
+
+@dataclass(frozen=True)
+class Identifier:
+    """A file path, shell command or error signature a range of history shows."""
+
+    kind: IdentifierKind
+    text: str
+    seqs: tuple[int, ...]
+    """The items of the range that show it, oldest first."""
+
+
+def identifiers(entries: Sequence[HistoryEntry]) -> tuple[Identifier, ...]:
+    """The touched file paths, the shell commands run (each by its first line, which is what a
+    record shows of it) and every error signature of `entries`, in that order, each kind in
+    source order and deduplicated."""
+    scan = scan_entries(entries)
+    found: dict[tuple[IdentifierKind, str], list[int | None]] = {}
+    for path, seqs in scan.paths.items():
+        found[("path", path)] = list(seqs)
+    for step in scan.steps:
+        if step.call.command is not None:
+            found.setdefault(("command", step.call.command), []).append(step.call_seq)
+    for step in scan.steps:
+        for signature in step.errors:
+            found.setdefault(("error", signature), []).append(step.output_seq)
+    return tuple(
+        Identifier(kind, text, tuple(dict.fromkeys(s for s in seqs if s is not None)))
+        for (kind, text), seqs in found.items()
+    )
 
 
 def _sentences(text: str) -> list[str]:
@@ -378,6 +431,7 @@ def take_notes(scan: _Scan, *, goal: str | None, previous: Notes | None) -> Note
     ]
     return Notes(
         facts=merged(before.facts, facts, cap=None),
+        commands=merged(before.commands, [step.outcome for step in scan.steps], cap=MAX_COMMANDS),
         decisions=merged(before.decisions, _decisions(scan), cap=MAX_DECISIONS),
         open_questions=merged(before.open_questions, questions, cap=MAX_OPEN_QUESTIONS),
         next_steps=_next_steps(scan) or before.next_steps,
@@ -385,7 +439,7 @@ def take_notes(scan: _Scan, *, goal: str | None, previous: Notes | None) -> Note
 
 
 def hand_off(scan: _Scan, *, previous: Handoff | None) -> Handoff:
-    touched = sorted((seq, path) for path, seq in scan.paths.items() if seq is not None)
+    touched = sorted((seqs[-1], path) for path, seqs in scan.paths.items() if seqs[-1] is not None)
     references = [f"fact seq {seq}: last item naming {path}" for seq, path in touched]
     unresolved = scan.unresolved()
     if unresolved:

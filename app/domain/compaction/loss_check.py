@@ -2,16 +2,24 @@
 
 A fact is kept iff its text is a substring of the new history's visible text, so a check never
 depends on how a record words it. `find_lost_facts` says which facts are required.
+
+`find_lost_identifiers` measures more widely, over every identifier of the covered range: one
+is still findable when its text is visible, when an item showing it is kept verbatim, or when
+such an item was replaced by a placeholder naming it as "fact seq N" (every placeholder and
+record names a fact of the log that way), since the agent can fetch that fact.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.compaction.extraction import scan_entries
+from app.domain.compaction.extraction import Identifier, identifiers, scan_entries
 from app.domain.history import HistoryEntry
 from app.domain.items import visible_text
+
+_NAMED_FACT = re.compile(r"\bfact seq (\d+)\b")
 
 
 @dataclass(frozen=True)
@@ -54,3 +62,27 @@ def find_lost_facts(
     """
     facts = required_facts(covered, new_history=new_history, goal=goal)
     return tuple(fact.label for fact in missing_facts(facts, new_history))
+
+
+def find_lost_identifiers(
+    *, covered: Sequence[HistoryEntry], new_history: Sequence[HistoryEntry]
+) -> tuple[Identifier, ...]:
+    """The identifiers of `covered` (see `identifiers`) the agent can no longer find in
+    `new_history`: not visible there, no item showing it kept verbatim, and none replaced by a
+    placeholder (a changed item keeping its seq) that names it as a fact to fetch."""
+    seen = "\n".join(visible_text(entry.item) for entry in new_history)
+    reachable = {
+        seq
+        for entry in new_history
+        if entry.seq is not None
+        for seq in (
+            [entry.seq]
+            if entry.verbatim
+            else map(int, _NAMED_FACT.findall(visible_text(entry.item)))
+        )
+    }
+    return tuple(
+        identifier
+        for identifier in identifiers(covered)
+        if identifier.text not in seen and reachable.isdisjoint(identifier.seqs)
+    )

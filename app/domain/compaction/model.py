@@ -26,7 +26,7 @@ HANDOFF_MARKER = "[contextd:handoff]"
 NOTES_MARKER = "[contextd:notes]"
 
 # Caps keep a record small across many merges; the newest entries are kept.
-MAX_COMMANDS = 40
+MAX_COMMANDS = 150
 MAX_DECISIONS = 12
 MAX_ERRORS = 10
 MAX_VERIFICATION = 10
@@ -83,7 +83,8 @@ DECLARATIONS: dict[Strategy, dict[str, list[str]]] = {
         "keeps": [
             "the invariants at the top",
             "a notes record merged with earlier notes: the goal verbatim, facts (with the user's"
-            " requests in their own words), decisions, open questions and next steps",
+            " requests in their own words), commands with outcomes, decisions, open questions and"
+            " next steps",
             "the newest turns verbatim, and older items the loss check needs",
         ],
     },
@@ -145,6 +146,8 @@ class Notes:
     """Structured notes, merged across compactions and deduplicated."""
 
     facts: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
+    """Commands and tool calls with their outcomes, the newest `MAX_COMMANDS`."""
     decisions: tuple[str, ...] = ()
     open_questions: tuple[str, ...] = ()
     next_steps: tuple[str, ...] = ()
@@ -152,6 +155,7 @@ class Notes:
     def as_dict(self) -> dict[str, list[str]]:
         return {
             "facts": list(self.facts),
+            "commands": list(self.commands),
             "decisions": list(self.decisions),
             "open_questions": list(self.open_questions),
             "next_steps": list(self.next_steps),

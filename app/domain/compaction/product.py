@@ -79,6 +79,7 @@ _SECTIONS: tuple[tuple[str, str, bool], ...] = (
     ("lessons", "Lessons from failed attempts", True),
     ("references", "In the log, to fetch when needed", True),
     ("facts", "Notes: facts", True),
+    ("note_commands", "Notes: commands and tool calls, with outcomes", True),
     ("note_decisions", "Notes: decisions the agent stated", True),
     ("open_questions", "Notes: open questions", True),
     ("note_next_steps", "Notes: next steps the agent stated", True),
@@ -129,6 +130,7 @@ def render_product(product: Product) -> Item:
         values["references"] = handoff.references
     if (notes := product.notes) is not None:
         values["facts"] = notes.facts
+        values["note_commands"] = notes.commands
         values["note_decisions"] = notes.decisions
         values["open_questions"] = notes.open_questions
         values["note_next_steps"] = notes.next_steps
@@ -235,6 +237,7 @@ def read_product(item: Item) -> Product | None:
         else None,
         notes=Notes(
             facts=values.get("facts", ()),
+            commands=values.get("note_commands", ()),
             decisions=values.get("note_decisions", ()),
             open_questions=values.get("open_questions", ()),
             next_steps=values.get("note_next_steps", ()),
