@@ -9,15 +9,22 @@ requests, the two modes taking turns. Prints p50/p99, the floor, the median of t
 ratios, and the mean time of the plan writes the server does after answering (its own metric),
 since that work is not in the server time the caller waits for.
 Run: `make bench` (or `.venv/bin/python -m bench.assemble`).
+
+`--against DIR` also serves the code of another checkout (say `git worktree add DIR HEAD~1`)
+on the same database, and sends each round's requests to both servers in turn, the order
+alternating by round; "vs" is the median over rounds of this code's p50 over the other's.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import re
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +32,7 @@ import httpx
 from app.domain.items import visible_text
 from app.tokens import token_counter
 from bench.common import (
+    ROOT,
     bench_database,
     load_trajectories,
     percentile,
@@ -86,47 +94,69 @@ def floor_once(body: bytes, answer: Any) -> float:
 
 @dataclass(frozen=True)
 class Row:
-    """One size and mode: every server time and floor, and each round's ratio."""
+    """One size, mode and server: every server time and floor, and each round's p50 and
+    ratio."""
 
     server: list[float]
     floor: list[float]
+    round_p50s: list[float]
     round_ratios: list[float]
 
 
-def measure(client: httpx.Client, body: bytes, rounds: int) -> Row:
-    """Rounds of ten floors, then ten requests.
+def measure(clients: list[httpx.Client], body: bytes, rounds: int) -> list[Row]:
+    """Rounds of ten floors, then ten requests to each client's server in turn.
 
     A shared VM's speed drifts by tens of percent within a minute, so each round's server
     times are set against the floors timed just before them, under the same conditions; the
     ratio reported is the median of the rounds' ratios. The floor still runs back to back, with
-    warm caches, as in a tight loop.
+    warm caches, as in a tight loop. With two servers the order alternates by round. Each
+    server's turn ends with a health check on its connection, which waits for the work done
+    after the last answer, so that none spills into the next floor or the other's turn.
     """
 
-    def post() -> httpx.Response:
+    def post(client: httpx.Client) -> httpx.Response:
         response = client.post(
             "/assemble", content=body, headers={"content-type": "application/json"}
         )
         response.raise_for_status()
         return response
 
-    answer = post().json()
-    row = Row(server=[], floor=[], round_ratios=[])
-    for _ in range(rounds):
+    # A warm-up request to each server; the floor serializes the first one's answer.
+    answer, *_ = [post(client).json() for client in clients]
+    rows = [Row(server=[], floor=[], round_p50s=[], round_ratios=[]) for _ in clients]
+    for n in range(rounds):
         floor = [floor_once(body, answer) for _ in range(ROUND)]
-        server = [server_ms(post()) for _ in range(ROUND)]
-        row.server.extend(server)
-        row.floor.extend(floor)
-        row.round_ratios.append(statistics.median(server) / statistics.median(floor))
-    return row
+        turns = list(zip(clients, rows, strict=True))
+        for client, row in turns[:: -1 if n % 2 else 1]:
+            server = [server_ms(post(client)) for _ in range(ROUND)]
+            client.get("/healthz").raise_for_status()
+            row.server.extend(server)
+            row.floor.extend(floor)
+            row.round_p50s.append(statistics.median(server))
+            row.round_ratios.append(statistics.median(server) / statistics.median(floor))
+    return rows
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--against", type=Path, help="a checkout whose code is measured too")
+    against: Path | None = parser.parse_args().against
     trajectory = next(iter(load_trajectories().values()))
-    results: list[tuple[int, int, str, Row, float]] = []
-    with bench_database("contextd_bench_assemble") as url, running_server(url) as base:
-        client = httpx.Client(base_url=base, timeout=120)
-        client.post("/sessions", json={"session_id": "bench"}).raise_for_status()
-        client.post("/sessions/bench/items", json={"items": trajectory}).raise_for_status()
+    codes = ["this", "against"]
+    results: list[tuple[int, int, str, list[Row], list[float]]] = []
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(bench_database("contextd_bench_assemble"))
+        sources = [ROOT] if against is None else [ROOT, against.resolve()]
+        clients = [
+            stack.enter_context(
+                httpx.Client(
+                    base_url=stack.enter_context(running_server(url, source=source)), timeout=120
+                )
+            )
+            for source in sources
+        ]
+        clients[0].post("/sessions", json={"session_id": "bench"}).raise_for_status()
+        clients[0].post("/sessions/bench/items", json={"items": trajectory}).raise_for_status()
         for size in SIZES:
             candidates = build_candidates(size)
             total = sum(c["tokens"] for c in candidates)
@@ -136,21 +166,36 @@ def main() -> None:
                 }
                 if mode == "session":
                     request["session_id"] = "bench"
-                stored_before = plan_store_seconds(client)
-                row = measure(client, json.dumps(request).encode(), ROUNDS[size])
-                stored_after = plan_store_seconds(client)
-                writes = stored_after[1] - stored_before[1]
-                store = 1000 * (stored_after[0] - stored_before[0]) / writes if writes else 0.0
-                results.append((size, total, mode, row, store))
-        client.close()
+                stored_before = [plan_store_seconds(client) for client in clients]
+                rows = measure(clients, json.dumps(request).encode(), ROUNDS[size])
+                stored_after = [plan_store_seconds(client) for client in clients]
+                stores = []
+                for (sum_before, count_before), (sum_after, count_after) in zip(
+                    stored_before, stored_after, strict=True
+                ):
+                    writes = count_after - count_before
+                    stores.append(1000 * (sum_after - sum_before) / writes if writes else 0.0)
+                results.append((size, total, mode, rows, stores))
     header = ("cands", "tokens", "mode", "p50 ms", "p99 ms", "floor ms", "ratio", "store ms")
-    print("{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>6} {:>9}".format(*header))
-    for size, total, mode, row, store in results:
-        p50, p99 = statistics.median(row.server), percentile(row.server, 0.99)
-        floor, ratio = statistics.median(row.floor), statistics.median(row.round_ratios)
-        figures = f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
-        print(f"{size:>6} {total:>8} {mode:<9} {figures}")
+    line = "{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>6} {:>9}".format(*header)
+    print(line if against is None else f"{line} {'code':<7} {'vs':>6}")
+    for size, total, mode, rows, stores in results:
+        for code, row, store in zip(codes, rows, stores, strict=False):
+            p50, p99 = statistics.median(row.server), percentile(row.server, 0.99)
+            floor, ratio = statistics.median(row.floor), statistics.median(row.round_ratios)
+            figures = f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
+            line = f"{size:>6} {total:>8} {mode:<9} {figures}"
+            if against is None:
+                print(line)
+                continue
+            versus = statistics.median(
+                mine / theirs
+                for mine, theirs in zip(rows[0].round_p50s, row.round_p50s, strict=True)
+            )
+            print(f"{line} {code:<7} {versus:>6.2f}")
     print("ratio: the median over rounds of (the round's p50 server time / its p50 floor)")
+    if against is not None:
+        print("vs: the median over rounds of (this code's p50 / that row's p50)")
 
 
 if __name__ == "__main__":

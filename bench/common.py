@@ -40,6 +40,9 @@ def libpq(url: str) -> str:
 
 @contextlib.contextmanager
 def bench_database(name: str) -> Iterator[str]:
+    """A fresh, migrated database named after `name` and this process (two runs at once on one
+    cluster must not drop each other's), dropped afterwards."""
+    name = f"{name}_{os.getpid()}"
     with psycopg.connect(libpq(ADMIN_URL), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
@@ -61,15 +64,21 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running_server(
-    database_url: str, *, workers: int = 1, env: dict[str, str] | None = None
+    database_url: str,
+    *,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    source: Path = ROOT,
 ) -> Iterator[str]:
-    """A `contextd serve` process on `database_url`, with `env` added to its environment."""
+    """A `contextd serve` process on `database_url`, with `env` added to its environment,
+    running the code of the checkout at `source` (this one by default)."""
     port = free_port()
     env = {**os.environ, **(env or {}), "CTX_DATABASE_URL": database_url, "CTX_API_KEYS": "[]"}
+    # `python -m` puts the working directory first on the path: its `app` is the one served.
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", str(workers)],
         env=env,
-        cwd=ROOT,
+        cwd=source,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

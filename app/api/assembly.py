@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, RawBody, TenantId
@@ -213,7 +213,6 @@ def assemble(
     tenant_id: TenantId,
     db: Db,
     settings: AppSettings,
-    http_request: Request,
 ) -> Response:
     """Selects, places and accounts one context, and stores its plan under `assembly_id`
     (see `app.storage.plans` for when the plan is written). The cost metrics are recorded just
@@ -227,12 +226,7 @@ def assemble(
     assembled = _run(
         db, tenant_id=tenant_id, request=body, request_text=request_text, settings=settings
     )
-    assembly_id, store_later = plans.store_or_defer(
-        db,
-        assembled.record,
-        slot=assembled.slot,
-        session_factory=http_request.app.state.session_factory,
-    )
+    assembly_id, store_later = plans.store_or_defer(db, assembled.record, slot=assembled.slot)
     response = {"assembly_id": assembly_id, **assembled.response}
     ASSEMBLY_LATENCY.observe(time.perf_counter() - started, exemplar={"assembly_id": assembly_id})
     return AnswerThenFinish(
@@ -252,24 +246,27 @@ def _account_then_store(
     store_later: Callable[[], None] | None,
 ) -> None:
     """The work done after the caller has its answer: the cost metrics, then (PostgreSQL) the
-    plan. Both are done before the connection takes its next request."""
-    record_assembly(
-        assembled.plan,
-        assembly_id=assembly_id,
-        reused_prefix_tokens=assembled.response["cache"]["reused_prefix_tokens"],
-        startup_tokens=assembled.response["startup_tokens"],
-        unit=assembled.response["unit"],
-        phase=body.phase,
-        given_tokens={
-            (s.source, c["id"]): tokens
-            for s in body.sources
-            for c in s.items
-            if (tokens := c.get("tokens"))
-        },
-        count_tokens=token_counter(assembled.encoding),
-    )
-    if store_later is not None:
-        store_later()
+    plan, whatever became of the metrics. Both are done before the connection takes its next
+    request."""
+    try:
+        record_assembly(
+            assembled.plan,
+            assembly_id=assembly_id,
+            reused_prefix_tokens=assembled.response["cache"]["reused_prefix_tokens"],
+            startup_tokens=assembled.response["startup_tokens"],
+            unit=assembled.response["unit"],
+            phase=body.phase,
+            given_tokens={
+                (s.source, c["id"]): tokens
+                for s in body.sources
+                for c in s.items
+                if (tokens := c.get("tokens"))
+            },
+            count_tokens=token_counter(assembled.encoding),
+        )
+    finally:
+        if store_later is not None:
+            store_later()
 
 
 @router.get("/assemblies/{assembly_id}", response_model=StoredAssemblyResponse)

@@ -3,6 +3,10 @@
 SQLite transactions start with `BEGIN IMMEDIATE` so that two appenders serialise on the
 write lock up front instead of failing on lock upgrade; PostgreSQL serialises appenders
 with a row lock on the session (see `repository.append_facts`).
+
+A PostgreSQL connection whose `info` has `HOLDS_SESSION_LOCKS` set releases every
+session-level advisory lock it holds when it goes back to the pool, whichever way it goes
+back (a failure to release invalidates it: closed, the server releases them).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from app.domain.json_encoding import encode_json
 from app.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+HOLDS_SESSION_LOCKS = "holds_session_locks"
 
 
 def dump_json(value: Any) -> str:
@@ -40,7 +45,7 @@ def create_db_engine(settings: Settings) -> Engine:
         )
         _use_immediate_transactions(engine)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
@@ -56,6 +61,18 @@ def create_db_engine(settings: Settings) -> Engine:
             "options": f"-c statement_timeout={int(settings.db_timeout_seconds * 1000)}",
         },
     )
+    _release_session_locks_on_return(engine)
+    return engine
+
+
+def _release_session_locks_on_return(engine: Engine) -> None:
+    @event.listens_for(engine, "reset")
+    def _on_reset(dbapi_connection: Any, record: Any, _state: Any) -> None:
+        if record.info.pop(HOLDS_SESSION_LOCKS, False):
+            dbapi_connection.rollback()  # an aborted transaction would refuse the statement
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+            cursor.close()
 
 
 def _use_immediate_transactions(engine: Engine) -> None:

@@ -2,15 +2,30 @@
 
 Guarantees, per engine:
 
-- PostgreSQL: an assembly's reads run in autocommit (no BEGIN/COMMIT round trips), and its
-  lineage (the latest fingerprints of the same tenant, session and unit), its plan's row id
-  (drawn from the id sequence, so the public id is known before the row exists) and, in session
-  mode, the session row are read in one statement. The plan is written after the answer has
-  been sent and before the connection takes its next request (`store_or_defer`): the next
-  request on the same connection always finds it; a request on another connection may miss it
-  for the few milliseconds the write takes. A write that fails is logged and counted
-  (`contextd_plan_store_failures_total`), never retried: the caller has its answer.
-  Pinned by `tests/e2e/test_plan_storage.py` and `tests/api/test_assemble_api.py`.
+- PostgreSQL: an assembly's reads run in autocommit (no BEGIN/COMMIT round trips). A stateless
+  call reads its lineage (the latest fingerprints of the same tenant, session and unit) and
+  draws its plan's row id (from the id sequence, so the public id is known before the row
+  exists) in one statement; a session-mode call draws the row id, then reads the session row
+  and the lineage. The plan is written after the answer has been sent, before the connection
+  takes its next request (`store_or_defer`), and yet reads see it at once, on any connection
+  and any replica of the database (read your writes):
+  - from the row id on, the assembly's database connection holds session-level advisory
+    locks: the plan's (keyed on its row id) and, in session mode, its session's. The plan is
+    written on that connection, which releases them when it goes back to the pool, after the
+    commit, whichever way the request ends (`app.storage.database`); a connection that cannot
+    release them is closed, and the server releases them;
+  - `get_assembly` on a miss looks for the plan among the plan locks held, waits for its lock
+    and reads again: an answered id is never a 404 for want of its write;
+  - a session's assemblies take turns, from taking the session's lock before reading the
+    lineage to storing the plan, so the next call of a session measures its reused prefix
+    against the plan before it (and its advice and cut point come from the facts, written
+    before their calls answer).
+  The waits are bounded by the statement timeout (`CTX_DB_TIMEOUT_SECONDS`; then a 503). A
+  stateless call's reuse is measured against the newest plan stored for its lineage: it does
+  not wait for one still being written on another connection. A write that fails is logged
+  and counted (`contextd_plan_store_failures_total`), never retried: the caller has its answer,
+  and its id is then not found. Pinned by `tests/e2e/test_plan_storage.py` (real servers, a
+  second connection and a second replica) and `tests/api/test_assemble_api.py`.
 - SQLite: ids are assigned on insert, so the plan is stored before answering.
 
 Public ids are derived from the tenant and the row id (`asm_<uuid5>`), the same in every process.
@@ -20,6 +35,7 @@ Facts are never touched here; plans are pruned by age and count (`prune_assembli
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,22 +44,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    Boolean,
     ColumnExpressionArgument,
+    Integer,
     ScalarSelect,
     bindparam,
+    column,
     delete,
     func,
     insert,
     literal_column,
     select,
+    table,
     update,
 )
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.domain.errors import NotFound
 from app.domain.ids import derive_id
 from app.metrics import PLAN_STORE_FAILURES, PLAN_STORE_LATENCY
+from app.storage.database import HOLDS_SESSION_LOCKS
 from app.storage.repository import IS_NAMED_SESSION, SessionSnapshot
 from app.storage.tables import LINEAGE_SESSION, LINEAGE_UNIT, AssemblyRow, SessionRow
 
@@ -98,13 +120,37 @@ def _latest_fingerprints(
     )
 
 
-# Every statement is built once: an assembly runs one of them per call.
+_SESSION_LOCKS = 0x63747864
+"""The class of the sessions' advisory locks (two-part keys). A plan's lock is keyed on its
+row id alone (one-part keys), which `_PLAN_LOCKS_HELD` lists."""
+
+
+def _session_lock(tenant_id: int, session_id: str) -> int:
+    """The second part of a session's lock key: 32 bits of a hash, the same in every process
+    (two sessions sharing it only wait for each other)."""
+    digest = hashlib.blake2b(f"{tenant_id}/{session_id}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+# Every statement is built once: an assembly runs one or two of them per call.
 _NEXT_ASSEMBLY_ID = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
 _LATEST_FINGERPRINTS = _latest_fingerprints(
     bindparam("tenant_id"), bindparam("session_key"), bindparam("unit_key")
 )
 _LINEAGE_ONLY = select(_LATEST_FINGERPRINTS)
-_LINEAGE_AND_NEXT_ID = select(_NEXT_ASSEMBLY_ID, _LATEST_FINGERPRINTS)
+# The plan's row id and its lock, held by the connection until it goes back to the pool (see
+# `store_or_defer`). A subquery with a volatile function is not merged: nextval runs once.
+_RESERVED = select(_NEXT_ASSEMBLY_ID.label("row_id")).subquery("reserved")
+_HOLD_PLAN = func.pg_advisory_lock(_RESERVED.c.row_id)
+_LINEAGE_AND_NEXT_ID = select(_RESERVED.c.row_id, _LATEST_FINGERPRINTS, _HOLD_PLAN)
+# A session's assemblies hold its lock from here until their plans are stored, so this waits
+# for the one under way. The lineage is read by the next statement, whose snapshot sees what
+# that one committed.
+_HOLD_SESSION_AND_NEXT_ID = select(
+    _RESERVED.c.row_id,
+    func.pg_advisory_lock(_SESSION_LOCKS, bindparam("session_lock", type_=Integer)),
+    _HOLD_PLAN,
+)
 # A named session's lineage, correlated with its row: its unit is the call's, else the
 # session's own (a child session's tokens are accounted under its unit).
 _SESSION_LINEAGE = _latest_fingerprints(
@@ -115,17 +161,37 @@ _SESSION_LINEAGE = _latest_fingerprints(
 _SESSION_AND_LINEAGE = select(
     *(getattr(SessionRow, column) for column in SessionSnapshot._fields), _SESSION_LINEAGE
 ).where(*IS_NAMED_SESSION)
-_SESSION_AND_LINEAGE_AND_NEXT_ID = _SESSION_AND_LINEAGE.add_columns(_NEXT_ASSEMBLY_ID)
 _SNAPSHOT_WIDTH = len(SessionSnapshot._fields)
+# The one-part advisory locks held in this database: plans' row ids (`_HOLD_PLAN`).
+_PG_LOCKS = table(
+    "pg_locks",
+    *(column(name) for name in ("locktype", "database", "classid", "objid", "objsubid")),
+    column("granted", Boolean),
+)
+_PLAN_LOCKS_HELD = select(
+    _PG_LOCKS.c.classid.cast(BigInteger)
+    .op("<<")(literal_column("32"))
+    .op("|")(_PG_LOCKS.c.objid.cast(BigInteger))
+).where(
+    _PG_LOCKS.c.locktype == "advisory",
+    _PG_LOCKS.c.objsubid == 1,
+    _PG_LOCKS.c.granted,
+    _PG_LOCKS.c.database
+    == select(literal_column("oid"))
+    .select_from(table("pg_database"))
+    .where(literal_column("datname") == func.current_database())
+    .scalar_subquery(),
+)
+_AWAIT_PLAN = select(func.pg_advisory_xact_lock_shared(bindparam("row_id", type_=BigInteger)))
 
 
 def _ids_reserved_up_front(db: Session) -> bool:
     return db.get_bind().engine.dialect.name == "postgresql"
 
 
-def _slot(previous: Any, next_id: list[Any]) -> AssemblySlot:
+def _slot(previous: Any, row_id: Any) -> AssemblySlot:
     return AssemblySlot(
-        row_id=int(next_id[0]) if next_id else None,
+        row_id=None if row_id is None else int(row_id),
         previous_fingerprints=[(str(f), int(t)) for f, t in previous or []],
     )
 
@@ -133,31 +199,39 @@ def _slot(previous: Any, next_id: list[Any]) -> AssemblySlot:
 def open_assembly(
     db: Session, *, tenant_id: int, session_id: str | None, unit: str | None
 ) -> tuple[SessionSnapshot | None, AssemblySlot]:
-    """The named session's row (None for a stateless call) and the new assembly's slot, in one
-    statement on the session's connection.
+    """The named session's row (None for a stateless call) and the new assembly's slot, on the
+    session's connection: one statement, or on PostgreSQL in session mode two, the first
+    waiting for the session's assembly under way, if any, to have stored its plan.
 
     On PostgreSQL the reads autocommit, unless `db` already began (a replay has read its
     stored assembly). They need no common snapshot: facts are append-only and read up to the
     session row's last_seq, so the row and the facts agree whatever commits in between; the
-    sequence value drawn for the row id is not returned by any rollback anyway.
+    sequence value drawn for the row id is not returned by any rollback anyway. The plan's
+    lock, and in session mode the session's, are then held by `db`'s connection until it goes
+    back to the pool (`store_or_defer`).
     """
     reserve = _ids_reserved_up_front(db)
     if reserve and not db.in_transaction():
         db.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
     connection = db.connection()
+    if reserve:
+        connection.info[HOLDS_SESSION_LOCKS] = True
     if session_id is None:
         lineage = {"tenant_id": tenant_id, "session_key": 0, "unit_key": unit or ""}
         if reserve:
-            row_id, previous = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
-            return None, _slot(previous, [row_id])
-        return None, _slot(connection.execute(_LINEAGE_ONLY, lineage).scalar(), [])
+            row_id, previous, _ = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
+            return None, _slot(previous, row_id)
+        return None, _slot(connection.execute(_LINEAGE_ONLY, lineage).scalar(), None)
+    row_id = None
+    if reserve:
+        session_lock = {"session_lock": _session_lock(tenant_id, session_id)}
+        row_id = connection.execute(_HOLD_SESSION_AND_NEXT_ID, session_lock).one()[0]
     params = {"tenant_id": tenant_id, "external_id": session_id, "unit": unit}
-    statement = _SESSION_AND_LINEAGE_AND_NEXT_ID if reserve else _SESSION_AND_LINEAGE
-    found = connection.execute(statement, params).one_or_none()
+    found = connection.execute(_SESSION_AND_LINEAGE, params).one_or_none()
     if found is None:
         raise NotFound(f"session {session_id!r} not found")
-    previous, *next_id = found[_SNAPSHOT_WIDTH:]
-    return SessionSnapshot._make(found[:_SNAPSHOT_WIDTH]), _slot(previous, next_id)
+    snapshot = SessionSnapshot._make(found[:_SNAPSHOT_WIDTH])
+    return snapshot, _slot(found[_SNAPSHOT_WIDTH], row_id)
 
 
 def _assembly_id_deriver(tenant_id: int) -> Callable[[int], str]:
@@ -200,38 +274,35 @@ def store_now(db: Session, assembly: NewAssembly, *, slot: AssemblySlot) -> str:
 
 
 def store_or_defer(
-    db: Session,
-    assembly: NewAssembly,
-    *,
-    slot: AssemblySlot,
-    session_factory: sessionmaker[Session],
+    db: Session, assembly: NewAssembly, *, slot: AssemblySlot
 ) -> tuple[str, Callable[[], None] | None]:
-    """Commit `db` and return the assembly's id, with the write still to do after answering
-    when its id was known up front (PostgreSQL), else None (stored and committed now)."""
+    """The assembly's id, with the write still to do after answering when its id was known up
+    front (PostgreSQL), else None (stored and committed now).
+
+    The deferred write runs on `db`, whose connection still holds the plan's lock and its
+    session's (`open_assembly`), so `db` must not end before it: the request's session is
+    closed only once the response has finished, the write included. Closing `db` after the
+    write hands the connection back to the pool, which releases the locks, after the commit;
+    any other way `db` ends (a failure, an exception before the answer) hands it back too, or
+    closes it.
+    """
     if slot.row_id is None:
         assembly_id = store_now(db, assembly, slot=slot)
         db.commit()
         return assembly_id, None
-    db.commit()
     derive = _assembly_id_deriver(assembly.tenant_id)
-    write = functools.partial(
-        store_after_answer, session_factory, assembly, row_id=slot.row_id, derive=derive
-    )
+    write = functools.partial(store_after_answer, db, assembly, row_id=slot.row_id, derive=derive)
     return derive(slot.row_id), write
 
 
 def store_after_answer(
-    session_factory: sessionmaker[Session],
-    assembly: NewAssembly,
-    *,
-    row_id: int,
-    derive: Callable[[int], str],
+    db: Session, assembly: NewAssembly, *, row_id: int, derive: Callable[[int], str]
 ) -> None:
-    """Write a plan whose id was already handed out. A failure is logged and counted, never
-    retried: the caller has its answer."""
+    """Write a plan whose id was already handed out, then close `db`. A failure is logged and
+    counted, never retried: the caller has its answer."""
     started = time.perf_counter()
     try:
-        with session_factory() as db:
+        with db:
             store_assembly(db, assembly, row_id=row_id, derive_id=derive)
             db.commit()
     except SQLAlchemyError:
@@ -242,11 +313,20 @@ def store_after_answer(
 
 
 def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRow:
-    row = db.scalar(
-        select(AssemblyRow).where(
-            AssemblyRow.tenant_id == tenant_id, AssemblyRow.external_id == external_id
-        )
+    """The tenant's stored assembly. On PostgreSQL a miss looks for the plan among those whose
+    locks are held (answered, or about to be, and not yet stored), waits for its lock (bounded
+    by the statement timeout), then reads again."""
+    stored = select(AssemblyRow).where(
+        AssemblyRow.tenant_id == tenant_id, AssemblyRow.external_id == external_id
     )
+    row = db.scalar(stored)
+    if row is None and _ids_reserved_up_front(db):
+        derive = _assembly_id_deriver(tenant_id)
+        held = db.scalars(_PLAN_LOCKS_HELD)
+        row_id = next((held_id for held_id in held if derive(held_id) == external_id), None)
+        if row_id is not None:
+            db.execute(_AWAIT_PLAN, {"row_id": row_id})
+        row = db.scalar(stored)
     if row is None:
         raise NotFound(f"assembly {external_id!r} not found")
     return row

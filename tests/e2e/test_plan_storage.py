@@ -1,4 +1,5 @@
-"""On PostgreSQL a plan is written after its answer is sent; a real server, real connections."""
+"""On PostgreSQL a plan is written after its answer is sent, yet read at once on any connection
+and any replica: real servers, real connections."""
 
 from __future__ import annotations
 
@@ -60,3 +61,99 @@ def test_a_plan_is_readable_by_the_next_request_on_the_same_connection(
         a["cache"]["reused_prefix_tokens"] == a["total_tokens"] and a["cache"]["new_tokens"] == 0
         for a in answers[1:]
     )
+
+
+def test_an_answered_plan_is_found_at_once_on_another_connection_and_another_replica(
+    postgres_url: str,
+) -> None:
+    # A large request (stored as received) and a small answer: the plan takes a while to
+    # write, the caller has the id at once.
+    session_id = f"plans-{uuid.uuid4().hex[:8]}"
+    sources = [{"source": "docs", "items": _candidates(300)}]
+    budget = {"max_tokens": 2000}
+    bodies = [
+        {"sources": sources, "budget": budget},
+        {"session_id": session_id, "sources": sources, "budget": budget},
+    ]
+    with (
+        running(postgres_url) as first,
+        running(postgres_url) as second,
+        httpx.Client(base_url=first.base, timeout=30) as caller,
+        httpx.Client(base_url=first.base, timeout=30) as same_replica,
+        httpx.Client(base_url=second.base, timeout=30) as other_replica,
+    ):
+        caller.post("/sessions", json={"session_id": session_id}).raise_for_status()
+        caller.post(
+            f"/sessions/{session_id}/items", json={"items": [user_msg("hello")]}
+        ).raise_for_status()
+        answers: list[dict[str, Any]] = []
+        found: list[httpx.Response] = []
+        for n in range(40):
+            made = caller.post("/assemble", json=bodies[n % 2])
+            assert made.status_code == 201, made.text
+            answers.append(made.json())
+            # Whichever reader asks first asks while the plan's write may still be under way.
+            readers = (same_replica, other_replica) if n % 4 < 2 else (other_replica, same_replica)
+            found.extend(
+                reader.get(f"/assemblies/{answers[-1]['assembly_id']}") for reader in readers
+            )
+    assert [stored.status_code for stored in found] == [200] * len(found)
+    assert [stored.json()["response"] for stored in found] == [a for a in answers for _ in "ab"]
+
+
+def test_the_next_session_call_on_another_connection_or_replica_reuses_the_plan_before_it(
+    postgres_url: str,
+) -> None:
+    # A long history and a short request: the plan to store is large and the next call is quick
+    # to reach the lineage. Each pair of calls is a new unit's lineage, so the second call of a
+    # pair has only the first one to find.
+    session_id = f"plans-{uuid.uuid4().hex[:8]}"
+    history = [user_msg(f"turn {n} " + "word " * 1000) for n in range(40)]
+    with (
+        running(postgres_url) as first,
+        running(postgres_url) as second,
+        httpx.Client(base_url=first.base, timeout=30) as one,
+        httpx.Client(base_url=first.base, timeout=30) as another,
+        httpx.Client(base_url=second.base, timeout=30) as other_replica,
+    ):
+        one.post("/sessions", json={"session_id": session_id}).raise_for_status()
+        one.post(f"/sessions/{session_id}/items", json={"items": history}).raise_for_status()
+        pairs = [(one, another), (another, other_replica), (other_replica, one)]
+        made: list[httpx.Response] = []
+        for n in range(30):
+            body = {"session_id": session_id, "unit": f"unit-{n}"}
+            # The second call is sent as soon as the first's answer is in, before it is parsed.
+            made.extend(caller.post("/assemble", json=body) for caller in pairs[n % 3])
+    assert [m.status_code for m in made] == [201] * 60
+    answers = [m.json() for m in made]
+    whole = answers[0]["total_tokens"]
+    assert [a["total_tokens"] for a in answers] == [whole] * 60
+    assert [a["cache"] for a in answers] == [
+        {"reused_prefix_tokens": 0, "new_tokens": whole},
+        {"reused_prefix_tokens": whole, "new_tokens": 0},
+    ] * 30
+
+
+def test_an_assembly_that_fails_after_taking_its_locks_leaves_none_held(postgres_url: str) -> None:
+    # A missing manifest is found missing after the session's lock and the plan's are taken. A
+    # lock left held would make the session's next call on the other replica wait for the
+    # statement timeout, and answer 503.
+    session_id = f"plans-{uuid.uuid4().hex[:8]}"
+    failing = {"session_id": session_id, "manifest": "missing", "role": "coder"}
+    with (
+        running(postgres_url, CTX_DB_TIMEOUT_SECONDS="2") as first,
+        running(postgres_url, CTX_DB_TIMEOUT_SECONDS="2") as second,
+        httpx.Client(base_url=first.base, timeout=30) as one,
+        httpx.Client(base_url=second.base, timeout=30) as other_replica,
+    ):
+        one.post("/sessions", json={"session_id": session_id}).raise_for_status()
+        one.post(
+            f"/sessions/{session_id}/items", json={"items": [user_msg("hello")]}
+        ).raise_for_status()
+        statuses = []
+        for _ in range(5):
+            statuses.append(one.post("/assemble", json=failing).status_code)
+            statuses.append(
+                other_replica.post("/assemble", json={"session_id": session_id}).status_code
+            )
+    assert statuses == [404, 201] * 5
