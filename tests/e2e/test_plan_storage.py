@@ -128,9 +128,21 @@ def test_the_next_session_call_on_another_connection_or_replica_reuses_the_plan_
     answers = [m.json() for m in made]
     whole = answers[0]["total_tokens"]
     assert [a["total_tokens"] for a in answers] == [whole] * 60
+    items = len(answers[0]["items"])
+    last = answers[0]["items"][-1]["id"]
     assert [a["cache"] for a in answers] == [
-        {"reused_prefix_tokens": 0, "new_tokens": whole},
-        {"reused_prefix_tokens": whole, "new_tokens": 0},
+        {
+            "reused_prefix_tokens": 0,
+            "new_tokens": whole,
+            "reused_prefix_items": 0,
+            "last_reused_item_id": None,
+        },
+        {
+            "reused_prefix_tokens": whole,
+            "new_tokens": 0,
+            "reused_prefix_items": items,
+            "last_reused_item_id": last,
+        },
     ] * 30
 
 
