@@ -44,7 +44,13 @@ from app.domain.assemble import (
 from app.domain.assemble import assemble as assemble_plan
 from app.domain.budget import HISTORY_CUT_STEP, effective_budget
 from app.domain.errors import InvalidInput
-from app.domain.formats import from_responses
+from app.domain.formats import (
+    Rendering,
+    from_responses,
+    place_cache_breakpoint,
+    trim_cache_breakpoints,
+)
+from app.domain.ids import derive_id
 from app.domain.items import developer_message
 from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
@@ -159,6 +165,12 @@ def _run(
         item.item if item.item is not None else developer_message(item.content or "")
         for item in plan.items
     ]
+    rendered = from_responses(context, request.output_format)
+    breakpoints = (
+        _cache_breakpoints(rendered, plan, reused_items=reused.items)
+        if request.output_format == "anthropic"
+        else []
+    )
     response: dict[str, Any] = {
         "plan_hash": plan.plan_hash,
         "total_tokens": plan.total_tokens,
@@ -190,7 +202,15 @@ def _run(
         "budget": asdict(budget),
         "startup_tokens": sum(i.tokens for i in plan.items if i.layer == "prefix"),
         "unit": unit,
-        "messages": from_responses(context, request.output_format).items,
+        "messages": rendered.items,
+        "system": rendered.system,
+        "cache_breakpoints": breakpoints,
+        "prompt_cache_key": (
+            derive_id("pck", tenant_id, session.id, unit or "")
+            if session is not None and request.output_format != "anthropic"
+            else None
+        ),
+        "conversion": rendered.report(),
     }
     record = plans.NewAssembly(
         tenant_id=tenant_id,
@@ -204,6 +224,46 @@ def _run(
         fingerprints=[list(pair) for pair in fingerprints],
     )
     return Assembled(response=response, plan=plan, record=record, slot=slot, encoding=encoding)
+
+
+def _cache_breakpoints(
+    rendered: Rendering, plan: AssemblyPlan, *, reused_items: int
+) -> list[dict[str, Any]]:
+    """Marks Anthropic prompt-cache breakpoints on `rendered` and says where they are.
+
+    Three places, in request order: the end of the stable prefix (system content that changes
+    only with rules, tools or the goal), the last block the previous call of this lineage shares
+    (read from the cache), and the end of the history (written for the next call, whose history
+    extends this one). Breakpoints a client sent stay while the request has room for them.
+    """
+    items = plan.items
+    leading_prefix = next((i for i, it in enumerate(items) if it.layer != "prefix"), len(items))
+    history = [i for i, it in enumerate(items) if it.source == HISTORY_SOURCE]
+    targets = [
+        ("stable_prefix", leading_prefix - 1),
+        ("previous_call", reused_items - 1),
+        ("history_end", history[-1] if history else -1),
+    ]
+    placed: list[dict[str, Any]] = []
+    marked: set[tuple[int | None, int | None]] = set()
+    for reason, position in sorted(targets, key=lambda target: target[1]):
+        if position < 0:
+            continue
+        block = place_cache_breakpoint(rendered, position)
+        if block is None or (block.message, block.block) in marked:
+            continue
+        marked.add((block.message, block.block))
+        placed.append(
+            {
+                "reason": reason,
+                "position": position,
+                "item_id": items[position].id,
+                "message": block.message,
+                "block": block.block,
+            }
+        )
+    trim_cache_breakpoints(rendered, keep=marked)
+    return placed
 
 
 @router.post("/assemble", status_code=status.HTTP_201_CREATED, response_model=AssembleResponse)

@@ -183,6 +183,7 @@ def _respond(
     summary = result.summary.as_dict() if result.summary else None
     if summary is not None and summary["goal"] is None:
         summary["goal"] = goal  # the record names the goal it is pinned under; the answer states it
+    rendered = from_responses([e.item for e in result.history], output_format)
     return CompactResponse(
         compaction_id=compaction_id,
         strategy=result.strategy,
@@ -193,7 +194,9 @@ def _respond(
         summary=summary,
         notes=result.notes.as_dict() if result.notes else None,
         working_set=[{"seq": seq, "reason": reason} for seq, reason in result.working_set],
-        history=from_responses([e.item for e in result.history], output_format).items,
+        history=rendered.items,
+        system=rendered.system,
+        conversion=rendered.report(),
         loss_check={"missing": list(result.loss_missing), "fell_back": result.fell_back},
         hooks=list(hooks),
         summarization_prompt=prompt,

@@ -29,14 +29,19 @@ router = APIRouter(route_class=JsonRoute, tags=["history"], responses=ERROR_RESP
 
 
 def _body(result: NormalizeResult, *, output_format: Format, tokens: int) -> dict[str, Any]:
-    converted = from_responses(list(result.items), output_format)
+    rendered = from_responses(list(result.items), output_format)
+    conversion = rendered.report()
     report = result.report.as_dict()
+    report["excluded"] = [*report["excluded"], *conversion["excluded"]]
+    report["dropped_fields"] = conversion["dropped_fields"]
+    report["placeholders"] = conversion["placeholders"]
     record_repairs(report)
     return {
-        "items": converted.items,
+        "items": rendered.items,
+        "system": rendered.system,
         "tokens": tokens,
         "report": report,
-        "untranslated": converted.untranslated,
+        "untranslated": rendered.untranslated,
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator, with_config
 from typing_extensions import TypedDict
@@ -21,6 +21,7 @@ from app.domain.assemble import (
 from app.domain.budget import Policy
 from app.domain.compaction import NotAppliedReason, Strategy, Summarizer
 from app.domain.facts import ChildKind
+from app.domain.formats import PlaceholderKind
 from app.domain.items import Format
 from app.domain.manifest import EntryKind
 from app.domain.normalize import Modality
@@ -154,6 +155,12 @@ class LoggedItem(BaseModel):
     phase: str | None
     tokens: int
     metadata: dict[str, Any]
+    original: dict[str, Any] | None = Field(
+        description="For an item appended as `chat` or `anthropic`: on the first item a message "
+        "became, `{format, message, parts}` with the message exactly as sent; on the others, "
+        "`{format, part, message_seq}`. Null for items appended as `responses` (`item` is "
+        "exactly as sent)."
+    )
 
 
 class ItemsPageResponse(BaseModel):
@@ -183,6 +190,35 @@ class NormalizeRequest(RequestModel):
     encoding: Encoding | None = None
 
 
+class DroppedFieldBody(BaseModel):
+    index: int
+    field: str = Field(description="Path of the provider field, e.g. `is_error`.")
+
+
+class PlaceholderBody(BaseModel):
+    index: int
+    kind: PlaceholderKind
+
+
+class ConversionReportBody(BaseModel):
+    """What the output format could not carry. `index` is the item's position in the
+    Responses-form list converted (for `/assemble`, its `position`)."""
+
+    excluded: list[dict[str, Any]] = Field(
+        description="Items left out: `{index, type, reason}`, reason `foreign_reasoning` "
+        "(opaque reasoning of another provider) or `not_expressible`."
+    )
+    dropped_fields: list[DroppedFieldBody] = Field(
+        description="Provider fields of items read in another format that this format has no "
+        "place for (e.g. Anthropic `is_error` written as Chat)."
+    )
+    placeholders: list[PlaceholderBody] = Field(
+        description="Content replaced by a short text the provider accepts: an empty tool "
+        "output, an image in a Chat tool output (the image follows in a user message), a part "
+        "the format cannot carry, or the user turn opening an Anthropic history."
+    )
+
+
 class NormalizeReportBody(BaseModel):
     synthesized_outputs: list[dict[str, Any]]
     removed_orphans: list[dict[str, Any]]
@@ -190,16 +226,26 @@ class NormalizeReportBody(BaseModel):
     deduplicated_outputs: list[dict[str, Any]]
     stripped_media: list[dict[str, Any]]
     truncated_outputs: list[dict[str, Any]]
-    excluded: list[dict[str, Any]]
+    excluded: list[dict[str, Any]] = Field(
+        description="Items kept out: by admission (`index` in the input) and by the output "
+        "format (`foreign_reasoning`, `not_expressible`: `index` in the normalized list)."
+    )
+    dropped_fields: list[DroppedFieldBody]
+    placeholders: list[PlaceholderBody]
 
 
 class NormalizeResponse(BaseModel):
     items: list[dict[str, Any]]
+    system: list[dict[str, Any]] | None = Field(
+        description="Anthropic output: the leading system and developer messages as the "
+        "top-level `system` text blocks to send. Null for `chat` and `responses`, which keep "
+        "them as messages."
+    )
     tokens: int = Field(description="Exact tokens of the returned items' model-visible text.")
     report: NormalizeReportBody
     untranslated: list[int] = Field(
-        description="Indices of Responses-form items the output format cannot express; "
-        "they are returned unchanged, in place."
+        description="Indices of normalized Responses-form items the output format cannot "
+        "carry; they are left out and listed in `report.excluded`."
     )
 
 
@@ -335,6 +381,18 @@ class AdviceBody(BaseModel):
     recommended_strategy: str | None = None
 
 
+class CacheBreakpointBody(BaseModel):
+    reason: Literal["stable_prefix", "previous_call", "history_end"] = Field(
+        description="`stable_prefix`: the end of the system content; `previous_call`: the last "
+        "block the previous call of this session and unit shares; `history_end`: the end of "
+        "the history, which the next call is expected to share."
+    )
+    position: int = Field(description="Position of the selected item the breakpoint closes.")
+    item_id: str
+    message: int | None = Field(description="Index in `messages`; null: in `system`.")
+    block: int = Field(description="Index of the marked block in that content list.")
+
+
 class AssembleResponse(BaseModel):
     """`items` carry each selected candidate (history items in Responses form); `messages` is
     the whole selected context converted to the requested `output_format`."""
@@ -354,9 +412,22 @@ class AssembleResponse(BaseModel):
     unit: str | None = Field(description="Execution unit the tokens are accounted to.")
     messages: list[dict[str, Any]] = Field(
         description="Every selected item in position order, in `output_format`, ready to send: "
-        "text candidates as developer messages (Anthropic: passed through, send them as the "
-        "top-level `system`), history items as they are."
+        "text candidates as developer messages, history items as they are. Anthropic: the "
+        "leading ones are in `system`, later ones are user-turn text blocks."
     )
+    system: list[dict[str, Any]] | None = Field(
+        description="Anthropic output: the top-level `system` text blocks (instructions, rules, "
+        "the pinned goal, world state). Null for `chat` and `responses`."
+    )
+    cache_breakpoints: list[CacheBreakpointBody] = Field(
+        description="Anthropic output: the blocks given `cache_control` (at most four with any "
+        "the client sent), and why."
+    )
+    prompt_cache_key: str | None = Field(
+        description="`chat`/`responses` output of a session: a stable key per session and unit "
+        "to pass as the request's `prompt_cache_key`, so calls of one lineage share a cache."
+    )
+    conversion: ConversionReportBody
 
 
 class StoredAssemblyResponse(BaseModel):
@@ -480,6 +551,11 @@ class CompactResponse(BaseModel):
     notes: dict[str, Any] | None
     working_set: list[WorkingSetEntry]
     history: list[dict[str, Any]]
+    system: list[dict[str, Any]] | None = Field(
+        description="Anthropic output: the history's leading system and developer messages "
+        "(the re-anchored invariants) as top-level `system` text blocks."
+    )
+    conversion: ConversionReportBody
     loss_check: LossCheck
     hooks: list[dict[str, Any]]
     summarization_prompt: str | None = None

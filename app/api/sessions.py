@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
@@ -26,7 +26,7 @@ from app.api.models import (
     UsageRequest,
 )
 from app.domain.errors import InvalidInput, PayloadTooLarge
-from app.domain.facts import client_items, item_fact
+from app.domain.facts import client_batch, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
@@ -149,12 +149,13 @@ def append_items(
             raise PayloadTooLarge(
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
             )
-    items = client_items(body.items, body.format, field="items")
+    items, originals = client_batch(body.items, body.format, field="items")
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     count_tokens = token_counter(session.encoding)
     provenance = body.metadata.model_dump(exclude_none=True)
     new_facts = [
-        item_fact(item, provenance=provenance, count_tokens=count_tokens) for item in items
+        item_fact(item, provenance=provenance, count_tokens=count_tokens, original=original)
+        for item, original in zip(items, originals, strict=True)
     ]
     result = repository.append_facts(
         db,
@@ -189,6 +190,13 @@ def append_items(
     )
 
 
+def _original(seq: int, stored: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A later part of a message names the seq holding the message (see `facts.client_batch`)."""
+    if stored is None or "part" not in stored:
+        return stored
+    return {**stored, "message_seq": seq - stored["part"]}
+
+
 @router.get("/{session_id}/items", response_model=ItemsPageResponse)
 def list_items(
     session_id: str,
@@ -211,6 +219,7 @@ def list_items(
                 phase=fact.phase,
                 tokens=fact.tokens,
                 metadata=fact.provenance,
+                original=_original(fact.seq, fact.original),
             )
             for fact in page
         ],

@@ -23,6 +23,7 @@ RFC 7386 merge patch after), compactions and links to child sessions. Invariants
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, Protocol
@@ -61,6 +62,7 @@ __all__ = [
     "LoggedFact",
     "NewFact",
     "child_link_fact",
+    "client_batch",
     "client_items",
     "compaction_fact",
     "conclusion_fact",
@@ -91,23 +93,50 @@ class NewFact:
     item: dict[str, Any]
     tokens: int
     provenance: dict[str, Any]
+    original: dict[str, Any] | None = None
+    """For an item sent in another format: see `client_batch`."""
 
 
 # Writing.
 
 
-def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> list[Item]:
-    """Client items in Responses form; `contextd.*` types are the service's own and refused."""
-    converted = to_responses(items, fmt).items
+def client_batch(
+    items: list[dict[str, Any]], fmt: Format, *, field: str
+) -> tuple[list[Item], list[dict[str, Any] | None]]:
+    """Client items in Responses form, each with what the log keeps of its original form.
+
+    A message of Chat or Anthropic may become several items. The first keeps the message
+    exactly as sent, `{"format", "message", "parts"}` (`parts`: how many items it became); the
+    others name their place in it, `{"format", "part"}`, so each message is stored once. Items
+    sent in Responses form are their own original (None). `contextd.*` types are the service's
+    own and refused.
+    """
+    parsed = to_responses(items, fmt)
     reserved = [
-        i for i, item in enumerate(converted) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
+        i for i, item in enumerate(parsed.items) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
     ]
     if reserved:
         raise InvalidInput(
             f"item types starting with {INTERNAL_TYPE_PREFIX!r} are written by the service only",
             details=[{"loc": ["body", field, i, "type"], "msg": "reserved type"} for i in reserved],
         )
-    return converted
+    if fmt == "responses":
+        return parsed.items, [None] * len(parsed.items)
+    parts = Counter(parsed.sources)
+    first: dict[int, int] = {}
+    originals: list[dict[str, Any] | None] = []
+    for position, source in enumerate(parsed.sources):
+        part = position - first.setdefault(source, position)
+        if part == 0:
+            originals.append({"format": fmt, "message": items[source], "parts": parts[source]})
+        else:
+            originals.append({"format": fmt, "part": part})
+    return parsed.items, originals
+
+
+def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> list[Item]:
+    """Client items in Responses form (see `client_batch`)."""
+    return client_batch(items, fmt, field=field)[0]
 
 
 def conclusion_item(conclusion: dict[str, Any], fmt: Format) -> Item:
@@ -121,9 +150,16 @@ def conclusion_item(conclusion: dict[str, Any], fmt: Format) -> Item:
     return items[0]
 
 
-def item_fact(item: Item, *, provenance: Mapping[str, Any], count_tokens: CountTokens) -> NewFact:
+def item_fact(
+    item: Item,
+    *,
+    provenance: Mapping[str, Any],
+    count_tokens: CountTokens,
+    original: dict[str, Any] | None = None,
+) -> NewFact:
     """A model-visible item as a fact, counted in the session's encoding."""
-    return NewFact(item_type(item), item, count_tokens(visible_text(item)), dict(provenance))
+    tokens = count_tokens(visible_text(item))
+    return NewFact(item_type(item), item, tokens, dict(provenance), original)
 
 
 def goal_fact(text: str, *, version: int, count_tokens: CountTokens, source: str | None) -> NewFact:

@@ -233,6 +233,7 @@ def append_facts(
             "provenance": fact.provenance,
             "idempotency_key": idempotency_key,
             "recorded_at": recorded_at,
+            "original": fact.original,
         }
         for offset, fact in enumerate(facts)
     ]

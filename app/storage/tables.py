@@ -86,7 +86,7 @@ class SessionRow(Base):
 
 
 class Fact(Base):
-    """One item of a session's log, exactly as received (in Responses form)."""
+    """One item of a session's log, in Responses form, with what was sent in another format."""
 
     __tablename__ = "facts"
     __table_args__ = (Index("ix_facts_idempotency", "session_id", "idempotency_key"),)
@@ -101,6 +101,8 @@ class Fact(Base):
     provenance: Mapped[dict[str, Any]]
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     recorded_at: Mapped[datetime]
+    original: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """For an item sent as Chat or Anthropic: its message as sent (see `facts.client_batch`)."""
 
 
 class AssemblyRow(Base):

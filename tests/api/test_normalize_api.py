@@ -26,6 +26,8 @@ EMPTY_REPORT: dict[str, list[Any]] = {
     "stripped_media": [],
     "truncated_outputs": [],
     "excluded": [],
+    "dropped_fields": [],
+    "placeholders": [],
 }
 
 

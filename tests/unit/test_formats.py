@@ -1,5 +1,8 @@
 """Wire-format conversion: each mapping on hand-built histories in both directions, and round
-trips of every recorded trajectory through Chat Completions and Anthropic Messages."""
+trips of every recorded trajectory through Chat Completions and Anthropic Messages.
+
+Whether the output is what the providers accept is judged by their own SDK types in
+`tests/api/test_provider_output.py`; here the mappings themselves are pinned."""
 
 from __future__ import annotations
 
@@ -9,8 +12,22 @@ from typing import Any
 
 import pytest
 
-from app.domain.formats import RAW_ARGUMENTS, Conversion, from_responses, to_responses
-from app.domain.items import FORMATS, Format, Item, item_type
+from app.domain.formats import (
+    EMPTY_OUTPUT_TEXT,
+    ORIGIN_KEY,
+    RAW_ARGUMENTS,
+    RAW_INPUT,
+    Block,
+    DroppedField,
+    Excluded,
+    Parsed,
+    Placeholder,
+    Rendering,
+    from_responses,
+    place_cache_breakpoint,
+    to_responses,
+)
+from app.domain.items import FORMATS, OUTPUT_TYPES, Format, Item, item_type
 from tests.conftest import TRAJECTORIES, load_trajectory
 
 WIRE_FORMATS: tuple[Format, ...] = ("chat", "anthropic")
@@ -144,21 +161,37 @@ def _chat_call(call_id: str, name: str = "shell", arguments: str = '{"cmd": "ls"
 
 
 COMPACTION: Item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}
+ANTHROPIC: Item = {"format": "anthropic"}
+CHAT: Item = {"format": "chat"}
 
 
 # --- responses is the identity ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("convert", [to_responses, from_responses])
-def test_responses_format_is_the_identity(convert: Any) -> None:
-    items = [_text("user", "hi"), COMPACTION, {"anything": ["goes"]}]
-    assert convert(items, "responses") == Conversion(items, [])
+def test_responses_format_is_the_identity_for_openai_items() -> None:
+    items = [_text("user", "hi"), COMPACTION, {"anything": ["goes"]}, _reasoning("r", id="rs_1")]
+    assert to_responses(items, "responses") == Parsed(items, [], [0, 1, 2, 3])
+    assert from_responses(items, "responses") == Rendering(items)
+
+
+def test_responses_output_keeps_reasoning_with_its_provider() -> None:
+    anthropic_thinking = {**_reasoning("hmm", encrypted_content="sig"), ORIGIN_KEY: ANTHROPIC}
+    failed = {**_output("t1", "boom"), ORIGIN_KEY: {**ANTHROPIC, "fields": {"is_error": True}}}
+    items = [anthropic_thinking, _reasoning("no id"), _call("t1"), failed]
+    assert from_responses(items, "responses") == Rendering(
+        [_call("t1"), _output("t1", "boom")],
+        excluded=[
+            Excluded(0, "reasoning", "foreign_reasoning"),
+            Excluded(1, "reasoning", "not_expressible"),
+        ],
+        dropped_fields=[DroppedField(3, "is_error")],
+    )
 
 
 def test_every_format_is_handled() -> None:
     for fmt in FORMATS:
-        assert from_responses([], fmt) == Conversion([], [])
-        assert to_responses([], fmt) == Conversion([], [])
+        assert from_responses([], fmt) == Rendering([])
+        assert to_responses([], fmt) == Parsed([], [], [])
 
 
 # --- Chat Completions ------------------------------------------------------------------------
@@ -183,10 +216,10 @@ def test_chat_from_responses_groups_each_assistant_turn() -> None:
             "action": {"type": "exec", "command": ["ls", "-l"]},
             "status": "completed",
         },
-        _output("c4", "total 0"),
+        _output("c4", ""),
         _message("assistant", "All done."),
     ]
-    assert from_responses(items, "chat") == Conversion(
+    assert from_responses(items, "chat") == Rendering(
         [
             {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
             {"role": "developer", "content": "use tools"},
@@ -194,7 +227,6 @@ def test_chat_from_responses_groups_each_assistant_turn() -> None:
             {
                 "role": "assistant",
                 "content": [{"type": "text", "text": "Listing."}],
-                "reasoning_content": "need ls",
                 "tool_calls": [_chat_call("c1"), _chat_call("c2", "read", '{"path": "a"}')],
             },
             {"role": "tool", "tool_call_id": "c1", "content": "a\nb"},
@@ -218,17 +250,18 @@ def test_chat_from_responses_groups_each_assistant_turn() -> None:
                     _chat_call("c4", "local_shell", '{"type":"exec","command":["ls","-l"]}')
                 ],
             },
-            {"role": "tool", "tool_call_id": "c4", "content": "total 0"},
+            {"role": "tool", "tool_call_id": "c4", "content": EMPTY_OUTPUT_TEXT},
             {"role": "assistant", "content": "All done."},
         ],
-        [],
+        excluded=[Excluded(3, "reasoning", "foreign_reasoning")],
+        placeholders=[Placeholder(12, "empty_output")],
     )
 
 
 def test_chat_to_responses_splits_assistant_messages_into_items() -> None:
     messages: list[Item] = [
         {"role": "system", "content": "be brief"},
-        {"role": "user", "content": [{"type": "text", "text": "list files"}]},
+        {"role": "user", "content": [{"type": "text", "text": "list files"}], "name": "ann"},
         {
             "role": "assistant",
             "content": "Listing.",
@@ -245,11 +278,11 @@ def test_chat_to_responses_splits_assistant_messages_into_items() -> None:
         {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
         {"role": "assistant", "content": ""},
     ]
-    assert to_responses(messages, "chat") == Conversion(
+    assert to_responses(messages, "chat") == Parsed(
         [
             _message("system", "be brief"),
-            _text("user", "list files"),
-            _reasoning("need ls"),
+            {**_text("user", "list files"), ORIGIN_KEY: {**CHAT, "message": {"name": "ann"}}},
+            {**_reasoning("need ls"), ORIGIN_KEY: CHAT},
             _message("assistant", "Listing."),
             _call("c1"),
             {"type": "custom_tool_call", "call_id": "c2", "name": "patch", "input": "diff"},
@@ -265,7 +298,22 @@ def test_chat_to_responses_splits_assistant_messages_into_items() -> None:
             _message("assistant", ""),
         ],
         [],
+        [0, 1, 2, 2, 2, 2, 3, 4, 5, 6, 7, 8],
     )
+
+
+def test_chat_gives_back_the_fields_it_read() -> None:
+    messages: list[Item] = [
+        {"role": "user", "content": "hi", "name": "ann"},
+        {"role": "assistant", "content": "hello", "name": "bot"},
+    ]
+    parsed = to_responses(messages, "chat")
+    assert from_responses(parsed.items, "chat") == Rendering(messages)
+    # Anthropic has no place for a speaker's name: reported, not silently lost.
+    assert from_responses(parsed.items, "anthropic").dropped_fields == [
+        DroppedField(0, "message.name"),
+        DroppedField(1, "message.name"),
+    ]
 
 
 def test_chat_carries_images_and_audio_of_user_messages() -> None:
@@ -290,65 +338,114 @@ def test_chat_carries_images_and_audio_of_user_messages() -> None:
             ],
         }
     ]
-    assert from_responses(items, "chat") == Conversion(chat, [])
-    assert to_responses(chat, "chat") == Conversion(items, [])
+    assert from_responses(items, "chat") == Rendering(chat)
+    assert to_responses(chat, "chat") == Parsed(items, [], [0])
 
 
-def test_chat_reasoning_items_each_open_a_turn() -> None:
+def test_chat_takes_no_reasoning() -> None:
     items = [
         _reasoning("a"),
-        _reasoning("b"),
+        {**_reasoning("b"), ORIGIN_KEY: CHAT},
         _text("assistant", "c"),
-        _reasoning("d"),
+        _reasoning("d", id="rs_1", encrypted_content="enc"),
         _call("1"),
         _text("assistant", "e"),
     ]
     chat = from_responses(items, "chat")
-    assert chat == Conversion(
+    assert chat == Rendering(
         [
-            {"role": "assistant", "content": None, "reasoning_content": "a"},
             {
                 "role": "assistant",
                 "content": [{"type": "text", "text": "c"}],
-                "reasoning_content": "b",
-            },
-            {
-                "role": "assistant",
-                "content": None,
-                "reasoning_content": "d",
                 "tool_calls": [_chat_call("1")],
             },
             {"role": "assistant", "content": [{"type": "text", "text": "e"}]},
         ],
-        [],
+        excluded=[Excluded(i, "reasoning", "foreign_reasoning") for i in (0, 1, 3)],
     )
-    assert to_responses(chat.items, "chat") == Conversion(items, [])
+    assert "reasoning_content" not in str(chat.items)
 
 
-def test_chat_passes_through_what_it_cannot_express() -> None:
-    opaque_reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"}
-    tool_image = _output("c2", [{"type": "input_image", "image_url": "https://x/y.png"}])
-    unknown = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+def test_chat_sends_tool_output_images_in_a_user_message_after_the_tool_messages() -> None:
+    png = "data:image/png;base64,iVBO"
     items = [
         _call("c1"),
-        COMPACTION,
         _call("c2"),
+        _output(
+            "c1",
+            [{"type": "input_text", "text": "shot:"}, {"type": "input_image", "image_url": png}],
+        ),
+        _output("c2", [{"type": "input_image", "image_url": "https://x/y.png", "detail": "low"}]),
+        _text("assistant", "Seen."),
+    ]
+    assert from_responses(items, "chat") == Rendering(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [_chat_call("c1"), _chat_call("c2")],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [
+                    {"type": "text", "text": "shot:"},
+                    {"type": "text", "text": "[image 1: in the user message that follows]"},
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c2",
+                "content": [
+                    {"type": "text", "text": "[image 2: in the user message that follows]"}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Images returned by the tool calls above:"},
+                    {"type": "image_url", "image_url": {"url": png}},
+                    {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
+                ],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "Seen."}]},
+        ],
+        placeholders=[Placeholder(2, "tool_output_image"), Placeholder(3, "tool_output_image")],
+    )
+
+
+def test_chat_leaves_out_what_it_cannot_express() -> None:
+    opaque_reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"}
+    unknown = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    file_part = {"type": "input_file", "file_id": "f1"}
+    items = [
+        _call("c1"),
+        _output("c1", "ok"),
+        COMPACTION,
         opaque_reasoning,
-        tool_image,
         unknown,
         {"no": "type"},
+        _message("user", [{"type": "input_text", "text": "see"}, file_part]),
     ]
-    assert from_responses(items, "chat") == Conversion(
+    assert from_responses(items, "chat") == Rendering(
         [
             {"role": "assistant", "content": None, "tool_calls": [_chat_call("c1")]},
-            COMPACTION,
-            {"role": "assistant", "content": None, "tool_calls": [_chat_call("c2")]},
-            opaque_reasoning,
-            tool_image,
-            unknown,
-            {"no": "type"},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "see"},
+                    {"type": "text", "text": "[input_file part omitted: not supported here]"},
+                ],
+            },
         ],
-        [1, 3, 4, 5, 6],
+        excluded=[
+            Excluded(2, "compaction", "not_expressible"),
+            Excluded(3, "reasoning", "foreign_reasoning"),
+            Excluded(4, "web_search_call", "not_expressible"),
+            Excluded(5, "unknown", "not_expressible"),
+        ],
+        placeholders=[Placeholder(6, "unsupported_part")],
     )
 
 
@@ -363,8 +460,10 @@ def test_chat_messages_it_cannot_read_are_passed_through_whole() -> None:
         {"role": "user", "content": "fine"},
         COMPACTION,
     ]
-    assert to_responses(messages, "chat") == Conversion(
-        [*messages[:6], _message("user", "fine"), COMPACTION], [0, 1, 2, 3, 4, 5, 7]
+    assert to_responses(messages, "chat") == Parsed(
+        [*messages[:6], _message("user", "fine"), COMPACTION],
+        [0, 1, 2, 3, 4, 5, 7],
+        list(range(8)),
     )
 
 
@@ -374,8 +473,9 @@ def test_chat_messages_it_cannot_read_are_passed_through_whole() -> None:
 def test_anthropic_from_responses_merges_items_of_one_role() -> None:
     items = [
         _text("system", "be brief"),
+        _message("developer", "use tools"),
         _message("user", "list files"),
-        _reasoning("need ls", encrypted_content="sig"),
+        {**_reasoning("need ls", encrypted_content="sig"), ORIGIN_KEY: ANTHROPIC},
         _text("assistant", "Listing."),
         _call("c1"),
         _call("c2", "read", "not json"),
@@ -387,11 +487,16 @@ def test_anthropic_from_responses_merges_items_of_one_role() -> None:
             "call_id": "c3",
             "action": {"type": "exec", "command": ["ls"]},
         },
-        {"type": "reasoning", "summary": [], "encrypted_content": "redacted"},
+        {
+            "type": "reasoning",
+            "summary": [],
+            "encrypted_content": "redacted",
+            ORIGIN_KEY: ANTHROPIC,
+        },
+        _text("developer", "state changed"),
     ]
-    assert from_responses(items, "anthropic") == Conversion(
+    assert from_responses(items, "anthropic") == Rendering(
         [
-            _text("system", "be brief"),
             {"role": "user", "content": "list files"},
             {
                 "role": "assistant",
@@ -431,18 +536,45 @@ def test_anthropic_from_responses_merges_items_of_one_role() -> None:
                     {"type": "redacted_thinking", "data": "redacted"},
                 ],
             },
+            # A later instruction is read where Anthropic reads it: in a user turn.
+            {"role": "user", "content": [{"type": "text", "text": "state changed"}]},
         ],
-        [0],
+        system=[{"type": "text", "text": "be brief"}, {"type": "text", "text": "use tools"}],
+        locations=[
+            Block(None, 0),
+            Block(None, 1),
+            Block(0, None),
+            *(Block(1, b) for b in range(4)),
+            *(Block(2, b) for b in range(3)),
+            Block(3, 0),
+            Block(3, 1),
+            Block(4, 0),
+        ],
+    )
+
+
+def test_anthropic_history_opens_with_a_user_turn() -> None:
+    items = [_text("developer", "rules"), _text("assistant", "Resuming."), _text("user", "go")]
+    assert from_responses(items, "anthropic") == Rendering(
+        [
+            {"role": "user", "content": "(The conversation so far follows.)"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Resuming."}]},
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        ],
+        system=[{"type": "text", "text": "rules"}],
+        placeholders=[Placeholder(0, "leading_user_turn")],
+        locations=[Block(None, 0), Block(1, 0), Block(2, 0)],
     )
 
 
 def test_anthropic_to_responses_gives_each_block_its_item() -> None:
+    cache = {"type": "ephemeral"}
     messages: list[Item] = [
         {"role": "user", "content": "look"},
         {
             "role": "user",
             "content": [
-                {"type": "text", "text": "this", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "this", "cache_control": cache},
                 {
                     "type": "image",
                     "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
@@ -459,6 +591,7 @@ def test_anthropic_to_responses_gives_each_block_its_item() -> None:
                 {"type": "text", "text": "Twice."},
                 {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "é"}},
                 {"type": "tool_use", "id": "t2", "name": "raw", "input": {RAW_ARGUMENTS: "{x"}},
+                {"type": "tool_use", "id": "t4", "name": "patch", "input": {RAW_INPUT: "diff"}},
                 {"type": "text", "text": "After."},
             ],
         },
@@ -475,28 +608,37 @@ def test_anthropic_to_responses_gives_each_block_its_item() -> None:
                     ],
                 },
                 {"type": "tool_result", "tool_use_id": "t3"},
+                {"type": "tool_result", "tool_use_id": "t4", "content": "patched"},
             ],
         },
         {"role": "assistant", "content": []},
     ]
     image = {"type": "input_image", "image_url": "https://x/z.png", "detail": "auto"}
-    assert to_responses(messages, "anthropic") == Conversion(
+    assert to_responses(messages, "anthropic") == Parsed(
         [
             _message("user", "look"),
-            _message(
-                "user",
-                [
-                    {"type": "input_text", "text": "this"},
-                    {
-                        "type": "input_image",
-                        "image_url": "data:image/png;base64,iVBO",
-                        "detail": "auto",
-                    },
-                    {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"},
-                ],
-            ),
-            _reasoning("hmm", encrypted_content="sig"),
-            {"type": "reasoning", "summary": [], "encrypted_content": "opaque"},
+            {
+                **_message(
+                    "user",
+                    [
+                        {"type": "input_text", "text": "this"},
+                        {
+                            "type": "input_image",
+                            "image_url": "data:image/png;base64,iVBO",
+                            "detail": "auto",
+                        },
+                        {"type": "input_image", "image_url": "https://x/y.png", "detail": "auto"},
+                    ],
+                ),
+                ORIGIN_KEY: {**ANTHROPIC, "parts": [{"cache_control": cache}, {}, {}]},
+            },
+            {**_reasoning("hmm", encrypted_content="sig"), ORIGIN_KEY: ANTHROPIC},
+            {
+                "type": "reasoning",
+                "summary": [],
+                "encrypted_content": "opaque",
+                ORIGIN_KEY: ANTHROPIC,
+            },
             _message(
                 "assistant",
                 [
@@ -506,14 +648,85 @@ def test_anthropic_to_responses_gives_each_block_its_item() -> None:
             ),
             _call("t1", "read", '{"path":"é"}'),
             _call("t2", "raw", "{x"),
+            {"type": "custom_tool_call", "call_id": "t4", "name": "patch", "input": "diff"},
             _message("assistant", [{"type": "output_text", "text": "After."}]),
-            _output("t1", "text"),
+            {**_output("t1", "text"), ORIGIN_KEY: {**ANTHROPIC, "fields": {"is_error": True}}},
             _output("t2", [{"type": "input_text", "text": "see"}, image]),
             _output("t3", ""),
+            {"type": "custom_tool_call_output", "call_id": "t4", "output": "patched"},
             _message("assistant", []),
         ],
         [],
+        [0, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 4],
     )
+
+
+def test_anthropic_round_trip_gives_back_every_field_it_read() -> None:
+    cache = {"type": "ephemeral"}
+    messages: list[Item] = [
+        {"role": "user", "content": [{"type": "text", "text": "run both", "cache_control": cache}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "two calls", "signature": "sig"},
+                {"type": "tool_use", "id": "t1", "name": "sh", "input": {"cmd": "ls"}},
+                {"type": "tool_use", "id": "t2", "name": "sh", "input": {"cmd": "false"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t2",
+                    "content": [{"type": "text", "text": "exit 1", "cache_control": cache}],
+                    "is_error": True,
+                },
+            ],
+        },
+    ]
+    items = to_responses(messages, "anthropic").items
+    assert from_responses(items, "anthropic").items == messages
+    # Into another provider: the thinking stays behind, the fields are reported.
+    chat = from_responses(items, "chat")
+    assert chat.excluded == [Excluded(1, "reasoning", "foreign_reasoning")]
+    assert chat.dropped_fields == [
+        DroppedField(0, "content[0].cache_control"),
+        DroppedField(5, "is_error"),
+        DroppedField(5, "content[0].cache_control"),
+    ]
+
+
+def test_anthropic_keeps_at_most_four_cache_breakpoints() -> None:
+    marked = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
+    messages = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": [marked]} for n in range(6)
+    ]
+    rendered = from_responses(to_responses(messages, "anthropic").items, "anthropic")
+    kept = [m["content"][0].get("cache_control") is not None for m in rendered.items]
+    assert kept == [False, False, True, True, True, True]
+    assert rendered.dropped_fields == [DroppedField(0, "cache_control")] * 2
+
+
+def test_cache_breakpoints_land_on_the_last_cacheable_block() -> None:
+    items = [
+        _text("developer", "rules"),
+        _message("user", "go"),
+        {**_reasoning("hmm", encrypted_content="sig"), ORIGIN_KEY: ANTHROPIC},
+    ]
+    rendered = from_responses(items, "anthropic")
+    assert place_cache_breakpoint(rendered, 0) == Block(None, 0)
+    # Thinking blocks take no cache_control: the breakpoint moves back to the user turn, whose
+    # string content becomes a block so that it can carry one.
+    assert place_cache_breakpoint(rendered, 2) == Block(0, 0)
+    assert rendered.system == [
+        {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert rendered.items[0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}}],
+    }
 
 
 @pytest.mark.parametrize(
@@ -531,16 +744,17 @@ def test_anthropic_to_responses_gives_each_block_its_item() -> None:
     ],
 )
 def test_anthropic_carries_arguments_that_are_not_an_object_exactly(arguments: str) -> None:
-    items = [_call("c1", "f", arguments)]
+    items = [_message("user", "go"), _call("c1", "f", arguments)]
     anthropic = from_responses(items, "anthropic")
-    assert anthropic.items[0]["content"][0]["input"] == {RAW_ARGUMENTS: arguments}
-    assert to_responses(anthropic.items, "anthropic") == Conversion(items, [])
+    assert anthropic.items[1]["content"][0]["input"] == {RAW_ARGUMENTS: arguments}
+    assert to_responses(anthropic.items, "anthropic") == Parsed(items, [], [0, 1])
 
 
-def test_anthropic_passes_through_what_it_cannot_express() -> None:
+def test_anthropic_carries_custom_tools_and_leaves_out_what_it_cannot_express() -> None:
     custom = {"type": "custom_tool_call", "call_id": "c1", "name": "patch", "input": "diff"}
     custom_output = {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"}
     refusal = _message("assistant", [{"type": "refusal", "refusal": "no"}])
+    openai_reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e"}
     items = [
         _text("developer", "rules"),
         _text("user", "a"),
@@ -549,21 +763,51 @@ def test_anthropic_passes_through_what_it_cannot_express() -> None:
         _text("user", "b"),
         refusal,
         COMPACTION,
-        {"type": "reasoning", "summary": []},
+        openai_reasoning,
+        _text("user", ""),
     ]
-    assert from_responses(items, "anthropic") == Conversion(
+    rendered = from_responses(items, "anthropic")
+    assert rendered == Rendering(
         [
-            items[0],
             {"role": "user", "content": [{"type": "text", "text": "a"}]},
-            custom,
-            custom_output,
-            {"role": "user", "content": [{"type": "text", "text": "b"}]},
-            refusal,
-            COMPACTION,
-            items[7],
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "c1", "name": "patch", "input": {RAW_INPUT: "diff"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "c1", "content": "ok"},
+                    {"type": "text", "text": "b"},
+                ],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "no"}]},
         ],
-        [0, 2, 3, 5, 6, 7],
+        system=[{"type": "text", "text": "rules"}],
+        excluded=[
+            Excluded(6, "compaction", "not_expressible"),
+            Excluded(7, "reasoning", "foreign_reasoning"),
+            Excluded(8, "message", "not_expressible"),
+        ],
+        locations=[
+            Block(None, 0),
+            Block(0, 0),
+            Block(1, 0),
+            Block(2, 0),
+            Block(2, 1),
+            Block(3, 0),
+            None,
+            None,
+            None,
+        ],
     )
+    assert to_responses(rendered.items, "anthropic").items[1:4] == [
+        custom,
+        custom_output,
+        _text("user", "b"),
+    ]
 
 
 def test_anthropic_messages_it_cannot_read_are_passed_through_whole() -> None:
@@ -582,12 +826,31 @@ def test_anthropic_messages_it_cannot_read_are_passed_through_whole() -> None:
         {"role": "user"},
         {"role": "user", "content": "fine"},
     ]
-    assert to_responses(messages, "anthropic") == Conversion(
-        [*messages[:6], _message("user", "fine")], [0, 1, 2, 3, 4, 5]
+    assert to_responses(messages, "anthropic") == Parsed(
+        [*messages[:6], _message("user", "fine")], [0, 1, 2, 3, 4, 5], list(range(7))
     )
 
 
 # --- round trips of recorded trajectories ----------------------------------------------------
+
+
+def _as_sent(items: list[Item], fmt: Format) -> list[Item]:
+    """What a trajectory becomes in `fmt`, in Responses terms: Chat sends an empty tool output
+    as a placeholder; Anthropic sends the leading instructions as `system` and later ones as
+    user turns."""
+    sent: list[Item] = []
+    leading = True
+    for item in items:
+        instruction = item.get("role") in ("system", "developer")
+        leading = leading and instruction
+        if fmt == "chat" and item_type(item) in OUTPUT_TYPES and item["output"] in ("", []):
+            sent.append({**item, "output": EMPTY_OUTPUT_TEXT})
+        elif fmt == "anthropic" and instruction:
+            if not leading:
+                sent.append({**item, "role": "user"})
+        else:
+            sent.append(item)
+    return sent
 
 
 @pytest.mark.parametrize("fmt", WIRE_FORMATS)
@@ -596,22 +859,18 @@ def test_trajectory_round_trip_preserves_essentials(path: Path, fmt: Format) -> 
     items = load_trajectory(path)
     wire = from_responses(items, fmt)
     back = to_responses(wire.items, fmt)
-    assert essentials(back.items, fmt) == essentials(items, fmt)
-    # Anthropic has no system role: only system messages are left untranslated, both ways.
-    held_back = [
-        index
-        for index, item in enumerate(items)
-        if fmt == "anthropic" and item.get("role") in ("system", "developer")
-    ]
-    assert wire.untranslated == held_back
-    assert [wire.items[index] for index in back.untranslated] == [items[i] for i in held_back]
+    assert essentials(back.items, fmt) == essentials(_as_sent(items, fmt), fmt)
+    assert (wire.excluded, back.untranslated) == ([], [])
+    leading = [it for it in items[: len(wire.system or [])] if it.get("role") == "system"]
+    assert len(leading) == len(wire.system or [])
 
 
 @pytest.mark.parametrize("path", TRAJECTORIES, ids=lambda path: path.stem)
 def test_trajectory_round_trip_through_chat_is_exact(path: Path) -> None:
-    # The recorded items carry no ids, so Chat loses nothing at all.
+    # The recorded items carry no ids, so Chat loses nothing but the emptiness of empty outputs.
     items = load_trajectory(path)
-    assert to_responses(from_responses(items, "chat").items, "chat") == Conversion(items, [])
+    back = to_responses(from_responses(items, "chat").items, "chat")
+    assert back == Parsed(_as_sent(items, "chat"), [], back.sources)
 
 
 def test_trajectories_are_present() -> None:
