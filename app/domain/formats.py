@@ -380,7 +380,7 @@ def _responses_part_from_chat(part: Any, role: str) -> Item | None:
 
 def _chat_tool_content(
     output: Any, *, index: int, report: _Report, images_before: int
-) -> tuple[str | list[Item], list[Item]] | None:
+) -> tuple[str | list[Item], list[Item]]:
     """A tool message's text content and the images its output held (for a user message that
     follows; `images_before` of the turn's earlier outputs come first in it)."""
     if isinstance(output, str):
@@ -389,7 +389,9 @@ def _chat_tool_content(
         report.placeholder(index, "empty_output")
         return EMPTY_OUTPUT_TEXT, []
     if not isinstance(output, list):
-        return None
+        # Its call is in the output already: the answer stays, so that pairing holds.
+        report.placeholder(index, "unsupported_part")
+        return _placeholder_text(output), []
     texts: list[Item] = []
     images: list[Item] = []
     for part in output:
@@ -476,13 +478,11 @@ def _chat_from_responses(items: list[Item]) -> Rendering:
                 if parts is not None:
                     standalone = {"role": role, "content": parts}
             case kind, {"call_id": str() as call_id, "output": output} if kind in OUTPUT_TYPES:
-                converted = _chat_tool_content(
+                tool_content, images = _chat_tool_content(
                     output, index=index, report=report, images_before=len(pending_images)
                 )
-                if converted is not None:
-                    tool_content, images = converted
-                    standalone = {"role": "tool", "tool_call_id": call_id, "content": tool_content}
-                    pending_images.extend(images)
+                standalone = {"role": "tool", "tool_call_id": call_id, "content": tool_content}
+                pending_images.extend(images)
             case _:
                 pass
         if call is not None:
@@ -712,7 +712,9 @@ def _anthropic_blocks(
                 output, part=_anthropic_block, role="tool", index=index, report=report
             )
             if result is None:
-                return None
+                # Its call is in the output already: the answer stays, so that pairing holds.
+                report.placeholder(index, "unsupported_part")
+                result = _placeholder_text(output)
             tool_result: Item = {"type": "tool_result", "tool_use_id": call_id}
             if isinstance(result, list):
                 result = [p for p in result if p.get("type") != "text" or p["text"]]

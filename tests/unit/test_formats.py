@@ -875,3 +875,18 @@ def test_trajectory_round_trip_through_chat_is_exact(path: Path) -> None:
 
 def test_trajectories_are_present() -> None:
     assert len(TRAJECTORIES) >= 20
+
+
+@pytest.mark.parametrize("fmt", WIRE_FORMATS)
+def test_an_output_of_no_known_shape_still_answers_its_call(fmt: Format) -> None:
+    items = [_message("user", "go"), _call("c1"), _output("c1", {"exit": 0})]
+    rendered = from_responses(items, fmt)
+    assert rendered.placeholders == [Placeholder(2, "unsupported_part")]
+    assert rendered.excluded == []
+    back = to_responses(rendered.items, fmt).items
+    assert [item_type(item) for item in back] == [
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    assert back[2]["output"] == "[content part omitted: not supported here]"
