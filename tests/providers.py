@@ -13,10 +13,11 @@ only surface when iterated, so every validated value is materialised), and some 
 admit the SDKs' response models, which keep unknown keys in `model_extra` instead of refusing
 them (so a model holding extras counts as a rejection).
 
-The one deliberate loosening: a Responses assistant message in exactly the shape the Codex CLI
-sends (`type`, `role`, `content` of `output_text` parts holding only `type` and `text`; no
-`id`, `status` or `annotations`) is accepted as is. Everything else must pass
-`ResponseInputParam` strictly.
+The deliberate loosenings, both the shapes the Codex CLI itself sends and the Responses API
+takes: an assistant message of `output_text` parts holding only `type` and `text` (no `id`,
+`status` or `annotations`), and a reasoning item of a `summary_text` summary and encrypted
+content without an `id` (stateless use). Everything else must pass `ResponseInputParam`
+strictly.
 """
 
 from __future__ import annotations
@@ -436,6 +437,26 @@ def _is_codex_assistant_message(item: Any) -> bool:
     )
 
 
+def _is_codex_reasoning(item: Any) -> bool:
+    """Exactly the reasoning item the Codex CLI sends back (stateless, so without the `id` the
+    SDK type asks for): a summary of `summary_text` parts and the encrypted content."""
+    if not isinstance(item, dict) or item.keys() != {"type", "summary", "encrypted_content"}:
+        return False
+    summary = item["summary"]
+    return (
+        item["type"] == "reasoning"
+        and isinstance(item["encrypted_content"], str)
+        and isinstance(summary, list)
+        and all(
+            isinstance(part, dict)
+            and part.keys() == {"type", "text"}
+            and part["type"] == "summary_text"
+            and isinstance(part["text"], str)
+            for part in summary
+        )
+    )
+
+
 def _responses_rules(items: Sequence[Any]) -> Iterator[str]:
     calls: dict[str, tuple[str, int]] = {}  # call_id -> (output type that answers it, index)
     answers: Counter[str] = Counter()
@@ -444,7 +465,7 @@ def _responses_rules(items: Sequence[Any]) -> Iterator[str]:
         if not isinstance(item, dict):
             continue
         kind, call_id = item.get("type"), item.get("call_id")
-        if kind == "reasoning" and not item.get("id"):
+        if kind == "reasoning" and not item.get("id") and not _is_codex_reasoning(item):
             yield f"{where}: reasoning item without an id"
         if kind in _CALL_FAMILY:
             if call_id in calls:
@@ -470,7 +491,7 @@ def responses_violations(items: Sequence[Any]) -> list[str]:
     adapter = _adapters().responses_items
     found: list[str] = []
     for index, item in enumerate(items):
-        if not _is_codex_assistant_message(item):
+        if not (_is_codex_assistant_message(item) or _is_codex_reasoning(item)):
             found += _element_violations(
                 item, target="responses", where=f"items[{index}]", adapter=adapter
             )

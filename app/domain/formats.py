@@ -319,13 +319,14 @@ def _parts_or_placeholders(
 
 def _responses_from_responses(items: list[Item]) -> Rendering:
     """Responses stays Responses, without provider fields and without reasoning of another
-    provider (or without the `id` the API needs to accept reasoning back)."""
+    provider. OpenAI reasoning stays as it came: with its `id`, or without one as the Codex CLI
+    sends it back in stateless use."""
     out: list[Item] = []
     report = _Report()
     for index, item in enumerate(items):
         origin = _origin(item)
-        if item_type(item) == "reasoning" and (origin or not isinstance(item.get("id"), str)):
-            report.exclude(index, item, "foreign_reasoning" if origin else "not_expressible")
+        if item_type(item) == "reasoning" and origin:
+            report.exclude(index, item, "foreign_reasoning")
             continue
         if origin:
             report.drop_fields(index, _foreign_fields(origin))

@@ -304,6 +304,26 @@ def test_openai_reasoning_is_excluded_as_foreign_reasoning_elsewhere(
     assert OPENAI_BLOB not in json.dumps([result.get("system"), result["items"]])
 
 
+@pytest.mark.parametrize(
+    "reasoning",
+    [OPENAI_REASONING, {k: v for k, v in OPENAI_REASONING.items() if k != "id"}],
+    ids=["with_id", "codex_stateless"],
+)
+def test_openai_reasoning_goes_back_to_responses_as_it_came(
+    client: TestClient, reasoning: dict[str, Any]
+) -> None:
+    items = [
+        user_msg("What is in the repository?"),
+        reasoning,
+        tool_call("call_ls", "shell", '{"command":["ls"]}'),
+        tool_output("call_ls", "README.md\nsrc"),
+    ]
+    result = _normalize(client, {"items": items, "format": "responses"})
+    found = provider_violations("responses", result, key="items")
+    assert found == [], _verdict(found)
+    assert (result["items"], result["report"]["excluded"]) == (items, [])
+
+
 def test_image_tool_output_becomes_a_placeholder_then_a_user_image_in_chat(
     client: TestClient,
 ) -> None:

@@ -177,13 +177,11 @@ def test_responses_format_is_the_identity_for_openai_items() -> None:
 def test_responses_output_keeps_reasoning_with_its_provider() -> None:
     anthropic_thinking = {**_reasoning("hmm", encrypted_content="sig"), ORIGIN_KEY: ANTHROPIC}
     failed = {**_output("t1", "boom"), ORIGIN_KEY: {**ANTHROPIC, "fields": {"is_error": True}}}
-    items = [anthropic_thinking, _reasoning("no id"), _call("t1"), failed]
+    codex_reasoning = _reasoning("stateless", encrypted_content="enc")
+    items = [anthropic_thinking, codex_reasoning, _call("t1"), failed]
     assert from_responses(items, "responses") == Rendering(
-        [_call("t1"), _output("t1", "boom")],
-        excluded=[
-            Excluded(0, "reasoning", "foreign_reasoning"),
-            Excluded(1, "reasoning", "not_expressible"),
-        ],
+        [codex_reasoning, _call("t1"), _output("t1", "boom")],
+        excluded=[Excluded(0, "reasoning", "foreign_reasoning")],
         dropped_fields=[DroppedField(3, "is_error")],
     )
 
