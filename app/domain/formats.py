@@ -654,9 +654,12 @@ def _responses_part_from_anthropic(block: Any, role: str) -> Item | None:
             return None
 
 
+_ARGUMENTS_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_finite_float)
+
+
 def _tool_input(arguments: str) -> dict[str, Any]:
     try:
-        tool_input = json.loads(arguments, parse_float=_finite_float, parse_constant=_finite_float)
+        tool_input = _ARGUMENTS_DECODER.decode(arguments)
     except (ValueError, RecursionError):
         tool_input = None
     # Anthropic only takes an object; anything else, or an object that would read back as a
