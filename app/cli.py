@@ -96,6 +96,13 @@ def render_plan(stored: dict[str, Any]) -> str:
             f"{entry['tokens']:>7}  {score:>6}  {entry['form']:<9}  {entry['layer']:<9}  "
             f"{entry['source'][:16]:<16}  {entry['id']}"
         )
+    # Plans stored before breakpoints were placed have none.
+    for mark in response.get("cache_breakpoints", []):
+        where = "system" if mark["message"] is None else f"messages[{mark['message']}]"
+        lines.append(
+            f"cache breakpoint  {mark['reason']:<13}  after pos {mark['position']} "
+            f"({mark['item_id']}) on {where} block {mark['block']}"
+        )
     return "\n".join(lines)
 
 

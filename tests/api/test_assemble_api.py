@@ -299,6 +299,19 @@ def test_plan_renders_as_a_table_for_humans(client: TestClient) -> None:
     assert lines[4].split()[-1] == "a"
     assert lines[5].split()[:3] == ["-", "dropped", "max_items"]
     assert lines[5].split()[-1] == "b"
+    assert len(lines) == 6
+
+
+def test_plan_table_says_where_the_cache_breakpoints_are(client: TestClient) -> None:
+    client.post("/sessions", json={"session_id": "plan-breakpoints"})
+    client.put("/sessions/plan-breakpoints/goal", json={"text": "Ship it."})
+    client.post("/sessions/plan-breakpoints/items", json={"items": [user_msg("go")]})
+    made = _assemble(client, session_id="plan-breakpoints", output_format="anthropic")
+    table = render_plan(client.get(f"/assemblies/{made['assembly_id']}").json())
+    assert table.splitlines()[-2:] == [
+        "cache breakpoint  stable_prefix  after pos 0 (goal) on system block 0",
+        "cache breakpoint  history_end    after pos 1 (history:0) on messages[0] block 0",
+    ]
 
 
 def test_a_plan_that_cannot_be_stored_after_its_answer_is_counted_not_raised(
