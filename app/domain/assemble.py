@@ -86,6 +86,7 @@ DropReason = Literal[
     "duplicate",
     "near_duplicate",
     "below_relevance",
+    "recall_cap",
     "max_items",
     "max_tokens",
     "source_max_items",
@@ -321,7 +322,7 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             offered = heapq.nsmallest(cap, keys)
             for key in keys:
                 if not offered or key > offered[-1]:
-                    reasons[key[-1]] = "source_max_items"
+                    reasons[key[-1]] = "recall_cap"
             keys = offered
         considered_keys += keys
     considered = [key[-1] for key in sorted(considered_keys)]

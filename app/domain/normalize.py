@@ -17,9 +17,10 @@ After `normalize_history`:
 
 Families: `function_call` and `local_shell_call` are answered by `function_call_output`,
 `custom_tool_call` by `custom_tool_call_output`; an output never answers a call of another family.
-Outputs without a call_id and server-executed outputs (`"execution": "server"`) stand alone:
-pairing neither moves, removes nor counts them. A `local_shell_call` without a call_id stands
-alone too; a `function_call` or `custom_tool_call` without one cannot be answered and is excluded.
+Server-executed outputs (`"execution": "server"`) stand alone: pairing neither moves, removes
+nor counts them. A `local_shell_call` without a call_id stands alone too; a `function_call` or
+`custom_tool_call` without a (string) call_id cannot be answered, and an output without one
+answers nothing: both are excluded.
 
 Steps, in order: admission → reorder and deduplicate outputs → synthesize missing outputs →
 remove orphan outputs → strip unsupported media → truncate tool outputs.
@@ -76,7 +77,9 @@ CallKey = tuple[Family, str]
 MediaKind = Literal["image", "audio"]
 Modality = Literal["text", "image", "audio"]
 """What a model reads; media of any other kind is replaced by its placeholder."""
-ExclusionReason = Refusal | Literal["call_without_call_id", "duplicate_call_id"]
+ExclusionReason = Refusal | Literal[
+    "call_without_call_id", "output_without_call_id", "duplicate_call_id"
+]
 
 SYNTHETIC_OUTPUT_NAMESPACE = uuid.UUID("8a9fb583-5174-477f-82ff-9ad9c778f6c9")
 """UUIDv5 namespace of synthesized output ids. Changing it changes model-visible ids and so
@@ -271,6 +274,14 @@ def normalize_history(
         ):
             # No output could ever answer it. It stays in the log; only this projection drops it.
             reason = "call_without_call_id"
+        if (
+            reason is None
+            and kind in OUTPUT_TYPES
+            and item.get("execution") != "server"
+            and _answer_key(item) is None
+        ):
+            # It answers nothing a provider could name: sent alone it is refused.
+            reason = "output_without_call_id"
         if reason is None:
             admitted.append((index, item))
         else:

@@ -165,7 +165,11 @@ def _json_copy(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=lambda scalar: scalar.value))
 
 
-def _canonical(value: Any, *, loc: list[str | int], problems: list[dict[str, Any]]) -> Any:
+def _canonical(
+    value: Any, *, loc: list[str | int], problems: list[dict[str, Any]], in_array: bool = False
+) -> Any:
+    """A canonical copy: keys sorted; a null member of an object means "absent", as in a merge
+    patch, and is left out, except within an array, which a merge patch carries whole."""
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
@@ -178,7 +182,7 @@ def _canonical(value: Any, *, loc: list[str | int], problems: list[dict[str, Any
         return value
     if isinstance(value, list):
         return [
-            _canonical(inner, loc=[*loc, index], problems=problems)
+            _canonical(inner, loc=[*loc, index], problems=problems, in_array=True)
             for index, inner in enumerate(value)
         ]
     if isinstance(value, Mapping):
@@ -186,8 +190,8 @@ def _canonical(value: Any, *, loc: list[str | int], problems: list[dict[str, Any
         for key, inner in value.items():
             if not isinstance(key, str) or _LONE_SURROGATE.search(key):
                 problems.append({"loc": [*loc, str(key)], "msg": "keys must be Unicode strings"})
-            elif inner is not None:
-                copy[key] = _canonical(inner, loc=[*loc, key], problems=problems)
+            elif inner is not None or in_array:
+                copy[key] = _canonical(inner, loc=[*loc, key], problems=problems, in_array=in_array)
         return dict(sorted(copy.items()))
     problems.append({"loc": loc, "msg": f"{type(value).__name__} is not a JSON value"})
     return None

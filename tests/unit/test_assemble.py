@@ -343,7 +343,7 @@ def test_recall_cap_keeps_only_the_best_retrieval_candidates_of_each_source() ->
         [shown(d1, 0, 3), shown(d3, 1, 3), shown(memory, 2, 2), shown(web, 3, 3)],
         [
             kept(d1, 0, 3),
-            dropped(d2, "source_max_items", 3),
+            dropped(d2, "recall_cap", 3),
             kept(d3, 1, 3),
             kept(memory, 2, 2),
             kept(web, 3, 3),

@@ -358,13 +358,27 @@ def test_normalize_excludes_a_second_call_with_the_same_call_id() -> None:
     )
 
 
-def test_normalize_leaves_outputs_without_call_id_and_server_outputs_alone() -> None:
-    standalone = {"type": "function_call_output", "output": "named external output"}
+def test_normalize_leaves_server_outputs_alone() -> None:
     server = {**tool_output("srv"), "execution": "server"}
-    items = [user_msg("hi"), standalone, server, assistant_msg("ok")]
+    items = [user_msg("hi"), server, assistant_msg("ok")]
     result = normalize(items)
     assert result.items == tuple(items)
     assert result.report.is_empty()
+
+
+def test_normalize_excludes_outputs_that_name_no_call() -> None:
+    # A provider refuses an output without a call id; a non-string id names nothing either.
+    missing = {"type": "function_call_output", "output": "named external output"}
+    numeric = {"type": "custom_tool_call_output", "call_id": 7, "output": "x"}
+    items = [user_msg("hi"), missing, numeric, assistant_msg("ok")]
+    result = normalize(items)
+    assert result.items == (user_msg("hi"), assistant_msg("ok"))
+    assert result.report.as_dict() == report(
+        excluded=[
+            {"index": 1, "type": "function_call_output", "reason": "output_without_call_id"},
+            {"index": 2, "type": "custom_tool_call_output", "reason": "output_without_call_id"},
+        ]
+    )
 
 
 def test_normalize_strips_images_in_place_when_model_lacks_image_input() -> None:

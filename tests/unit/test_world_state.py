@@ -379,12 +379,13 @@ def test_known_sections_are_the_five_documented_ones() -> None:
     assert KNOWN_SECTIONS == ("environment", "permissions", "instructions", "rules", "tools")
 
 
-def test_validate_sections_returns_sorted_copy_without_null_fields() -> None:
+def test_validate_sections_returns_sorted_copy_without_null_fields_outside_arrays() -> None:
     sections = {"tools": [None, {"name": "shell", "alias": None}], "environment": {"cwd": None}}
 
     snapshot = validate_sections(sections)
 
-    assert snapshot == {"environment": {}, "tools": [None, {"name": "shell"}]}
+    # A merge patch deletes a null member, but carries an array whole, nulls and all.
+    assert snapshot == {"environment": {}, "tools": [None, {"alias": None, "name": "shell"}]}
     assert list(snapshot) == ["environment", "tools"]
     assert sections == {
         "tools": [None, {"name": "shell", "alias": None}],
@@ -493,3 +494,14 @@ def test_a_long_goal_is_restated_by_its_opening_and_a_short_one_whole() -> None:
     restated = developer(goal_restatement(long) or "")
     assert not is_state_fragment(restated)
     assert goal_text_of(restated) is None
+
+
+def test_a_patch_carries_nulls_inside_arrays_whole() -> None:
+    previous = validate_sections({"environment": {"runs": [1]}})
+    new = validate_sections({"environment": {"runs": [1, None, {"exit": None}]}})
+    update = diff_world_state(previous, new, baseline=previous, active_history=(), version=2)
+    assert update.patch == {"environment": {"runs": [1, None, {"exit": None}]}}
+    assert update.patch is not None
+    assert apply_patch(previous, update.patch) == new == {
+        "environment": {"runs": [1, None, {"exit": None}]}
+    }
