@@ -64,6 +64,7 @@ def build_candidates(count: int) -> list[dict[str, Any]]:
             {
                 "id": f"doc-{n}",
                 "content": content,
+                "layer": "retrieval",
                 "locator": f"file://corpus/doc-{n}.txt",
                 "relevance": round((n * 37 % 100) / 100, 2),
                 "priority": 0.5,

@@ -117,7 +117,7 @@ class Candidate(NamedTuple):
 
     id: str
     source: str
-    layer: Layer = "retrieval"
+    layer: Layer = "memory"
     source_class: str | None = None
     content: str | None = None
     item: Item | None = None

@@ -16,7 +16,13 @@ from tests.conftest import TRAJECTORIES, load_trajectory
 
 
 def doc(doc_id: str, text: str, **fields: Any) -> dict[str, Any]:
-    return {"id": doc_id, "content": text, "locator": f"file://{doc_id}", **fields}
+    return {
+        "id": doc_id,
+        "content": text,
+        "layer": "retrieval",
+        "locator": f"file://{doc_id}",
+        **fields,
+    }
 
 
 def _assemble(client: TestClient, **body: Any) -> dict[str, Any]:
@@ -49,7 +55,12 @@ def test_assemble_selects_under_budget_and_records_every_decision(client: TestCl
                 doc("a", "alpha " * 50, relevance=0.9),
                 doc("b", "beta " * 50, relevance=0.8),
                 doc("c", "gamma " * 50, relevance=0.1),
-                {"id": "nolocator", "content": "who said this", "relevance": 1.0},
+                {
+                    "id": "nolocator",
+                    "content": "who said this",
+                    "layer": "retrieval",
+                    "relevance": 1.0,
+                },
             ],
         },
         {
@@ -623,3 +634,11 @@ def test_usage_cannot_name_another_tenants_assembly(postgres_url: str, session_i
             headers=two,
         )
     assert usage.status_code == 404
+
+
+def test_a_newcomers_plain_items_are_kept(client: TestClient) -> None:
+    # No layer, no locator: the first /assemble anyone tries must show what they sent.
+    plain = [{"id": "a", "content": "def f(): pass"}, {"id": "b", "content": "def g(): pass"}]
+    result = _assemble(client, sources=[{"source": "notes", "items": plain}])
+    assert _decisions(result) == [("a", "selected", None), ("b", "selected", None)]
+    assert [item["layer"] for item in result["items"]] == ["memory", "memory"]

@@ -47,6 +47,7 @@ def doc(
     doc_id: str, text: str | None = None, *, source: str = "search", **fields: Any
 ) -> Candidate:
     """A retrieval candidate, attributed to `file://<id>.py`."""
+    fields.setdefault("layer", "retrieval")
     return Candidate(
         id=doc_id,
         source=source,
@@ -268,7 +269,7 @@ def test_later_contribution_supersedes_earlier_one_of_same_source() -> None:
 
 
 def test_retrieval_candidate_without_locator_is_dropped_unattributed() -> None:
-    bare = Candidate(id="bare", source="search", content="no locator here")
+    bare = Candidate(id="bare", source="search", layer="retrieval", content="no locator here")
     attributed = doc("a")
     memory = note("m", "memory needs none")
     inp = AssemblyInput(
@@ -278,6 +279,15 @@ def test_retrieval_candidate_without_locator_is_dropped_unattributed() -> None:
         [shown(attributed, 0, 3), shown(memory, 1, 3)],
         [dropped(bare, "unattributed", 3), kept(attributed, 0, 3), kept(memory, 1, 3)],
         truncated=True,
+    )
+
+
+def test_a_candidate_without_a_layer_is_memory_and_kept_without_a_locator() -> None:
+    plain = Candidate(id="a", source="notes", content="def f(): pass")
+    inp = AssemblyInput(contributions=contributions(plain), placement="input_order")
+    assert plain.layer == "memory"
+    assert assemble(inp, count_tokens=words) == plan_of(
+        [shown(plain, 0, 3)], [kept(plain, 0, 3)], truncated=False
     )
 
 

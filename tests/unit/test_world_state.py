@@ -502,6 +502,8 @@ def test_a_patch_carries_nulls_inside_arrays_whole() -> None:
     update = diff_world_state(previous, new, baseline=previous, active_history=(), version=2)
     assert update.patch == {"environment": {"runs": [1, None, {"exit": None}]}}
     assert update.patch is not None
-    assert apply_patch(previous, update.patch) == new == {
-        "environment": {"runs": [1, None, {"exit": None}]}
-    }
+    assert (
+        apply_patch(previous, update.patch)
+        == new
+        == {"environment": {"runs": [1, None, {"exit": None}]}}
+    )
