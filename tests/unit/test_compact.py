@@ -166,10 +166,28 @@ def test_clear_is_a_noop_when_it_would_free_less_than_clear_at_least_tokens() ->
     assert result.is_noop
     assert result.history is SESSION
     assert result.tokens_after == result.tokens_before
+    freed = result.declares["keeps"][0].split("free ")[1].split(" tokens")[0]
+    assert result.declares == {
+        "drops": [],
+        "keeps": [
+            f"the active history, unchanged: clearing would free {freed} tokens, fewer than "
+            "clear_at_least_tokens (100)"
+        ],
+    }
+    assert 0 < int(freed) < 100
 
 
 def test_clear_is_a_noop_when_nothing_is_older_than_keep_recent() -> None:
-    assert plan(SESSION, "clear_tool_results", keep_recent=4).is_noop
+    result = plan(SESSION, "clear_tool_results", keep_recent=4)
+    assert result.is_noop
+    # Nothing dropped, and the declaration says why, for whoever reads the answer.
+    assert result.declares == {
+        "drops": [],
+        "keeps": [
+            "the active history, unchanged: no tool output outside the newest 4 and the "
+            "excluded tools has a body to clear"
+        ],
+    }
 
 
 def test_clearing_a_cleared_history_again_changes_nothing() -> None:

@@ -43,7 +43,6 @@ from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_t
 from app.domain.normalize import find_pairing_violations
 
 _CLEARED_PREFIX = "[tool output cleared by contextd"
-_NOOP_DECLARATION: dict[str, list[str]] = {"drops": [], "keeps": ["the active history, unchanged"]}
 _GOAL_HEADING_SECTION = re.compile(
     r"^#{1,6}[ \t]*(?:the |original |pinned |user'?s? )?goal\b.*?(?=^#{1,6}[ \t]|\Z)",
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
@@ -95,10 +94,11 @@ class _Context:
     """The history without products and re-anchored invariants."""
     previous: Product | None
 
-    def noop(self) -> CompactionResult:
+    def noop(self, why: str) -> CompactionResult:
+        """Nothing to do; `why` says so in the declaration, for the engineer reading it."""
         return CompactionResult(
             strategy=self.inp.strategy,
-            declares={key: list(value) for key, value in _NOOP_DECLARATION.items()},
+            declares={"drops": [], "keeps": [f"the active history, unchanged: {why}"]},
             tokens_before=self.tokens_before,
             tokens_after=self.tokens_before,
             history=self.inp.history,
@@ -185,8 +185,18 @@ def _clear(ctx: _Context) -> CompactionResult:
                 body[call_position] = new_call
             freed += gain
             cleared.append(position)
-    if not cleared or freed < params.clear_at_least_tokens:
-        return ctx.noop()
+    if not cleared and target is not None and unmasked <= target:
+        return ctx.noop(f"it already fits the target of {target} tokens")
+    if not cleared:
+        return ctx.noop(
+            f"no tool output outside the newest {params.keep_recent} and the excluded tools "
+            "has a body to clear"
+        )
+    if freed < params.clear_at_least_tokens:
+        return ctx.noop(
+            f"clearing would free {freed} tokens, fewer than clear_at_least_tokens "
+            f"({params.clear_at_least_tokens})"
+        )
     history = (*ctx.invariants, *ctx.products, *body)
     return CompactionResult(
         strategy="clear_tool_results",
@@ -253,7 +263,7 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
     truncating = kind is None
     target = params.target_tokens if params.target_tokens is not None else ctx.tokens_before // 2
     if target >= ctx.tokens_before:
-        return ctx.noop()
+        return ctx.noop(f"it already fits the target of {target} tokens")
     cuts = history_cuts([entry.item for entry in body])
     suffix = [0] * (len(body) + 1)
     for position in reversed(range(len(body))):
@@ -275,7 +285,7 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
     budget = target - head_size
     start = _tail_start(cuts, suffix_sizes=suffix, budget=budget, prefer=prefer, keep=keep)
     if seq_range(body[:start]) is None:
-        return ctx.noop()
+        return ctx.noop("every entry belongs to the newest turns it keeps")
     head: tuple[HistoryEntry, ...] = (*ctx.invariants, *ctx.products)
     product = None
     if kind is not None:
@@ -380,7 +390,7 @@ def plan_compaction(inp: CompactionInput, *, count_tokens: CountTokens) -> Compa
         previous=read_product(products[-1].item) if products else None,
     )
     if not body:
-        return ctx.noop()
+        return ctx.noop("nothing past the invariants and earlier records to compact")
     match inp.strategy:
         case "clear_tool_results":
             result = _clear(ctx)
