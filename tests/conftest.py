@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,10 @@ def _admin_conninfo(url: str) -> str:
 def postgres_url() -> Iterator[str]:
     """A fresh, migrated PostgreSQL database for this test run, dropped afterwards."""
     admin_url = os.environ.get("CTX_TEST_POSTGRES_URL", DEFAULT_ADMIN_URL)
-    name = f"contextd_test_{os.getpid()}"
+    # A name no other run can hold: a process id repeats across machines and containers that
+    # share one server, and dropping another run's database would kill it mid-test.
+    name = f"contextd_test_{uuid.uuid4().hex}"
     with psycopg.connect(_admin_conninfo(admin_url), autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     migrate(url)
