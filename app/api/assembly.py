@@ -336,7 +336,8 @@ def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
     return json_response(
         {
             "assembly_id": assembly_id,
-            "created_at": row.created_at.isoformat(),
+            # The form every other timestamp of the API takes (pydantic's: UTC as `Z`).
+            "created_at": row.created_at.isoformat().replace("+00:00", "Z"),
             "session_id": request.get("session_id"),
             "request": request,
             "response": {"assembly_id": assembly_id, **row.response},

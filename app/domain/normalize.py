@@ -77,9 +77,9 @@ CallKey = tuple[Family, str]
 MediaKind = Literal["image", "audio"]
 Modality = Literal["text", "image", "audio"]
 """What a model reads; media of any other kind is replaced by its placeholder."""
-ExclusionReason = Refusal | Literal[
-    "call_without_call_id", "output_without_call_id", "duplicate_call_id"
-]
+ExclusionReason = (
+    Refusal | Literal["call_without_call_id", "output_without_call_id", "duplicate_call_id"]
+)
 
 SYNTHETIC_OUTPUT_NAMESPACE = uuid.UUID("8a9fb583-5174-477f-82ff-9ad9c778f6c9")
 """UUIDv5 namespace of synthesized output ids. Changing it changes model-visible ids and so

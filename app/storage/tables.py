@@ -7,7 +7,7 @@ UPDATE and DELETE on it in both PostgreSQL and SQLite.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -19,10 +19,12 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     func,
     literal_column,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -34,10 +36,23 @@ JsonDocument = JSON()
 Identity = BigInteger().with_variant(Integer(), "sqlite")
 
 
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp read back as an aware UTC datetime from both engines: SQLite keeps no zone,
+    and PostgreSQL answers in the connection's zone."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {
         dict[str, Any]: JsonDocument,
-        datetime: DateTime(timezone=True),
+        datetime: UtcDateTime(),
     }
 
 

@@ -206,3 +206,24 @@ def test_sqlite_migrations_round_trip(tmp_path: object) -> None:
         )
     engine.dispose()
     assert triggers == {"facts_no_update", "facts_no_delete"}
+
+
+@pytest.mark.sqlite
+def test_timestamps_read_back_as_utc_in_both_engines(database_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    with TestClient(create_app(Settings(database_url=database_url))) as client:
+        created = client.post("/sessions", json={}).json()
+        appended = client.post(
+            f"/sessions/{created['session_id']}/items",
+            json={"items": [{"type": "message", "role": "user", "content": "hi"}]},
+        )
+        assert appended.status_code == 201
+        logged = client.get(f"/sessions/{created['session_id']}/items").json()["items"][0]
+        made = client.post("/assemble", json={"session_id": created["session_id"]}).json()
+        stored = client.get(f"/assemblies/{made['assembly_id']}").json()
+    # One form everywhere: UTC, written with Z, never a bare local time or a mix of forms.
+    stamps = [created["created_at"], logged["recorded_at"], stored["created_at"]]
+    assert all(stamp.endswith("Z") and "+" not in stamp for stamp in stamps), stamps
