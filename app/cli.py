@@ -8,6 +8,7 @@ import os
 import secrets
 import sys
 import tempfile
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -62,17 +63,61 @@ def run_serve(settings: Settings, *, host: str, port: int, workers: int) -> int:
 
 def run_create_key(settings: Settings, *, tenant: str) -> int:
     key = f"ctx_{secrets.token_urlsafe(32)}"
+    key_hash = hash_api_key(key)
     engine = create_db_engine(settings)
     try:
         with create_session_factory(engine)() as db:
             tenant_id = repository.ensure_tenant(db, tenant)
-            repository.add_api_key(db, tenant_id=tenant_id, key_hash=hash_api_key(key))
+            key_id = repository.add_api_key(db, tenant_id=tenant_id, key_hash=key_hash)
             db.commit()
     finally:
         engine.dispose()
-    print(f"created an API key for tenant {tenant!r}; it is shown once, store it now:")
+    print(
+        f"created API key {key_id} (fingerprint {key_hash[:12]}) for tenant {tenant!r}; "
+        "it is shown once, store it now:"
+    )
     print(key)
     return 0
+
+
+def run_list_keys(settings: Settings, *, tenant: str | None) -> int:
+    engine = create_db_engine(settings)
+    try:
+        with create_session_factory(engine)() as db:
+            keys = repository.list_api_keys(db, tenant=tenant)
+    finally:
+        engine.dispose()
+    print(f"{'id':>6}  {'fingerprint':<12}  {'created':<20}  {'revoked':<20}  tenant")
+    for key in keys:
+        revoked = _stamp(key.revoked_at) if key.revoked_at else "-"
+        print(
+            f"{key.id:>6}  {key.fingerprint:<12}  {_stamp(key.created_at):<20}  "
+            f"{revoked:<20}  {key.tenant}"
+        )
+    return 0
+
+
+def run_revoke_key(settings: Settings, *, key_id: int) -> int:
+    engine = create_db_engine(settings)
+    try:
+        with create_session_factory(engine)() as db:
+            revoked = repository.revoke_api_key(db, key_id)
+            db.commit()
+    finally:
+        engine.dispose()
+    if revoked is None:
+        print(f"no API key {key_id}", file=sys.stderr)
+        return 1
+    print(
+        f"revoked API key {key_id} (fingerprint {revoked.fingerprint}) of tenant "
+        f"{revoked.tenant!r}; running processes refuse it within "
+        f"{settings.api_key_cache_seconds:g} s (CTX_API_KEY_CACHE_SECONDS)"
+    )
+    return 0
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def render_plan(stored: dict[str, Any]) -> str:
@@ -127,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, default=1)
     create_key = commands.add_parser("create-key", help="create a tenant API key and print it once")
     create_key.add_argument("--tenant", required=True)
+    list_keys = commands.add_parser("list-keys", help="list API keys by id and fingerprint")
+    list_keys.add_argument("--tenant")
+    revoke_key = commands.add_parser("revoke-key", help="revoke an API key by its id")
+    revoke_key.add_argument("key_id", type=int)
     plan = commands.add_parser("plan", help="render a stored assembly plan as a table")
     plan.add_argument("assembly_id")
     plan.add_argument("--url", default=f"http://{settings.host}:{settings.port}")
@@ -139,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_serve(settings, host=args.host, port=args.port, workers=args.workers)
         case "create-key":
             return run_create_key(settings, tenant=args.tenant)
+        case "list-keys":
+            return run_list_keys(settings, tenant=args.tenant)
+        case "revoke-key":
+            return run_revoke_key(settings, key_id=args.key_id)
         case "plan":
             return run_plan(assembly_id=args.assembly_id, url=args.url, api_key=args.api_key)
         case _:

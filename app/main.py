@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api import assembly, compaction, history, isolation, ops, sessions, world
+from app.api.deps import TenantCache
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.settings import Settings
@@ -68,7 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = session_factory
-    app.state.tenant_by_key_hash = {}
+    app.state.tenant_by_key_hash = TenantCache(ttl=settings.api_key_cache_seconds)
     app.state.keys_exist = False
     app.state.open_mode_checked_at = float("-inf")
     app.include_router(ops.router)

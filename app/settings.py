@@ -37,6 +37,12 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Static 'tenant:key' pairs, in addition to the keys stored in the database.",
     )
+    api_key_cache_seconds: float = Field(
+        default=30.0,
+        ge=0.0,
+        description="How long a process trusts a key it resolved: a revoked key stops working "
+        "within this time.",
+    )
     db_pool_size: int = 10
     db_timeout_seconds: float = 5.0
     retry_after_seconds: int = 5

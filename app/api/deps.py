@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -61,11 +63,28 @@ async def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) 
     return await run_in_threadpool(_resolve_tenant, request, db)
 
 
+class TenantCache:
+    """Tenants by key hash, each remembered for `ttl` seconds, so that a revoked key stops
+    working in every process within that time. Shared by the event loop and the threadpool."""
+
+    def __init__(self, ttl: float) -> None:
+        self._entries: TTLCache[str, int] = TTLCache(maxsize=10_000, ttl=ttl)
+        self._lock = threading.Lock()
+
+    def get(self, key_hash: str) -> int | None:
+        with self._lock:
+            return self._entries.get(key_hash)
+
+    def put(self, key_hash: str, tenant: int) -> None:
+        with self._lock:
+            self._entries[key_hash] = tenant
+
+
 def _cached_tenant(request: Request) -> int | None:
     """The tenant this process already resolved for the request's key, without I/O; None when
     it must be resolved (or refused) by `_resolve_tenant`."""
     state = request.app.state
-    known: dict[str, int] = state.tenant_by_key_hash
+    known: TenantCache = state.tenant_by_key_hash
     header = request.headers.get("authorization")
     if header is None:
         recently_open = (
@@ -82,8 +101,7 @@ def _cached_tenant(request: Request) -> int | None:
 
 def _resolve_tenant(request: Request, db: Session) -> int:
     settings = settings_of(request)
-    # Tenants and keys are never deleted, so a resolved key stays valid for the process.
-    known: dict[str, int] = request.app.state.tenant_by_key_hash
+    known: TenantCache = request.app.state.tenant_by_key_hash
     header = request.headers.get("authorization")
     if header is None:
         if settings.api_keys or _has_stored_keys(request, db):
@@ -93,8 +111,9 @@ def _resolve_tenant(request: Request, db: Session) -> int:
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
     key_hash = hash_api_key(key.strip())
-    if key_hash in known:
-        return known[key_hash]
+    cached = known.get(key_hash)
+    if cached is not None:
+        return cached
     for pair in settings.api_keys:
         tenant_name, _, static_key = pair.partition(":")
         if hmac.compare_digest(hash_api_key(static_key), key_hash):
@@ -102,7 +121,7 @@ def _resolve_tenant(request: Request, db: Session) -> int:
     tenant = repository.find_tenant_by_key_hash(db, key_hash)
     if tenant is None:
         raise Unauthorized("unknown API key")
-    known[key_hash] = tenant
+    known.put(key_hash, tenant)
     return tenant
 
 
@@ -112,7 +131,7 @@ OPEN_MODE_RECHECK_SECONDS = 2.0
 def _has_stored_keys(request: Request, db: Session) -> bool:
     """Whether any key exists in the database, re-read at most every couple of seconds.
 
-    Once a key exists the service is closed for good (keys are never deleted); while it is
+    Once a key exists the service is closed for good (a revoked key is kept); while it is
     open, a key created with the CLI closes it within `OPEN_MODE_RECHECK_SECONDS`.
     """
     state = request.app.state
@@ -124,11 +143,13 @@ def _has_stored_keys(request: Request, db: Session) -> bool:
     return bool(state.keys_exist)
 
 
-def _resolve(db: Session, known: dict[str, int], *, cache_key: str, tenant_name: str) -> int:
-    if cache_key not in known:
-        known[cache_key] = repository.ensure_tenant(db, tenant_name)
+def _resolve(db: Session, known: TenantCache, *, cache_key: str, tenant_name: str) -> int:
+    tenant = known.get(cache_key)
+    if tenant is None:
+        tenant = repository.ensure_tenant(db, tenant_name)
         db.commit()
-    return known[cache_key]
+        known.put(cache_key, tenant)
+    return tenant
 
 
 async def get_raw_body(request: Request) -> bytes:

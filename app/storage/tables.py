@@ -73,6 +73,8 @@ class ApiKey(Base):
     tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"), index=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+    """A revoked key is kept, so that the service never turns open when the last key goes."""
 
 
 class SessionRow(Base):

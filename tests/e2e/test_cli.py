@@ -66,3 +66,33 @@ def test_keys_are_stored_only_as_their_sha256(tmp_path: Path) -> None:
         dump = "\n".join(db.iterdump())
     assert [row[2] for row in rows] == [hashlib.sha256(key.encode()).hexdigest()]
     assert key not in dump
+
+
+def test_a_revoked_key_is_refused_and_the_service_stays_closed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'revoke.db'}"
+    assert _contextd("migrate", database_url=url).returncode == 0
+    created = _contextd("create-key", "--tenant", "acme", database_url=url).stdout.splitlines()
+    key = created[-1]
+    key_id = created[0].split("API key ")[1].split(" ")[0]
+    fingerprint = hashlib.sha256(key.encode()).hexdigest()[:12]
+    listed = _contextd("list-keys", database_url=url).stdout.splitlines()
+    assert listed[1].split() == [key_id, fingerprint, listed[1].split()[2], "-", "acme"]
+    authorized = {"Authorization": f"Bearer {key}"}
+    # A process that trusts a resolved key for an hour keeps serving it; one that re-checks
+    # every time refuses it as soon as it is revoked.
+    trusting = create_app(Settings(database_url=url, api_key_cache_seconds=3600))
+    checking = create_app(Settings(database_url=url, api_key_cache_seconds=0))
+    with TestClient(trusting) as cached, TestClient(checking) as fresh:
+        assert cached.get("/sessions/none", headers=authorized).status_code == 404
+        assert fresh.get("/sessions/none", headers=authorized).status_code == 404
+        revoked = _contextd("revoke-key", key_id, database_url=url)
+        assert revoked.returncode == 0, revoked.stderr
+        assert f"revoked API key {key_id} (fingerprint {fingerprint}) of tenant 'acme'" in (
+            revoked.stdout
+        )
+        assert cached.get("/sessions/none", headers=authorized).status_code == 404
+        assert fresh.get("/sessions/none", headers=authorized).status_code == 401
+        # With its only key revoked the service does not turn open.
+        assert fresh.get("/sessions/none").status_code == 401
+    assert _contextd("list-keys", database_url=url).stdout.splitlines()[1].split()[3] != "-"
+    assert _contextd("revoke-key", "999", database_url=url).returncode == 1
