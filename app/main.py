@@ -17,6 +17,7 @@ from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.settings import Settings
 from app.storage.database import create_db_engine, create_session_factory
+from app.storage.history import limit_fold_cache
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter
 
@@ -44,6 +45,7 @@ def _settle_heap() -> None:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = create_db_engine(settings)
+    limit_fold_cache(settings.fold_cache_bytes)
 
     session_factory = create_session_factory(engine)
 

@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     db_timeout_seconds: float = 5.0
     retry_after_seconds: int = 5
     token_cache_entries: int = 100_000
+    fold_cache_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=0,
+        description="JSON bytes of session folds a process keeps for incremental reads.",
+    )
     output_reserve_tokens: int = Field(
         default=16_000, description="Window kept free for the model's output in session mode."
     )

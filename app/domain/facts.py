@@ -41,6 +41,7 @@ from app.domain.items import (
     item_type,
     visible_text,
 )
+from app.domain.json_encoding import encode_json
 from app.domain.world_state import (
     Goal,
     WorldState,
@@ -322,6 +323,9 @@ class Fold:
     the first compaction."""
     section_versions: dict[str, int] = field(default_factory=dict)
     """The world-state version at which each current section last changed."""
+    held_bytes: int = 0
+    """JSON bytes of the items this fold holds (in `by_seq` and `visible`): what a cache of
+    folds weighs it by."""
 
     @functools.cached_property
     def columns(self) -> _Columns:
@@ -346,6 +350,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
     section_versions = start.section_versions
     by_seq = dict(start.by_seq)
     visible = list(start.visible)
+    held_bytes = start.held_bytes
     for fact in facts:
         kind = fact.type
         if kind == GOAL_FACT:
@@ -373,11 +378,13 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
                 for entry in fact.item.get("history", [])
             ]
             compacted_at = len(visible)
+            held_bytes += len(encode_json(fact.item))
         elif not kind.startswith(INTERNAL_TYPE_PREFIX):
             # Child links and other bookkeeping (the remaining `contextd.*` kinds) are skipped.
             entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
             by_seq[fact.seq] = entry
             visible.append(entry)
+            held_bytes += len(encode_json(fact.item))
     return Fold(
         last_seq,
         goal,
@@ -390,6 +397,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
         tuple(visible),
         compacted_at,
         section_versions,
+        held_bytes,
     )
 
 
@@ -399,6 +407,11 @@ def fork_fold(parent: ActiveHistory, *, inherit: Mapping[str, bool]) -> Fold:
     Governance travels only as declared: the parent's world-state fragments stay behind, and
     only the inherited sections are the fork's. Inherited items carry no seq of the fork's.
     """
+    visible = tuple(
+        (None, item, metadata, phase, None)
+        for item, metadata, phase in zip(parent.items, parent.metadata, parent.phases, strict=True)
+        if not is_state_fragment(item)
+    )
     return replace(
         EMPTY_FOLD,
         goal=parent.goal,
@@ -407,13 +420,8 @@ def fork_fold(parent: ActiveHistory, *, inherit: Mapping[str, bool]) -> Fold:
         section_versions={
             k: v for k, v in parent.world_state.section_versions.items() if inherit.get(k)
         },
-        visible=tuple(
-            (None, item, metadata, phase, None)
-            for item, metadata, phase in zip(
-                parent.items, parent.metadata, parent.phases, strict=True
-            )
-            if not is_state_fragment(item)
-        ),
+        visible=visible,
+        held_bytes=sum(len(encode_json(entry[1])) for entry in visible),
     )
 
 

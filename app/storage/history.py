@@ -38,11 +38,24 @@ from app.storage.repository import SessionSnapshot
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
 
+FoldKey = tuple[weakref.ref[Engine], int, datetime]
+DEFAULT_FOLD_CACHE_BYTES = 256 * 1024 * 1024
+
 # The engine is held by a weak reference: it hashes by identity, keeps no engine and its pool
-# alive, and once dead equals no other engine's reference. Bounded to the 64 most recently
-# read sessions: a fold holds the session's visible items.
-_folds: LRUCache[tuple[weakref.ref[Engine], int, datetime], Fold] = LRUCache(maxsize=64)
+# alive, and once dead equals no other engine's reference. Bounded by the JSON bytes of the
+# items the folds hold, most recently read first: one session of large tool outputs weighs as
+# much as many small ones.
+_folds: LRUCache[FoldKey, Fold] = LRUCache(
+    maxsize=DEFAULT_FOLD_CACHE_BYTES, getsizeof=lambda fold: fold.held_bytes + 1
+)
 _folds_lock = threading.Lock()
+
+
+def limit_fold_cache(max_bytes: int) -> None:
+    """Bounds this process's fold cache to `max_bytes` (emptying it)."""
+    global _folds
+    with _folds_lock:
+        _folds = LRUCache(maxsize=max_bytes, getsizeof=lambda fold: fold.held_bytes + 1)
 
 
 def fold_session(
@@ -74,7 +87,11 @@ def fold_session(
         fold = fold_facts(start, cast(Sequence[LoggedFact], facts), last_seq=target)
     if up_to_seq is None and fold is not cached:
         with _folds_lock:
-            _folds[key] = fold
+            # A fold larger than the whole cache is served, not kept.
+            if fold.held_bytes < _folds.maxsize:
+                _folds[key] = fold
+            else:
+                _folds.pop(key, None)
     return ActiveHistory.of(
         fold,
         session_pk=session.id,

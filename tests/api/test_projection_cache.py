@@ -42,3 +42,26 @@ def test_incremental_reads_equal_a_fold_from_scratch(client: TestClient, session
         with history._folds_lock:
             history._folds.clear()
         assert _views(client, session_id) == incremental
+
+
+def test_the_fold_cache_is_bounded_by_the_bytes_it_holds(
+    client: TestClient, session_id: str
+) -> None:
+    small, large = f"{session_id}-small", f"{session_id}-large"
+    big_output = "x" * 200_000
+    for name, output in ((small, "ok"), (large, big_output)):
+        client.post("/sessions", json={"session_id": name})
+        items = [user_msg("go"), tool_call("c1"), tool_output("c1", output)]
+        assert client.post(f"/sessions/{name}/items", json={"items": items}).status_code == 201
+    history.limit_fold_cache(100_000)
+    try:
+        before = [_views(client, name) for name in (small, large)]
+        with history._folds_lock:
+            held = list(history._folds.values())
+        # The small session is kept; the large one is larger than the whole cache: served, not
+        # kept, and it pushed nothing out.
+        assert [fold.last_seq for fold in held] == [3]
+        assert sum(fold.held_bytes for fold in held) < 100_000
+        assert [_views(client, name) for name in (small, large)] == before
+    finally:
+        history.limit_fold_cache(history.DEFAULT_FOLD_CACHE_BYTES)
