@@ -23,8 +23,9 @@ from app.api.models import (
     EndSessionRequest,
     EndSessionResponse,
     SessionHooks,
+    TokenizerBody,
 )
-from app.domain.advice import Watermarks
+from app.domain.calibration import SessionWindow
 from app.domain.compaction import (
     PRODUCT_STRATEGIES,
     CompactionInput,
@@ -64,7 +65,7 @@ def _session_input(
     )
 
 
-def _low_watermark_target(loaded: LoadedHistory, *, window: int, watermarks: Watermarks) -> int:
+def _low_watermark_target(loaded: LoadedHistory, window: SessionWindow) -> int:
     """The default `target_tokens` of a session compaction, in the compaction's accounting (the
     history with its re-anchored invariants): what brings the assembled context down to the
     low watermark, or half the history when it is below that already."""
@@ -73,7 +74,7 @@ def _low_watermark_target(loaded: LoadedHistory, *, window: int, watermarks: Wat
     invariants = sum(
         count(visible_text(item)) for item in invariant_items(active.goal, active.world_state)
     )
-    target = watermarks.target(window) - loaded.pinned_tokens + invariants
+    target = window.watermarks.target(window.tokens) - loaded.pinned_tokens + invariants
     return max(1, min(target, loaded.tokens // 2))
 
 
@@ -229,11 +230,7 @@ def compact(
         loaded = load_history(db, session, encoding=body.encoding)
         count_tokens = token_counter(loaded.encoding)
         if params.target_tokens is None:
-            target = _low_watermark_target(
-                loaded,
-                window=settings.usable_window(session.context_window),
-                watermarks=settings.session_watermarks(session.attributes.get("compaction", {})),
-            )
+            target = _low_watermark_target(loaded, settings.session_window(session))
             params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)
     else:
@@ -298,12 +295,15 @@ def compaction_advice(
     session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> AdviceResponse:
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    loaded = load_history(db, session)
-    advice = loaded.advice(
-        window=settings.usable_window(session.context_window),
-        watermarks=settings.session_watermarks(session.attributes.get("compaction", {})),
+    window = settings.session_window(session)
+    advice = load_history(db, session).advice(window)
+    tokenizer = window.tokenizer
+    return AdviceResponse(
+        **advice.as_dict(),
+        active_tokens=advice.active_tokens,
+        provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
+        tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),
     )
-    return AdviceResponse(**advice.as_dict())
 
 
 @router.post("/sessions/{session_id}/end", response_model=EndSessionResponse)

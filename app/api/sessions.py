@@ -23,8 +23,10 @@ from app.api.models import (
     SessionDetailResponse,
     SessionHooks,
     SessionResponse,
+    TokenizerBody,
     UsageRequest,
 )
+from app.domain.calibration import SessionWindow
 from app.domain.errors import InvalidInput, PayloadTooLarge
 from app.domain.facts import client_items, item_fact
 from app.domain.ids import derive_id
@@ -42,17 +44,18 @@ router = APIRouter(
 )
 
 
-def _session_response(row: SessionRow, settings: Settings) -> SessionResponse:
-    watermarks = settings.session_watermarks(row.attributes.get("compaction", {}))
+def _session_response(row: SessionRow, window: SessionWindow) -> SessionResponse:
+    watermarks = window.watermarks
     return SessionResponse(
         session_id=row.external_id or "",
         encoding=row.encoding,
         context_window=row.context_window,
-        usable_window=settings.usable_window(row.context_window),
+        usable_window=window.usable,
         model=row.model,
         metadata=row.attributes["metadata"],
         hooks=SessionHooks.model_validate(row.attributes["hooks"]),
         compaction=CompactionOptions(high_watermark=watermarks.high, low_watermark=watermarks.low),
+        tokenizer=TokenizerBody.model_validate(window.tokenizer.as_dict()),
         created_at=row.created_at,
         last_seq=row.last_seq,
     )
@@ -102,7 +105,7 @@ def create_session(
     db.commit()
     if not created:
         response.status_code = status.HTTP_200_OK
-    return _session_response(row, settings)
+    return _session_response(row, settings.session_window(row))
 
 
 @router.get("/{session_id}", response_model=SessionDetailResponse)
@@ -112,10 +115,12 @@ def get_session(
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, row)
     goal = loaded.active.goal
+    window = settings.session_window(row)
     return SessionDetailResponse(
-        **_session_response(row, settings).model_dump(),
+        **_session_response(row, window).model_dump(),
         item_count=row.last_seq,
         active_tokens=loaded.tokens,
+        provider_tokens_estimate=window.tokenizer.provider_tokens(loaded.tokens),
         goal={"version": goal.version, "text": goal.text} if goal else None,
         world_state_version=loaded.active.world_state.version,
         compactions=loaded.active.compactions,

@@ -22,7 +22,8 @@ from cachetools import LRUCache
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.domain.advice import Advice, Watermarks, advise_session
+from app.domain.advice import Advice, advise_session
+from app.domain.calibration import SessionWindow
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
 from app.domain.items import Item
 from app.domain.normalize import (
@@ -146,16 +147,16 @@ class LoadedHistory:
                     total += count(candidate.restatement or candidate.content or "")
         return total
 
-    def advice(self, *, window: int, watermarks: Watermarks) -> Advice:
-        """Compaction advice for this history against the usable `window`, weighed in the
-        session's encoding."""
+    def advice(self, window: SessionWindow) -> Advice:
+        """Compaction advice for this history against the session's usable window, weighed in
+        the session's encoding."""
         return advise_session(
             self.items,
             self.session_sizes,
             phases=self.active.phases,
-            window=window,
+            window=window.tokens,
             pinned_tokens=self.pinned_tokens,
-            watermarks=watermarks,
+            watermarks=window.watermarks,
             grown_since_compaction=self.active.grown_since_compaction,
         )
 
