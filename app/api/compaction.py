@@ -1,4 +1,5 @@
-"""`/compact`, compaction advice and session end: load, plan in the core, call hooks, store.
+"""`/compact`, compaction advice, the context window and session end: load, plan in the core,
+call hooks, store.
 
 A compaction is a projection: it appends one `contextd.compaction` fact (see `app.domain.facts`)
 and the raw log keeps every item. The plan is made before any summarizer or hook is called, so
@@ -20,11 +21,13 @@ from app.api.models import (
     CompactParams,
     CompactRequest,
     CompactResponse,
+    ContextWindowResponse,
     EndSessionRequest,
     EndSessionResponse,
     SessionHooks,
     TokenizerBody,
 )
+from app.domain.assemble import HISTORY_SOURCE
 from app.domain.calibration import SessionWindow
 from app.domain.compaction import (
     PRODUCT_STRATEGIES,
@@ -302,6 +305,32 @@ def compaction_advice(
         **advice.as_dict(),
         active_tokens=advice.active_tokens,
         provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
+        tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),
+    )
+
+
+@router.get("/sessions/{session_id}/context-window", response_model=ContextWindowResponse)
+def context_window(
+    session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> ContextWindowResponse:
+    """The active context (what session-mode assembly pins and fits) against the window."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    window = settings.session_window(session)
+    loaded = load_history(db, session)
+    advice = loaded.advice(window)
+    tokenizer = window.tokenizer
+    return ContextWindowResponse(
+        session_id=session_id,
+        context_window=session.context_window,
+        usable_window=window.usable,
+        window_tokens=window.tokens,
+        active_tokens=advice.active_tokens,
+        provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
+        by_source_class={
+            HISTORY_SOURCE: advice.active_tokens - loaded.pinned_tokens,
+            **loaded.pinned_by_source_class,
+        },
+        pressure=advice.pressure,
         tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),
     )
 

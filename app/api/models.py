@@ -550,6 +550,26 @@ class AdviceResponse(BaseModel):
     tokenizer: TokenizerBody
 
 
+class ContextWindowResponse(BaseModel):
+    """The current active context against the session's window."""
+
+    session_id: str
+    context_window: int
+    usable_window: int = Field(description="Provider tokens a session-mode call may fill.")
+    window_tokens: int = Field(
+        description="The usable window in the session's encoding, floor(usable_window / "
+        "ratio): what assembly fits."
+    )
+    active_tokens: int = Field(description="Exact tokens of the active context.")
+    provider_tokens_estimate: ProviderEstimate
+    by_source_class: dict[str, int] = Field(
+        description="`active_tokens` by source class: `history` (without state fragments), "
+        "`goal` (with its restatement), `world_state`."
+    )
+    pressure: float = Field(description="active_tokens / window_tokens, as advice weighs it.")
+    tokenizer: TokenizerBody
+
+
 class EndSessionRequest(RequestModel):
     conclusion: dict[str, Any] | None = Field(
         default=None, description="For a child session: the one item appended to its parent."

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -135,17 +136,22 @@ class LoadedHistory:
         return sum(self.sizes)
 
     @functools.cached_property
-    def pinned_tokens(self) -> int:
+    def pinned_by_source_class(self) -> dict[str, int]:
         """Tokens, in the session's encoding, of the state session-mode assembly pins beside the
-        history: the goal (and its restatement) and the world state."""
+        history, by source class: the goal (and its restatement) and the world state."""
         count = token_counter(self.active.encoding)
-        total = 0
+        pinned: Counter[str] = Counter()
         for contribution in state_contributions(self.active.goal, self.active.world_state):
             for candidate in contribution.candidates:
-                total += count(candidate.content or "")
+                tokens = count(candidate.content or "")
                 if candidate.restate_at_end:  # restated by its restatement, else whole again
-                    total += count(candidate.restatement or candidate.content or "")
-        return total
+                    tokens += count(candidate.restatement or candidate.content or "")
+                pinned[candidate.accounting_class] += tokens
+        return dict(sorted(pinned.items()))
+
+    @property
+    def pinned_tokens(self) -> int:
+        return sum(self.pinned_by_source_class.values())
 
     def advice(self, window: SessionWindow) -> Advice:
         """Compaction advice for this history against the session's usable window, weighed in

@@ -79,6 +79,7 @@ def test_an_uncalibrated_claude_session_budgets_at_the_default_ratio(
     detail = _get(client, f"/sessions/{session_id}")
     assembled = _assemble(client, session_id)
     advice = _get(client, f"/sessions/{session_id}/compaction-advice")
+    window = _get(client, f"/sessions/{session_id}/context-window")
 
     active = detail["active_tokens"]
     # No goal or world state: the active context is the history, and assembly fits all of it.
@@ -109,5 +110,16 @@ def test_an_uncalibrated_claude_session_budgets_at_the_default_ratio(
         "recommended_strategy": None,
         "active_tokens": active,
         "provider_tokens_estimate": _estimate(active, 1.35),
+        "tokenizer": CLAUDE_DEFAULT,
+    }
+    assert window == {
+        "session_id": session_id,
+        "context_window": CONTEXT_WINDOW,
+        "usable_window": USABLE,
+        "window_tokens": _window(1.35),
+        "active_tokens": active,
+        "provider_tokens_estimate": _estimate(active, 1.35),
+        "by_source_class": {"history": active},
+        "pressure": advice["pressure"],
         "tokenizer": CLAUDE_DEFAULT,
     }
