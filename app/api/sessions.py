@@ -26,13 +26,18 @@ from app.api.models import (
     TokenizerBody,
     UsageRequest,
 )
-from app.domain.calibration import SessionWindow
+from app.domain.calibration import SessionWindow, calibrate
 from app.domain.errors import InvalidInput, PayloadTooLarge
 from app.domain.facts import client_items, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
-from app.metrics import record_append, record_cache_outcome, record_provider_usage
+from app.metrics import (
+    record_append,
+    record_cache_outcome,
+    record_calibration,
+    record_provider_usage,
+)
 from app.settings import Settings
 from app.storage import plans, repository
 from app.storage.history import load_history
@@ -228,11 +233,20 @@ def list_items(
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
 )
-def report_usage(session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db) -> Response:
+def report_usage(
+    session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> Response:
     """Provider-reported usage, folded into the cache-status axis of the cost metrics. With an
     `assembly_id`, that assembly's predicted reused prefix is counted against the provider's
-    cached tokens too, under the call's unit and phase, else the assembly's."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    cached tokens too, under the call's unit and phase, else the assembly's; and its
+    `input_tokens` calibrate the session's ratio of provider tokens per encoding token, once
+    per assembly (see the session's `tokenizer`)."""
+    # The calibration rules are `app.domain.calibration`'s. Locked when the report may
+    # calibrate: one session's reports update its ratio one after another.
+    calibrates = body.assembly_id is not None and body.input_tokens > 0
+    session = repository.get_session(
+        db, tenant_id=tenant_id, external_id=session_id, lock=calibrates
+    )
     unit, phase = body.unit, body.phase
     if body.assembly_id is not None:
         assembly = plans.get_assembly(db, tenant_id=tenant_id, external_id=body.assembly_id)
@@ -250,6 +264,25 @@ def report_usage(session_id: str, body: UsageRequest, tenant_id: TenantId, db: D
             unit=unit,
             phase=phase,
         )
+        # The ratio is per token of the session's own encoding; an assembly counted in
+        # another (a per-request `encoding`) says nothing about it. Plans stored before
+        # assemblies named their encoding were counted in the session's.
+        if calibrates and assembly.response.get("encoding", session.encoding) == session.encoding:
+            tokenizer = settings.session_window(session).tokenizer
+            observation = calibrate(
+                tokenizer,
+                assembly_id=body.assembly_id,
+                input_tokens=body.input_tokens,
+                assembled_tokens=assembly.response["total_tokens"],
+            )
+            if observation is not None:
+                repository.save_calibration(
+                    db, session=session, calibration=observation.tokenizer.state()
+                )
+                db.commit()
+                record_calibration(
+                    family=tokenizer.family, observed=observation.observed, drift=observation.drift
+                )
     record_provider_usage(
         input_tokens=body.input_tokens,
         cached_tokens=body.cached_tokens,
