@@ -13,13 +13,14 @@ Invariants:
   are `openai`; anything else is `other`.
 - Exact: an OpenAI model whose tiktoken encoding is the session's own. Its ratio is 1 and no
   report ever changes it.
-- Every other session starts from its family's default ratio (`DEFAULT_RATIOS`). They are
-  deliberately high (over-estimating makes compaction fire early rather than the request
-  overflow): Claude's tokenizer counts 15–40% more than o200k_base on agent transcripts (more
-  on code and JSON), so 1.35; Gemini's less so, 1.2; an OpenAI model counted in the other
-  shipped encoding, 1.1; a named model of unknown tokenizer, 1.25. A session that names no
-  model at all keeps the service's counts (1.0) until its usage says otherwise: nothing is
-  known to correct for, and the window of such sessions stays what it was before calibration.
+- Every other session starts from its family's default ratio (`DEFAULT_RATIOS`), chosen
+  high: an over-estimate makes compaction fire early, an under-estimate makes the request
+  overflow. Claude and Gemini sessions were measured 15–40% over o200k_base (issue 16), so
+  anthropic 1.35, near the top of that range, and google 1.2; an OpenAI model counted in the
+  other shipped encoding 1.1 (the two differ by a few percent on English, more on other
+  scripts); a named model of unknown tokenizer 1.25. A session that names no model keeps the
+  service's counts (1.0) until its usage says otherwise: nothing is known to correct for, and
+  such sessions keep the window they had before calibration existed.
 - Calibration (`calibrate`): a usage report naming its assembly observes
   `input_tokens / total_tokens` of that assembly. The observation is clamped to `RATIO_BOUNDS`
   (one bad report cannot wreck a budget); the first one replaces the default, each later one
