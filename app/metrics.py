@@ -9,10 +9,12 @@ from __future__ import annotations
 import threading
 from collections import Counter as Tally
 from collections.abc import Iterable, Mapping, Sequence
+from typing import get_args
 
 from prometheus_client import Counter, Histogram
 
 from app.domain.assemble import AssemblyPlan
+from app.domain.calibration import Family
 from app.domain.items import CountTokens
 
 HTTP_REQUESTS = Counter(
@@ -66,6 +68,25 @@ CACHE_ACTUAL_TOKENS = Counter(
     "and phase.",
     ["unit", "phase"],
 )
+# Calibration of provider tokens per encoding token, labelled by tokenizer family only (four
+# values; never a session or model name). Observed for each usage report that calibrates.
+CALIBRATION_OBSERVED = Histogram(
+    "contextd_calibration_observed_ratio",
+    "Provider input tokens per exact assembled token, observed by usage reports that "
+    "calibrate a session, by tokenizer family.",
+    ["family"],
+    buckets=(0.75, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0, 2.5, 5.0),
+)
+CALIBRATION_DRIFT = Histogram(
+    "contextd_calibration_drift_ratio",
+    "|observed / previous ratio - 1| of those reports: how far each moved from what the "
+    "session's budgets assumed, by tokenizer family.",
+    ["family"],
+    buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0),
+)
+for _family in get_args(Family):  # every family's series exists from the first scrape
+    CALIBRATION_OBSERVED.labels(_family)
+    CALIBRATION_DRIFT.labels(_family)
 ASSEMBLY_LATENCY = Histogram(
     "contextd_assembly_duration_seconds",
     "Server-side time to answer /assemble (selection, placement, and storage where the plan "
@@ -220,6 +241,12 @@ def record_cache_outcome(
     unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
     CACHE_PREDICTED_TOKENS.labels(unit_label, phase_label).inc(predicted_tokens)
     CACHE_ACTUAL_TOKENS.labels(unit_label, phase_label).inc(actual_tokens)
+
+
+def record_calibration(*, family: Family, observed: float, drift: float) -> None:
+    """One usage report that calibrated a session's ratio."""
+    CALIBRATION_OBSERVED.labels(family).observe(observed)
+    CALIBRATION_DRIFT.labels(family).observe(drift)
 
 
 def record_append(

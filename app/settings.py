@@ -4,15 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.advice import Watermarks
 from app.domain.budget import usable_window
+from app.domain.calibration import SessionWindow, session_tokenizer
+from app.tokens import model_encoding
 
 MIB = 1024 * 1024
+
+
+class SessionColumns(Protocol):
+    """The columns of a session its window depends on: a session row has them, and so has the
+    snapshot an assembly reads."""
+
+    @property
+    def encoding(self) -> str: ...
+    @property
+    def context_window(self) -> int: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def attributes(self) -> dict[str, Any]: ...
+    @property
+    def calibration(self) -> dict[str, Any] | None: ...
 
 
 class Settings(BaseSettings):
@@ -110,6 +128,17 @@ class Settings(BaseSettings):
             low=options.get("low_watermark") or self.compaction_low_watermark,
         )
 
-    def usable_window(self, context_window: int) -> int:
-        """The session's one usable window under this service's output reserve."""
-        return usable_window(context_window, output_reserve=self.output_reserve_tokens)
+    def session_window(self, session: SessionColumns) -> SessionWindow:
+        """The session's one window under this service's output reserve: in provider tokens,
+        with its watermarks and the tokenizer that converts it into the session's encoding.
+        Assembly, advice, compaction targets and every session answer take it from here."""
+        return SessionWindow(
+            usable=usable_window(session.context_window, output_reserve=self.output_reserve_tokens),
+            watermarks=self.session_watermarks(session.attributes.get("compaction", {})),
+            tokenizer=session_tokenizer(
+                session.model,
+                encoding=session.encoding,
+                state=session.calibration,
+                model_encoding=model_encoding,
+            ),
+        )

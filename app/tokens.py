@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import tiktoken
+import tiktoken.model
 from cachetools import LRUCache
 
 from app.domain.items import CountTokens
@@ -93,3 +94,12 @@ def token_counter(name: str, *, cache_entries: int = 100_000) -> CountTokens:
         return count
 
     return count_tokens
+
+
+def model_encoding(model: str) -> str | None:
+    """The encoding tiktoken maps an OpenAI model name to (by its own table and prefixes);
+    None for a name it does not know. A lookup only: nothing is loaded."""
+    try:
+        return tiktoken.model.encoding_name_for_model(model)
+    except KeyError:
+        return None

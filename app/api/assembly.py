@@ -42,7 +42,7 @@ from app.domain.assemble import (
     reused_prefix,
 )
 from app.domain.assemble import assemble as assemble_plan
-from app.domain.budget import HISTORY_CUT_STEP, effective_budget
+from app.domain.budget import effective_budget
 from app.domain.errors import InvalidInput
 from app.domain.formats import (
     Rendering,
@@ -123,13 +123,15 @@ def _run(
             input_modalities=frozenset(request.input_modalities),
         )
         sources += state_contributions(loaded.active.goal, loaded.active.world_state)
-        window = settings.usable_window(loaded.active.context_window)
+        window = settings.session_window(session)
     requested = tuple(
         Contribution(s.source, tuple(_candidate(spec, s.source) for spec in s.items))
         for s in request.sources
     )
     explicit = request.budget.model_dump() if request.budget is not None else None
-    budget = effective_budget(request.policy, session_window=window, explicit=explicit)
+    budget = effective_budget(
+        request.policy, session_window=window.tokens if window else None, explicit=explicit
+    )
     encoding = loaded.encoding if loaded else request.encoding or settings.default_encoding
     plan = assemble_plan(
         AssemblyInput(
@@ -141,17 +143,16 @@ def _run(
             min_relevance=request.min_relevance,
             near_duplicate_threshold=settings.near_duplicate_threshold,
             recall_cap=settings.retrieval_recall_cap,
-            history_cut_step=max(1, int(HISTORY_CUT_STEP * window)) if window else None,
+            history_cut_step=window.cut_step if window else None,
         ),
         count_tokens=token_counter(encoding),
     )
     fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
     reused = reused_prefix(slot.previous_fingerprints, fingerprints)
-    if session is not None and loaded is not None and window is not None:
-        watermarks = settings.session_watermarks(session.attributes.get("compaction", {}))
+    if loaded is not None and window is not None:
         cut = [e for e in plan.plan if e["source"] == HISTORY_SOURCE and e["decision"] == "dropped"]
         advice = with_history_cut(
-            loaded.advice(window=window, watermarks=watermarks),
+            loaded.advice(window),
             cut_items=len(cut),
             cut_tokens=sum(e["tokens"] for e in cut),
         )
@@ -174,6 +175,11 @@ def _run(
     response: dict[str, Any] = {
         "plan_hash": plan.plan_hash,
         "total_tokens": plan.total_tokens,
+        "provider_tokens_estimate": (
+            window.tokenizer.provider_tokens(plan.total_tokens) if window else None
+        ),
+        "encoding": encoding,
+        "tokenizer": window.tokenizer.as_dict() if window else None,
         "truncated": plan.truncated,
         "over_budget": plan.over_budget,
         "items": [

@@ -1,4 +1,5 @@
-"""`/compact`, compaction advice and session end: load, plan in the core, call hooks, store.
+"""`/compact`, compaction advice, the context window and session end: load, plan in the core,
+call hooks, store.
 
 A compaction is a projection: it appends one `contextd.compaction` fact (see `app.domain.facts`)
 and the raw log keeps every item. The plan is made before any summarizer or hook is called, so
@@ -20,11 +21,14 @@ from app.api.models import (
     CompactParams,
     CompactRequest,
     CompactResponse,
+    ContextWindowResponse,
     EndSessionRequest,
     EndSessionResponse,
     SessionHooks,
+    TokenizerBody,
 )
-from app.domain.advice import Watermarks
+from app.domain.assemble import HISTORY_SOURCE
+from app.domain.calibration import SessionWindow
 from app.domain.compaction import (
     PRODUCT_STRATEGIES,
     CompactionInput,
@@ -64,7 +68,7 @@ def _session_input(
     )
 
 
-def _low_watermark_target(loaded: LoadedHistory, *, window: int, watermarks: Watermarks) -> int:
+def _low_watermark_target(loaded: LoadedHistory, window: SessionWindow) -> int:
     """The default `target_tokens` of a session compaction, in the compaction's accounting (the
     history with its re-anchored invariants): what brings the assembled context down to the
     low watermark, or half the history when it is below that already."""
@@ -73,7 +77,7 @@ def _low_watermark_target(loaded: LoadedHistory, *, window: int, watermarks: Wat
     invariants = sum(
         count(visible_text(item)) for item in invariant_items(active.goal, active.world_state)
     )
-    target = watermarks.target(window) - loaded.pinned_tokens + invariants
+    target = window.watermarks.target(window.tokens) - loaded.pinned_tokens + invariants
     return max(1, min(target, loaded.tokens // 2))
 
 
@@ -232,11 +236,7 @@ def compact(
         loaded = load_history(db, session, encoding=body.encoding)
         count_tokens = token_counter(loaded.encoding)
         if params.target_tokens is None:
-            target = _low_watermark_target(
-                loaded,
-                window=settings.usable_window(session.context_window),
-                watermarks=settings.session_watermarks(session.attributes.get("compaction", {})),
-            )
+            target = _low_watermark_target(loaded, settings.session_window(session))
             params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)
     else:
@@ -301,12 +301,41 @@ def compaction_advice(
     session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> AdviceResponse:
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    loaded = load_history(db, session)
-    advice = loaded.advice(
-        window=settings.usable_window(session.context_window),
-        watermarks=settings.session_watermarks(session.attributes.get("compaction", {})),
+    window = settings.session_window(session)
+    advice = load_history(db, session).advice(window)
+    tokenizer = window.tokenizer
+    return AdviceResponse(
+        **advice.as_dict(),
+        active_tokens=advice.active_tokens,
+        provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
+        tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),
     )
-    return AdviceResponse(**advice.as_dict())
+
+
+@router.get("/sessions/{session_id}/context-window", response_model=ContextWindowResponse)
+def context_window(
+    session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> ContextWindowResponse:
+    """The active context (what session-mode assembly pins and fits) against the window."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    window = settings.session_window(session)
+    loaded = load_history(db, session)
+    advice = loaded.advice(window)
+    tokenizer = window.tokenizer
+    return ContextWindowResponse(
+        session_id=session_id,
+        context_window=session.context_window,
+        usable_window=window.usable,
+        window_tokens=window.tokens,
+        active_tokens=advice.active_tokens,
+        provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
+        by_source_class={
+            HISTORY_SOURCE: advice.active_tokens - loaded.pinned_tokens,
+            **loaded.pinned_by_source_class,
+        },
+        pressure=advice.pressure,
+        tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),
+    )
 
 
 @router.post("/sessions/{session_id}/end", response_model=EndSessionResponse)

@@ -19,6 +19,7 @@ from app.domain.assemble import (
     RawForm,
 )
 from app.domain.budget import Policy
+from app.domain.calibration import Family
 from app.domain.compaction import NotAppliedReason, Strategy, Summarizer
 from app.domain.facts import ChildKind
 from app.domain.formats import PlaceholderKind
@@ -83,17 +84,46 @@ class CreateSessionRequest(RequestModel):
     compaction: CompactionOptions = Field(default_factory=CompactionOptions)
 
 
+class TokenizerBody(BaseModel):
+    """How the session's provider counts against the session's encoding: every window is in
+    provider tokens, every exact count in the encoding, and `ratio` converts."""
+
+    family: Family = Field(description="Tokenizer family, from the session's `model`.")
+    ratio: float = Field(
+        description="Provider tokens per encoding token: the family's default until usage "
+        "reports naming their assembly calibrate it."
+    )
+    calibrated: bool = Field(description="Whether any usage report has calibrated `ratio`.")
+    samples: int = Field(description="Usage reports that calibrated `ratio`.")
+    exact: bool = Field(
+        description="An OpenAI model counted in its own encoding: `ratio` is 1, always."
+    )
+
+
+ProviderEstimate = Annotated[
+    int,
+    Field(
+        description="Estimate (not exact) of the provider's count of the exact tokens beside "
+        "it: ceil(tokens × `tokenizer.ratio`)."
+    ),
+]
+
+
 class SessionResponse(BaseModel):
     session_id: str
     encoding: str
     context_window: int
-    usable_window: int
-    """What session-mode assembly fits and advice weighs: the window less the output reserve."""
+    usable_window: int = Field(
+        description="Provider tokens a session-mode call may fill (the window less the output "
+        "reserve): assembly fits, and advice weighs against, floor(usable_window / ratio) "
+        "exact tokens."
+    )
     model: str | None
     metadata: dict[str, Any]
     hooks: SessionHooks
     compaction: CompactionOptions
     """The session's watermarks in effect (its own, else the service's)."""
+    tokenizer: TokenizerBody
     created_at: datetime
     last_seq: int
 
@@ -101,6 +131,7 @@ class SessionResponse(BaseModel):
 class SessionDetailResponse(SessionResponse):
     item_count: int
     active_tokens: int
+    provider_tokens_estimate: ProviderEstimate
     goal: dict[str, Any] | None
     world_state_version: int
     compactions: int
@@ -400,6 +431,17 @@ class AssembleResponse(BaseModel):
     assembly_id: str
     plan_hash: str
     total_tokens: int
+    provider_tokens_estimate: int | None = Field(
+        default=None,
+        description="Session mode: estimate (not exact) of the provider's count of "
+        "`total_tokens`, ceil(total_tokens × `tokenizer.ratio`).",
+    )
+    encoding: str | None = Field(
+        default=None, description="The encoding `total_tokens` and every count here are in."
+    )
+    tokenizer: TokenizerBody | None = Field(
+        default=None, description="Session mode: the session's tokenizer as of this call."
+    )
     truncated: bool
     over_budget: bool
     items: list[AssembledItem]
@@ -576,6 +618,32 @@ class AdviceResponse(BaseModel):
     reasons: list[dict[str, Any]]
     turns_until_full: int | None
     recommended_strategy: str | None
+    active_tokens: int = Field(
+        description="Exact tokens the pressure weighs: the history without state fragments "
+        "and the pinned state (goal, its restatement, world state)."
+    )
+    provider_tokens_estimate: ProviderEstimate
+    tokenizer: TokenizerBody
+
+
+class ContextWindowResponse(BaseModel):
+    """The current active context against the session's window."""
+
+    session_id: str
+    context_window: int
+    usable_window: int = Field(description="Provider tokens a session-mode call may fill.")
+    window_tokens: int = Field(
+        description="The usable window in the session's encoding, floor(usable_window / "
+        "ratio): what assembly fits."
+    )
+    active_tokens: int = Field(description="Exact tokens of the active context.")
+    provider_tokens_estimate: ProviderEstimate
+    by_source_class: dict[str, int] = Field(
+        description="`active_tokens` by source class: `history` (without state fragments), "
+        "`goal` (with its restatement), `world_state`."
+    )
+    pressure: float = Field(description="active_tokens / window_tokens, as advice weighs it.")
+    tokenizer: TokenizerBody
 
 
 class EndSessionRequest(RequestModel):

@@ -23,14 +23,21 @@ from app.api.models import (
     SessionDetailResponse,
     SessionHooks,
     SessionResponse,
+    TokenizerBody,
     UsageRequest,
 )
+from app.domain.calibration import SessionWindow, calibrate
 from app.domain.errors import InvalidInput, PayloadTooLarge
 from app.domain.facts import client_batch, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
-from app.metrics import record_append, record_cache_outcome, record_provider_usage
+from app.metrics import (
+    record_append,
+    record_cache_outcome,
+    record_calibration,
+    record_provider_usage,
+)
 from app.settings import Settings
 from app.storage import plans, repository
 from app.storage.history import load_history
@@ -42,17 +49,18 @@ router = APIRouter(
 )
 
 
-def _session_response(row: SessionRow, settings: Settings) -> SessionResponse:
-    watermarks = settings.session_watermarks(row.attributes.get("compaction", {}))
+def _session_response(row: SessionRow, window: SessionWindow) -> SessionResponse:
+    watermarks = window.watermarks
     return SessionResponse(
         session_id=row.external_id or "",
         encoding=row.encoding,
         context_window=row.context_window,
-        usable_window=settings.usable_window(row.context_window),
+        usable_window=window.usable,
         model=row.model,
         metadata=row.attributes["metadata"],
         hooks=SessionHooks.model_validate(row.attributes["hooks"]),
         compaction=CompactionOptions(high_watermark=watermarks.high, low_watermark=watermarks.low),
+        tokenizer=TokenizerBody.model_validate(window.tokenizer.as_dict()),
         created_at=row.created_at,
         last_seq=row.last_seq,
     )
@@ -102,7 +110,7 @@ def create_session(
     db.commit()
     if not created:
         response.status_code = status.HTTP_200_OK
-    return _session_response(row, settings)
+    return _session_response(row, settings.session_window(row))
 
 
 @router.get("/{session_id}", response_model=SessionDetailResponse)
@@ -112,10 +120,12 @@ def get_session(
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, row)
     goal = loaded.active.goal
+    window = settings.session_window(row)
     return SessionDetailResponse(
-        **_session_response(row, settings).model_dump(),
+        **_session_response(row, window).model_dump(),
         item_count=row.last_seq,
         active_tokens=loaded.tokens,
+        provider_tokens_estimate=window.tokenizer.provider_tokens(loaded.tokens),
         goal={"version": goal.version, "text": goal.text} if goal else None,
         world_state_version=loaded.active.world_state.version,
         compactions=loaded.active.compactions,
@@ -232,11 +242,20 @@ def list_items(
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
 )
-def report_usage(session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db) -> Response:
+def report_usage(
+    session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> Response:
     """Provider-reported usage, folded into the cache-status axis of the cost metrics. With an
     `assembly_id`, that assembly's predicted reused prefix is counted against the provider's
-    cached tokens too, under the call's unit and phase, else the assembly's."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    cached tokens too, under the call's unit and phase, else the assembly's; and its
+    `input_tokens` calibrate the session's ratio of provider tokens per encoding token, once
+    per assembly (see the session's `tokenizer`)."""
+    # The calibration rules are `app.domain.calibration`'s. Locked when the report may
+    # calibrate: one session's reports update its ratio one after another.
+    calibrates = body.assembly_id is not None and body.input_tokens > 0
+    session = repository.get_session(
+        db, tenant_id=tenant_id, external_id=session_id, lock=calibrates
+    )
     unit, phase = body.unit, body.phase
     if body.assembly_id is not None:
         assembly = plans.get_assembly(db, tenant_id=tenant_id, external_id=body.assembly_id)
@@ -254,6 +273,25 @@ def report_usage(session_id: str, body: UsageRequest, tenant_id: TenantId, db: D
             unit=unit,
             phase=phase,
         )
+        # The ratio is per token of the session's own encoding; an assembly counted in
+        # another (a per-request `encoding`) says nothing about it. Plans stored before
+        # assemblies named their encoding were counted in the session's.
+        if calibrates and assembly.response.get("encoding", session.encoding) == session.encoding:
+            tokenizer = settings.session_window(session).tokenizer
+            observation = calibrate(
+                tokenizer,
+                assembly_id=body.assembly_id,
+                input_tokens=body.input_tokens,
+                assembled_tokens=assembly.response["total_tokens"],
+            )
+            if observation is not None:
+                repository.save_calibration(
+                    db, session=session, calibration=observation.tokenizer.state()
+                )
+                db.commit()
+                record_calibration(
+                    family=tokenizer.family, observed=observation.observed, drift=observation.drift
+                )
     record_provider_usage(
         input_tokens=body.input_tokens,
         cached_tokens=body.cached_tokens,

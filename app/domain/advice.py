@@ -142,11 +142,15 @@ class AdviceSignal:
 
 @dataclass(frozen=True)
 class Advice:
+    """The advice, and the `active_tokens` its pressure weighs (not in `as_dict`: the answers
+    that carry advice report their own token figures)."""
+
     should_compact: bool
     pressure: float
     reasons: tuple[AdviceSignal, ...]
     turns_until_full: int | None
     recommended_strategy: Strategy | None
+    active_tokens: int
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -265,6 +269,7 @@ def advise(
         reasons=tuple(reasons),
         turns_until_full=turns_until_full,
         recommended_strategy=recommended,
+        active_tokens=active_tokens,
     )
 
 
@@ -345,4 +350,5 @@ def budget_advice(*, total_tokens: int, max_tokens: int | None) -> Advice:
         reasons=(),
         turns_until_full=None,
         recommended_strategy=None,
+        active_tokens=total_tokens,
     )

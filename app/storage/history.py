@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +23,8 @@ from cachetools import LRUCache
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.domain.advice import Advice, Watermarks, advise_session
+from app.domain.advice import Advice, advise_session
+from app.domain.calibration import SessionWindow
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
 from app.domain.items import Item
 from app.domain.normalize import (
@@ -151,28 +153,33 @@ class LoadedHistory:
         return sum(self.sizes)
 
     @functools.cached_property
-    def pinned_tokens(self) -> int:
+    def pinned_by_source_class(self) -> dict[str, int]:
         """Tokens, in the session's encoding, of the state session-mode assembly pins beside the
-        history: the goal (and its restatement) and the world state."""
+        history, by source class: the goal (and its restatement) and the world state."""
         count = token_counter(self.active.encoding)
-        total = 0
+        pinned: Counter[str] = Counter()
         for contribution in state_contributions(self.active.goal, self.active.world_state):
             for candidate in contribution.candidates:
-                total += count(candidate.content or "")
+                tokens = count(candidate.content or "")
                 if candidate.restate_at_end:  # restated by its restatement, else whole again
-                    total += count(candidate.restatement or candidate.content or "")
-        return total
+                    tokens += count(candidate.restatement or candidate.content or "")
+                pinned[candidate.accounting_class] += tokens
+        return dict(sorted(pinned.items()))
 
-    def advice(self, *, window: int, watermarks: Watermarks) -> Advice:
-        """Compaction advice for this history against the usable `window`, weighed in the
-        session's encoding."""
+    @property
+    def pinned_tokens(self) -> int:
+        return sum(self.pinned_by_source_class.values())
+
+    def advice(self, window: SessionWindow) -> Advice:
+        """Compaction advice for this history against the session's usable window, weighed in
+        the session's encoding."""
         return advise_session(
             self.items,
             self.session_sizes,
             phases=self.active.phases,
-            window=window,
+            window=window.tokens,
             pinned_tokens=self.pinned_tokens,
-            watermarks=watermarks,
+            watermarks=window.watermarks,
             grown_since_compaction=self.active.grown_since_compaction,
         )
 

@@ -183,6 +183,8 @@ def create_session(
         fork_seq=parent.last_seq if parent is not None and kind == "fork" else None,
         inherit=inherit or {},
         unit=unit,
+        # A child runs the parent's model: what the parent's usage taught holds for it too.
+        calibration=parent.calibration if parent is not None else None,
     )
     db.add(row)
     try:
@@ -214,6 +216,13 @@ def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = F
     return row
 
 
+def save_calibration(db: Session, *, session: SessionRow, calibration: dict[str, Any]) -> None:
+    """Store the session's calibration. `session` must be locked: reports of one session
+    calibrate one after another, each from the state the last one left."""
+    session.calibration = calibration
+    db.flush()
+
+
 class SessionSnapshot(NamedTuple):
     """The columns of a session row that reading its history needs, read as plain columns by
     statements that need no ORM entity (a session-mode assembly's single lookup)."""
@@ -229,6 +238,8 @@ class SessionSnapshot(NamedTuple):
     inherit: dict[str, Any]
     unit: str | None
     attributes: dict[str, Any]
+    model: str | None
+    calibration: dict[str, Any] | None
 
 
 def get_session_by_pk(db: Session, pk: int) -> SessionRow:

@@ -100,6 +100,9 @@ class SessionRow(Base):
     """For a fork: the parent's last seq at the fork point (its history is shared up to it)."""
     inherit: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     unit: Mapped[str | None] = mapped_column(String(200))
+    calibration: Mapped[dict[str, Any] | None]
+    """The ratio of provider tokens per encoding token learnt from usage reports (see
+    `app.domain.calibration.Tokenizer.state`); None until a report calibrates it."""
 
 
 class Fact(Base):

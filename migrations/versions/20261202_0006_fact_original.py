@@ -5,7 +5,7 @@ place for (Anthropic `is_error`, `cache_control`, ...) ride on it, but "exactly 
 the message itself. The column is nullable: items sent as Responses are their own original.
 
 Revision ID: 20261202_0006
-Revises: 20261129_0004
+Revises: 20261202_0005
 Create Date: 2026-12-02
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "20261202_0006"
-down_revision: str | None = "20261129_0004"
+down_revision: str | None = "20261202_0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -265,6 +265,9 @@ def test_advice_and_session_end(
         "reasons",
         "turns_until_full",
         "recommended_strategy",
+        "active_tokens",
+        "provider_tokens_estimate",
+        "tokenizer",
     }
     assert 0 < advice["pressure"] < 1
     ended = client.post(f"/sessions/{session_id}/end", json={})

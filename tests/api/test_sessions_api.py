@@ -36,6 +36,14 @@ def test_create_session_returns_attributes_and_is_idempotent(
         "metadata": {"a": 1},
         "hooks": {"pre_compact": None, "session_end": None, "failure_policy": "fail_open"},
         "compaction": {"high_watermark": 0.9, "low_watermark": 0.25},
+        # A model tiktoken does not know: the conservative default of an unknown tokenizer.
+        "tokenizer": {
+            "family": "other",
+            "ratio": 1.25,
+            "calibrated": False,
+            "samples": 0,
+            "exact": False,
+        },
         "last_seq": 0,
     }
     again = client.post(

@@ -144,3 +144,56 @@ def test_two_replicas_share_sessions_logs_and_idempotency(postgres_url: str) -> 
         ]
         assert len({r.content for r in answers}) == 1
         assert b.get(f"/sessions/{session_id}").json()["last_seq"] == last_seq + 1
+
+
+def test_concurrent_usage_reports_on_both_replicas_each_calibrate_once(postgres_url: str) -> None:
+    """Reports of one session update its calibration one after another (the session row
+    lock): none is lost, whichever replica takes it, and an assembly reported on both counts
+    once."""
+    session_id = f"calibrated-{uuid.uuid4().hex[:8]}"
+    with (
+        running(postgres_url) as first,
+        running(postgres_url) as second,
+        httpx.Client(base_url=first.base, timeout=10) as a,
+    ):
+        created = a.post("/sessions", json={"session_id": session_id, "model": "claude-opus-4-1"})
+        assert created.status_code == 201, created.text
+        assemblies = []
+        for n in range(8):
+            appended = a.post(
+                f"/sessions/{session_id}/items",
+                json={"items": [tool_call(f"c{n}"), tool_output(f"c{n}", f"step {n} " * 50)]},
+            )
+            assert appended.status_code == 201, appended.text
+            assembled = a.post("/assemble", json={"session_id": session_id})
+            assert assembled.status_code == 201, assembled.text
+            assemblies.append(assembled.json())
+        statuses: list[int] = []
+        lock = threading.Lock()
+
+        def report(base: str, assembly: dict[str, Any]) -> None:
+            with httpx.Client(base_url=base, timeout=10) as client:
+                answer = client.post(
+                    f"/sessions/{session_id}/usage",
+                    json={
+                        "assembly_id": assembly["assembly_id"],
+                        "input_tokens": round(assembly["total_tokens"] * 1.5),
+                    },
+                )
+                with lock:
+                    statuses.append(answer.status_code)
+
+        # Every assembly reported twice, once to each replica, all at once.
+        reporters = [
+            threading.Thread(target=report, args=(server.base, assembly))
+            for assembly in assemblies
+            for server in (first, second)
+        ]
+        for thread in reporters:
+            thread.start()
+        for thread in reporters:
+            thread.join(timeout=30)
+        assert statuses == [204] * 16
+        tokenizer = a.get(f"/sessions/{session_id}").json()["tokenizer"]
+        assert (tokenizer["samples"], tokenizer["calibrated"]) == (8, True)
+        assert abs(tokenizer["ratio"] - 1.5) < 0.01

@@ -59,6 +59,7 @@ def test_a_roomy_window_with_no_signal_gives_no_advice() -> None:
         reasons=(),
         turns_until_full=45,
         recommended_strategy=None,
+        active_tokens=10_000,
     )
 
 
@@ -77,6 +78,7 @@ def test_window_pressure_recommends_masking_when_tool_outputs_dominate() -> None
         ),
         turns_until_full=None,
         recommended_strategy="clear_tool_results",
+        active_tokens=95_000,
     )
 
 
