@@ -1,7 +1,7 @@
 """Every Prometheus metric of the service, defined once.
 
-Label values are bounded: routes are path templates, never raw paths; units and phases are
-caller-chosen names and are documented as low-cardinality by contract.
+Label values are bounded: routes are path templates, never raw paths; item types are the
+known ones or 'other'; units and phases are capped per tenant and overall (`LabelCap`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from prometheus_client import Counter, Histogram
 
 from app.domain.assemble import AssemblyPlan
 from app.domain.calibration import Family
-from app.domain.items import CountTokens
+from app.domain.items import KNOWN_TYPES, CountTokens
 
 HTTP_REQUESTS = Counter(
     "contextd_http_requests_total", "HTTP requests answered.", ["method", "route", "status"]
@@ -130,30 +130,46 @@ TOKEN_ESTIMATE_ERROR = Histogram(
 
 
 class LabelCap:
-    """Caps a caller-chosen label to its first `limit` distinct values; later ones read 'other'.
+    """Caps a caller-chosen label (units, phases): each tenant's first `per_tenant` distinct
+    values, and at most `overall` values in all, are kept; later ones read 'other'.
 
-    Caller-chosen values (units, phases) would otherwise create unbounded series.
+    Caller-chosen values would otherwise create unbounded series, and a process-wide cap would
+    let one tenant's names crowd out every other tenant's.
     """
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.seen: set[str] = set()
+    def __init__(self, *, per_tenant: int, overall: int) -> None:
+        self.per_tenant = per_tenant
+        self.overall = overall
+        self.seen: dict[int, set[str]] = {}
+        self.values: set[str] = set()
         self.lock = threading.Lock()
 
-    def __call__(self, value: str | None) -> str:
+    def __call__(self, value: str | None, *, tenant: int) -> str:
         if not value:
             return "none"
         with self.lock:
-            if value in self.seen:
+            own = self.seen.setdefault(tenant, set())
+            if value in own:
                 return value
-            if len(self.seen) < self.limit:
-                self.seen.add(value)
+            if len(own) < self.per_tenant and (
+                value in self.values or len(self.values) < self.overall
+            ):
+                own.add(value)
+                self.values.add(value)
                 return value
         return "other"
 
 
-UNIT_LABEL = LabelCap(50)
-PHASE_LABEL = LabelCap(50)
+UNIT_LABEL = LabelCap(per_tenant=50, overall=1000)
+PHASE_LABEL = LabelCap(per_tenant=50, overall=1000)
+
+
+def item_type_label(kind: str) -> str:
+    """An item's type as a label: the types the service knows, else 'other' (callers may send
+    any type, and each would be a series for ever)."""
+    return kind if kind in KNOWN_TYPES else "other"
+
+
 COMPACTIONS = Counter(
     "contextd_compactions_total",
     "Compactions written, by the strategy applied and whether it was requested or a fallback.",
@@ -184,10 +200,11 @@ def record_assembly(
     phase: str | None,
     given_tokens: Mapping[tuple[str, str], int],
     count_tokens: CountTokens,
+    tenant: int,
 ) -> None:
     """One assembly's cost on the three axes, its decisions and flags, and the error of the
     caller's token estimates (`given_tokens[source, id]`) against exact counts."""
-    unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
+    unit_label, phase_label = UNIT_LABEL(unit, tenant=tenant), PHASE_LABEL(phase, tenant=tenant)
     reused_left = reused_prefix_tokens
     # Summed per label set first: a label lookup costs more than the addition.
     handed_out: Tally[tuple[str, str]] = Tally()
@@ -224,9 +241,10 @@ def record_provider_usage(
     output_tokens: int,
     unit: str | None,
     phase: str | None,
+    tenant: int,
 ) -> None:
     """Provider-reported usage, on the cache-status axis of the cost metrics."""
-    unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
+    unit_label, phase_label = UNIT_LABEL(unit, tenant=tenant), PHASE_LABEL(phase, tenant=tenant)
     PROVIDER_TOKENS.labels("cached", unit_label, phase_label).inc(cached_tokens)
     PROVIDER_TOKENS.labels("uncached", unit_label, phase_label).inc(
         max(0, input_tokens - cached_tokens)
@@ -235,10 +253,15 @@ def record_provider_usage(
 
 
 def record_cache_outcome(
-    *, predicted_tokens: int, actual_tokens: int, unit: str | None, phase: str | None
+    *,
+    predicted_tokens: int,
+    actual_tokens: int,
+    unit: str | None,
+    phase: str | None,
+    tenant: int,
 ) -> None:
     """One assembly's predicted reused prefix against the cached tokens its provider reported."""
-    unit_label, phase_label = UNIT_LABEL(unit), PHASE_LABEL(phase)
+    unit_label, phase_label = UNIT_LABEL(unit, tenant=tenant), PHASE_LABEL(phase, tenant=tenant)
     CACHE_PREDICTED_TOKENS.labels(unit_label, phase_label).inc(predicted_tokens)
     CACHE_ACTUAL_TOKENS.labels(unit_label, phase_label).inc(actual_tokens)
 
@@ -250,11 +273,13 @@ def record_calibration(*, family: Family, observed: float, drift: float) -> None
 
 
 def record_append(
-    types: Iterable[str], *, tokens: int, unit: str | None, phase: str | None
+    types: Iterable[str], *, tokens: int, unit: str | None, phase: str | None, tenant: int
 ) -> None:
-    for kind in types:
-        APPENDED_ITEMS.labels(kind).inc()
-    APPENDED_TOKENS.labels(UNIT_LABEL(unit), PHASE_LABEL(phase)).inc(tokens)
+    for kind, count in sorted(Tally(item_type_label(kind) for kind in types).items()):
+        APPENDED_ITEMS.labels(kind).inc(count)
+    APPENDED_TOKENS.labels(UNIT_LABEL(unit, tenant=tenant), PHASE_LABEL(phase, tenant=tenant)).inc(
+        tokens
+    )
 
 
 def record_repairs(report: Mapping[str, Sequence[object]]) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.advice import Watermarks
@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     api_keys: list[str] = Field(
         default_factory=list,
         description="Static 'tenant:key' pairs, in addition to the keys stored in the database.",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="When set, /metrics asks for it as a bearer token (the series name every "
+        "tenant's units and phases).",
     )
     api_key_cache_seconds: float = Field(
         default=30.0,

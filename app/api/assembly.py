@@ -322,6 +322,7 @@ def _account_then_store(
             startup_tokens=assembled.response["startup_tokens"],
             unit=assembled.response["unit"],
             phase=body.phase,
+            tenant=assembled.record.tenant_id,
             given_tokens={
                 (s.source, c["id"]): tokens
                 for s in body.sources

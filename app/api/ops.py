@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 
 from fastapi import APIRouter, Request, Response
@@ -11,6 +12,7 @@ from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPEN
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.api.deps import settings_of
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.json_body import JsonRoute
 from app.api.models import HealthResponse
@@ -41,13 +43,27 @@ def readyz(request: Request) -> Response | HealthResponse:
     return HealthResponse(status="ready")
 
 
-@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}}, 401: ERROR_RESPONSES[401]},
+)
 def metrics(request: Request) -> Response:
     """Prometheus text format; OpenMetrics (with exemplars) when the scraper asks for it.
 
     Under several workers (`PROMETHEUS_MULTIPROC_DIR` set) every worker's samples are merged,
-    so any worker answers for all of them; exemplars are not kept in that mode.
+    so any worker answers for all of them; exemplars are not kept in that mode. With
+    `CTX_METRICS_TOKEN` set, the scraper must send it as a bearer token: the series name every
+    tenant's units and phases.
     """
+    token = settings_of(request).metrics_token
+    if token is not None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        expected = token.get_secret_value().encode()
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+            return error_response(
+                401, "unauthorized", "/metrics needs 'Authorization: Bearer <CTX_METRICS_TOKEN>'"
+            )
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()

@@ -185,6 +185,7 @@ def append_items(
             tokens=sum(fact.tokens for fact in new_facts),
             unit=body.unit,
             phase=body.phase,
+            tenant=tenant_id,
         )
     harness_authored = body.metadata.harness_authored
     excluded = [
@@ -272,6 +273,7 @@ def report_usage(
             actual_tokens=body.cached_tokens,
             unit=unit,
             phase=phase,
+            tenant=tenant_id,
         )
         # The ratio is per token of the session's own encoding; an assembly counted in
         # another (a per-request `encoding`) says nothing about it. Plans stored before
@@ -298,5 +300,6 @@ def report_usage(
         output_tokens=body.output_tokens,
         unit=unit,
         phase=phase,
+        tenant=tenant_id,
     )
     return Response(status_code=status.HTTP_204_NO_CONTENT)

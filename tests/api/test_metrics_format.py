@@ -48,8 +48,8 @@ def test_every_series_the_dashboard_reads_is_in_the_exposition(client: TestClien
 
 
 def test_label_cap_keeps_the_first_values_and_folds_the_rest() -> None:
-    cap = LabelCap(2)
-    assert [cap(v) for v in ("a", "b", "c", "a", None, "")] == [
+    cap = LabelCap(per_tenant=2, overall=10)
+    assert [cap(v, tenant=1) for v in ("a", "b", "c", "a", None, "")] == [
         "a",
         "b",
         "other",
@@ -57,3 +57,39 @@ def test_label_cap_keeps_the_first_values_and_folds_the_rest() -> None:
         "none",
         "none",
     ]
+
+
+def test_label_cap_is_per_tenant_under_an_overall_ceiling() -> None:
+    cap = LabelCap(per_tenant=2, overall=3)
+    # One tenant's many names do not turn another tenant's into 'other'.
+    assert [cap(v, tenant=1) for v in ("a", "b", "c")] == ["a", "b", "other"]
+    assert [cap(v, tenant=2) for v in ("x", "a", "y")] == ["x", "a", "other"]
+    assert cap("b", tenant=1) == "b"
+
+
+def test_metrics_labels_are_bounded_whatever_callers_send(client: TestClient) -> None:
+    before = len(client.get("/metrics").text)
+    session = "labels-bounded"
+    client.post("/sessions", json={"session_id": session})
+    odd = [{"type": f"vendor_item_{n}", "payload": n} for n in range(300)]
+    appended = client.post(f"/sessions/{session}/items", json={"items": odd, "unit": "u1"})
+    assert appended.status_code == 201, appended.text
+    text = client.get("/metrics").text
+    assert "vendor_item_" not in text
+    assert 'contextd_appended_items_total{type="other"} ' in text
+    # 300 unknown types cost one series, not 300.
+    assert len(text) - before < 2_000
+
+
+def test_metrics_can_ask_for_a_bearer_token(postgres_url: str) -> None:
+    from app.main import create_app
+    from app.settings import Settings
+
+    settings = Settings(database_url=postgres_url, metrics_token="scrape-secret")
+    with TestClient(create_app(settings)) as service:
+        refused = service.get("/metrics")
+        wrong = service.get("/metrics", headers={"Authorization": "Bearer nope"})
+        allowed = service.get("/metrics", headers={"Authorization": "Bearer scrape-secret"})
+    assert (refused.status_code, wrong.status_code, allowed.status_code) == (401, 401, 200)
+    assert refused.json()["error"]["code"] == "unauthorized"
+    assert "contextd_http_requests_total" in allowed.text
