@@ -27,6 +27,7 @@ from app.domain.items import Format
 from app.domain.manifest import EntryKind
 from app.domain.normalize import Modality
 from app.domain.truncation import TruncationMode
+from app.domain.world_state import SECTION_ID_PATTERN
 from app.hooks import FailurePolicy
 from app.tokens import Encoding
 
@@ -532,7 +533,12 @@ class GoalResponse(BaseModel):
 
 
 class WorldStateRequest(RequestModel):
-    sections: dict[str, Any]
+    sections: dict[str, Any] = Field(
+        description="The whole current world state, by section id; a section left out is "
+        "removed. A null member of an object means absent (as in a merge patch), except "
+        "inside an array, which is kept whole.",
+        json_schema_extra={"propertyNames": {"pattern": f"^{SECTION_ID_PATTERN}$"}},
+    )
 
 
 class WorldStateResponse(BaseModel):

@@ -84,7 +84,9 @@ Sections = Mapping[str, Any]
 RULES_REPLACEMENT_NOTICE = "These project rules replace all earlier project rules."
 RULES_REMOVED_NOTICE = "The earlier project rules no longer apply."
 
-_SECTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+SECTION_ID_PATTERN = r"[A-Za-z0-9_.:-]{1,64}"
+"""What a world-state section id is (the schema documents it; `validate_sections` enforces it)."""
+_SECTION_ID = re.compile(SECTION_ID_PATTERN)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _FRAGMENT = re.compile(
     r'<world_state section="([A-Za-z0-9_.:-]{1,64})" version="-?\d+"( status="removed")?>\n'
