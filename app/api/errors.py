@@ -11,11 +11,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from sqlalchemy.exc import DataError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
 
 from app.domain import errors
 from app.metrics import DATABASE_UNAVAILABLE
@@ -76,6 +77,23 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route answers at the request's path, and OPTIONS: asked of the routes
+    themselves, one method at a time (included routers answer for their own routes)."""
+    routes: list[BaseRoute] = list(request.app.router.routes)
+    allowed = {
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    }
+    return sorted(allowed | {"OPTIONS"})
+
+
 def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
     unavailable_headers = {"Retry-After": str(retry_after_seconds)}
 
@@ -108,10 +126,17 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
         ]
         return error_response(422, "validation_error", "the request failed validation", details)
 
-    async def on_http_error(_request: Request, exc: Exception) -> JSONResponse:
+    async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        headers = exc.headers
+        if exc.status_code == 405:
+            # The router names only the first route the path matched; every route counts.
+            allow = ", ".join(_allowed_methods(request))
+            if request.method == "OPTIONS":
+                return Response(status_code=204, headers={"Allow": allow})
+            headers = {**(headers or {}), "Allow": allow}
         code = HTTP_CODES.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
 
     async def on_database_down(_request: Request, exc: Exception) -> JSONResponse:
         DATABASE_UNAVAILABLE.inc()

@@ -70,3 +70,15 @@ def test_error_bodies_never_leak_internals(postgres_url: str, session_id: str) -
         body = response.json()
         assert set(body) == {"error"}
         assert LEAKS.search(response.text) is None, response.text
+
+
+def test_options_and_405_name_every_method_of_the_path(client: TestClient) -> None:
+    options = client.options("/sessions/any/items")
+    wrong = client.delete("/sessions/any/items")
+    assert (options.status_code, options.headers["allow"], options.content) == (
+        204,
+        "GET, OPTIONS, POST",
+        b"",
+    )
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "GET, OPTIONS, POST")
+    assert wrong.json()["error"]["code"] == "method_not_allowed"
