@@ -725,3 +725,18 @@ class ConclusionRequest(RequestModel):
 class ConclusionResponse(BaseModel):
     parent_id: str
     seq: int
+
+
+class RetractionRequest(RequestModel):
+    seq: Annotated[int, Field(ge=1, le=MAX_SEQ, description="The item to hide.")]
+
+
+class RetractionResponse(BaseModel):
+    seq: int = Field(description="The retraction fact's own seq.")
+    retracted: list[int] = Field(
+        description="Every seq hidden: the one asked for, and the call or outputs paired with it."
+    )
+
+
+class ResetResponse(BaseModel):
+    seq: int = Field(description="The reset fact's seq; the active history starts after it.")

@@ -36,6 +36,17 @@ class SequenceConflict(Conflict):
         )
 
 
+class AlreadyRetracted(Conflict):
+    code = "already_retracted"
+
+
+class NotInActiveHistory(Conflict):
+    """The seq names a fact the active history does not show (compacted away, reset, or not a
+    model-visible item)."""
+
+    code = "not_in_active_history"
+
+
 class InvalidInput(ContextdError):
     """Well-formed JSON that breaks a rule; `details` is a list of {loc, msg}."""
 
