@@ -11,18 +11,20 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 import yaml
 from prometheus_client import REGISTRY
 
 import app.metrics  # noqa: F401  (registers every metric of the service)
+from app.domain.compaction import Strategy
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yml"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "contextd.json"
 K8S = DEPLOY / "k8s"
 
@@ -78,6 +80,25 @@ def dashboard_exprs() -> list[str]:
 
 def alert_rules() -> list[dict[str, Any]]:
     return [rule for group in load_yaml(ALERTS)["groups"] for rule in group["rules"]]
+
+
+# A label matcher in a series or selector: name, then =, !=, =~ or !~, then the quoted value.
+LABEL_MATCHER = re.compile(r'\b([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)\s*"([^"]*)"')
+
+
+def alert_test_labels(name: str) -> set[str]:
+    """Every value the alert tests give label `name`: in input series and expected alerts."""
+    values: set[str] = set()
+    for case in load_yaml(ALERT_TESTS)["tests"]:
+        for series in case.get("input_series", []):
+            values.update(
+                v for label, v in LABEL_MATCHER.findall(series["series"]) if label == name
+            )
+        for check in case.get("alert_rule_test", []):
+            for alert in check.get("exp_alerts") or []:
+                if name in alert.get("exp_labels", {}):
+                    values.add(str(alert["exp_labels"][name]))
+    return values
 
 
 def promtool(*args: str) -> None:
@@ -174,6 +195,13 @@ def test_alert_rules_structure_and_metrics() -> None:
         assert metric in by_metric, f"no alert on {metric}"
 
 
+def test_alert_tests_use_the_real_strategy_names() -> None:
+    """An alert test on a strategy the service never emits proves nothing about production."""
+    used, real = alert_test_labels("strategy"), set(get_args(Strategy))
+    assert used, "no alert test exercises a strategy label"
+    assert used <= real, f"not strategies of the service: {sorted(used - real)}"
+
+
 def test_promtool_when_available(tmp_path: Path) -> None:
     if shutil.which("promtool") is None:
         pytest.skip(
@@ -183,7 +211,7 @@ def test_promtool_when_available(tmp_path: Path) -> None:
         )
     promtool("check", "config", str(PROMETHEUS_CONFIG))
     promtool("check", "rules", str(ALERTS))
-    promtool("test", "rules", str(ALERTS.with_name("alerts_test.yml")))
+    promtool("test", "rules", str(ALERT_TESTS))
     # The dashboard's PromQL must parse too: check it as recording rules.
     records = [
         {"record": f"dashboard:expr_{i}", "expr": e.replace("$__rate_interval", "5m")}
