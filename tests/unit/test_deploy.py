@@ -182,6 +182,8 @@ def test_alert_rules_structure_and_metrics() -> None:
         assert {"alert", "expr", "for", "labels", "annotations"} <= rule.keys(), rule
         assert rule["labels"]["severity"] in {"warning", "critical"}
         assert rule["annotations"]["summary"]
+        assert rule["annotations"]["description"]
+        assert rule["annotations"]["runbook"], f"{rule['alert']}: no runbook (what to check)"
         assert_known_metrics(rule["expr"])
     by_metric = " ".join(rule["expr"] for rule in rules)
     for metric in (
