@@ -23,6 +23,7 @@ from app.domain.compaction import Strategy
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 PROMETHEUS_CONFIG = DEPLOY / "prometheus" / "prometheus.yml"
+KUBERNETES_SCRAPE = DEPLOY / "prometheus" / "kubernetes-scrape.yml"
 ALERTS = DEPLOY / "prometheus" / "alerts.yml"
 ALERT_TESTS = DEPLOY / "prometheus" / "alerts_test.yml"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "contextd.json"
@@ -48,6 +49,13 @@ def exported_metrics() -> set[str]:
 
 
 ALLOWED = exported_metrics()
+
+# The alerts and the dashboard select contextd's targets by the pod label app.kubernetes.io/name,
+# which every scrape config copies onto them under the name service discovery gives it (each
+# character not allowed in a label name becomes `_`), not by job.
+POD_NAME_LABEL = "app.kubernetes.io/name"
+TARGET_LABEL = (re.sub(r"[^A-Za-z0-9_]", "_", POD_NAME_LABEL), "contextd")
+TARGET_UP = f'up{{{TARGET_LABEL[0]}="{TARGET_LABEL[1]}"}}'
 
 
 def metric_names(expr: str) -> set[str]:
@@ -174,6 +182,38 @@ def test_prometheus_config_scrapes_contextd() -> None:
     assert contextd.get("metrics_path", "/metrics") == "/metrics"
     targets = [t for sc in contextd["static_configs"] for t in sc["targets"]]
     assert "contextd:8000" in targets
+    label, value = TARGET_LABEL
+    assert all(sc["labels"][label] == value for sc in contextd["static_configs"])
+
+
+def test_kubernetes_scrape_keeps_annotated_pods_and_the_target_label() -> None:
+    """The in-cluster job follows the pod's prometheus.io annotations and copies the pod label
+    the alerts select on. (Not given to `promtool check config`: builds of Prometheus without
+    Kubernetes discovery refuse the file.)"""
+    (job,) = load_yaml(KUBERNETES_SCRAPE)["scrape_configs"]
+    assert [sd["role"] for sd in job["kubernetes_sd_configs"]] == ["pod"]
+    relabel = {
+        rule.get("target_label", rule.get("action")): rule for rule in job["relabel_configs"]
+    }
+    keep = relabel["keep"]
+    assert keep["source_labels"] == ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"]
+    assert keep["regex"] == "true"
+    path = relabel["__metrics_path__"]["source_labels"]
+    assert path == ["__meta_kubernetes_pod_annotation_prometheus_io_path"]
+    assert relabel["__address__"]["source_labels"][1:] == [
+        "__meta_kubernetes_pod_annotation_prometheus_io_port"
+    ]
+    label, _ = TARGET_LABEL
+    assert relabel[label]["source_labels"] == [f"__meta_kubernetes_pod_label_{label}"]
+    assert relabel[label].get("action", "replace") == "replace"
+    pod = by_kind()["Deployment"]["spec"]["template"]["metadata"]
+    (container,) = by_kind()["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert pod["labels"][POD_NAME_LABEL] == TARGET_LABEL[1]
+    assert pod["annotations"]["prometheus.io/scrape"] == "true"
+    assert pod["annotations"]["prometheus.io/path"] == "/metrics"
+    assert [int(pod["annotations"]["prometheus.io/port"])] == [
+        port["containerPort"] for port in container["ports"]
+    ]
 
 
 def test_alert_rules_structure_and_metrics() -> None:
@@ -192,9 +232,18 @@ def test_alert_rules_structure_and_metrics() -> None:
         "contextd_compaction_fallbacks_total",
         "contextd_compactions_total",
         "contextd_database_unavailable_total",
-        'up{job="contextd"}',
+        TARGET_UP,
+        f"absent({TARGET_UP} == 1)",
     ):
         assert metric in by_metric, f"no alert on {metric}"
+
+
+def test_no_alert_or_panel_selects_on_the_job_name() -> None:
+    """The job label is the scrape config's to choose (the pods' annotations say nothing about
+    it): an `up{job="contextd"}` stays silent under any other name."""
+    for expr in [rule["expr"] for rule in alert_rules()] + dashboard_exprs():
+        assert "job" not in dict(LABEL_MATCHER.findall(expr)), expr
+    assert TARGET_UP in dashboard_exprs()
 
 
 def test_alert_tests_use_the_real_strategy_names() -> None:
