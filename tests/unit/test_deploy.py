@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 
 import app.metrics  # noqa: F401  (registers every metric of the service)
 from app.domain.compaction import Strategy
+from app.hooks import HookOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -151,6 +152,8 @@ def test_dashboard_names_only_exported_metrics() -> None:
         "contextd_assembly_tokens_count",
         "contextd_cache_predicted_tokens_total",
         "contextd_cache_actual_tokens_total",
+        "contextd_plan_store_failures_total",
+        "contextd_hook_calls_total",
     ):
         assert required in used, f"no dashboard panel uses {required}"
 
@@ -232,6 +235,8 @@ def test_alert_rules_structure_and_metrics() -> None:
         "contextd_compaction_fallbacks_total",
         "contextd_compactions_total",
         "contextd_database_unavailable_total",
+        "contextd_plan_store_failures_total",
+        'contextd_hook_calls_total{outcome=~"failed_open|failed_closed"}',
         TARGET_UP,
         f"absent({TARGET_UP} == 1)",
     ):
@@ -251,6 +256,42 @@ def test_alert_tests_use_the_real_strategy_names() -> None:
     used, real = alert_test_labels("strategy"), set(get_args(Strategy))
     assert used, "no alert test exercises a strategy label"
     assert used <= real, f"not strategies of the service: {sorted(used - real)}"
+
+
+def selector_values(text: str, *, metric: str, label: str) -> set[str]:
+    """The values `text` matches `label` of `metric` against, a regex's alternatives each."""
+    return {
+        alternative
+        for selector in re.findall(rf"\b{metric}\{{([^}}]*)\}}", text)
+        for name, value in LABEL_MATCHER.findall(selector)
+        if name == label
+        for alternative in value.split("|")
+    }
+
+
+def test_hook_outcomes_in_rules_panels_and_alert_tests_are_real() -> None:
+    texts = [rule["expr"] for rule in alert_rules()] + dashboard_exprs()
+    texts += [
+        series["series"]
+        for case in load_yaml(ALERT_TESTS)["tests"]
+        for series in case.get("input_series", [])
+    ]
+    used = set().union(
+        *(selector_values(t, metric="contextd_hook_calls_total", label="outcome") for t in texts)
+    )
+    assert {"failed_open", "failed_closed", "not_configured"} <= used
+    assert used <= set(get_args(HookOutcome)), sorted(used - set(get_args(HookOutcome)))
+
+
+def test_fallback_panel_shows_what_the_alert_measures() -> None:
+    (rule,) = [r for r in alert_rules() if r["alert"] == "ContextdCompactionFallbacks"]
+    alerted = re.sub(r"\s+", "", rule["expr"]).removesuffix(">0.1")
+    shown = [
+        re.sub(r"\s+", "", expr).replace("$__rate_interval", "15m")
+        for expr in dashboard_exprs()
+        if "contextd_compaction_fallbacks_total" in expr
+    ]
+    assert alerted in shown
 
 
 def test_promtool_when_available(tmp_path: Path) -> None:
