@@ -251,6 +251,17 @@ def test_no_alert_or_panel_selects_on_the_job_name() -> None:
     assert TARGET_UP in dashboard_exprs()
 
 
+def test_every_alert_has_a_test_that_fires_it_and_one_that_does_not() -> None:
+    checks = [
+        check
+        for case in load_yaml(ALERT_TESTS)["tests"]
+        for check in case.get("alert_rule_test", [])
+    ]
+    for rule in alert_rules():
+        outcomes = {bool(c.get("exp_alerts")) for c in checks if c["alertname"] == rule["alert"]}
+        assert outcomes == {True, False}, f"{rule['alert']}: fires in a test? {outcomes or 'none'}"
+
+
 def test_alert_tests_use_the_real_strategy_names() -> None:
     """An alert test on a strategy the service never emits proves nothing about production."""
     used, real = alert_test_labels("strategy"), set(get_args(Strategy))
