@@ -388,8 +388,11 @@ def test_k8s_deployment() -> None:
     assert kinds["Service"]["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     (container,) = pod["spec"]["containers"]
-    serve = ["contextd", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"]
+    # One worker per container: exemplars are per process (lost when workers' metrics merge).
+    serve = ["contextd", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "1"]
     assert container["command"] == serve
+    (cmd,) = re.findall(r"^CMD (.+)$", (ROOT / "Dockerfile").read_text(), flags=re.MULTILINE)
+    assert json.loads(cmd) == serve
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert {"requests", "limits"} <= container["resources"].keys()
@@ -403,8 +406,21 @@ def test_k8s_deployment() -> None:
     hpa = kinds["HorizontalPodAutoscaler"]
     assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    assert hpa["spec"]["minReplicas"] == deployment["spec"]["replicas"]
     (migrate,) = kinds["Job"]["spec"]["template"]["spec"]["containers"]
     assert migrate["command"] == ["contextd", "migrate"]
+
+
+def test_connection_budget_comment_matches_the_manifests() -> None:
+    """configmap.yaml states the database connections at the HPA's maximum; it went stale once
+    already (it still counted two workers a pod)."""
+    kinds = by_kind()
+    text = (K8S / "configmap.yaml").read_text()
+    (stated,) = re.findall(r"(\d+) replicas \(HPA max\) x 2 x (\d+) = (\d+)", text)
+    replicas, pool, total = map(int, stated)
+    assert replicas == kinds["HorizontalPodAutoscaler"]["spec"]["maxReplicas"]
+    assert pool == int(kinds["ConfigMap"]["data"]["CTX_DB_POOL_SIZE"])
+    assert total == replicas * 2 * pool
 
 
 def test_docker_compose_services() -> None:
