@@ -340,6 +340,8 @@ K8S_REQUIRED = {
     "HorizontalPodAutoscaler": ["spec.scaleTargetRef.name", "spec.maxReplicas", "spec.metrics"],
     "ConfigMap": ["data"],
     "Secret": ["stringData"],
+    "PodDisruptionBudget": ["spec.selector.matchLabels"],
+    "NetworkPolicy": ["spec.podSelector.matchLabels", "spec.policyTypes"],
 }
 K8S_API_VERSIONS = {
     "Deployment": "apps/v1",
@@ -348,6 +350,8 @@ K8S_API_VERSIONS = {
     "HorizontalPodAutoscaler": "autoscaling/v2",
     "ConfigMap": "v1",
     "Secret": "v1",
+    "PodDisruptionBudget": "policy/v1",
+    "NetworkPolicy": "networking.k8s.io/v1",
 }
 
 
@@ -409,6 +413,70 @@ def test_k8s_deployment() -> None:
     assert hpa["spec"]["minReplicas"] == deployment["spec"]["replicas"]
     (migrate,) = kinds["Job"]["spec"]["template"]["spec"]["containers"]
     assert migrate["command"] == ["contextd", "migrate"]
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return selector.items() <= labels.items()
+
+
+def test_k8s_disruption_budget_keeps_a_pod_serving() -> None:
+    kinds = by_kind()
+    deployment, pdb = kinds["Deployment"], kinds["PodDisruptionBudget"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    migrate_labels = kinds["Job"]["spec"]["template"]["metadata"]["labels"]
+    selector = pdb["spec"]["selector"]["matchLabels"]
+    assert selects(selector, pod_labels)
+    assert not selects(selector, migrate_labels)
+    # maxUnavailable, not minAvailable: right at any replica count the HPA chooses.
+    assert "minAvailable" not in pdb["spec"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    least = kinds["HorizontalPodAutoscaler"]["spec"]["minReplicas"]
+    assert least - pdb["spec"]["maxUnavailable"] >= 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_k8s_network_policy_admits_clients_and_prometheus_and_reaches_dns_and_postgres() -> None:
+    kinds = by_kind()
+    deployment, policy = kinds["Deployment"], kinds["NetworkPolicy"]
+    pod = deployment["spec"]["template"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selects(selector, pod["metadata"]["labels"])
+    assert not selects(selector, kinds["Job"]["spec"]["template"]["metadata"]["labels"])
+    assert sorted(policy["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+    (container,) = pod["spec"]["containers"]
+    container_ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    (service_port,) = kinds["Service"]["spec"]["ports"]
+    assert container_ports[service_port["targetPort"]] == int(
+        pod["metadata"]["annotations"]["prometheus.io/port"]
+    )
+
+    port = container_ports[service_port["targetPort"]]
+    # Clients in the namespace and Prometheus's namespace, on the service's port only.
+    prometheus = {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [{"podSelector": {}}, {"namespaceSelector": prometheus}],
+            "ports": [{"protocol": "TCP", "port": port}],
+        }
+    ]
+    # DNS and PostgreSQL only, each rule naming its ports: nothing opens all egress, so the
+    # hooks' destinations need a rule of their own.
+    (database_port,) = re.findall(
+        r"@[^/:]+:(\d+)/", kinds["Secret"]["stringData"]["CTX_DATABASE_URL"]
+    )
+    kube_system = {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    assert policy["spec"]["egress"] == [
+        {
+            "to": [
+                {
+                    "namespaceSelector": kube_system,
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                }
+            ],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        },
+        {"ports": [{"protocol": "TCP", "port": int(database_port)}]},
+    ]
 
 
 def test_connection_budget_comment_matches_the_manifests() -> None:
