@@ -2,7 +2,9 @@
 
 A compaction is a projection: it appends one `contextd.compaction` fact (see `app.domain.facts`)
 and the raw log keeps every item. The plan is made before any summarizer or hook is called, so
-a no-op, a dry run or a stateless call never reaches out.
+a no-op, a dry run or a stateless call never reaches out; and no transaction is open while one
+runs, so a slow endpoint holds no connection (what is written after it is re-checked under the
+session's lock).
 """
 
 from __future__ import annotations
@@ -239,6 +241,9 @@ def compact(
             )
             params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)
+        # Everything the plan needs is read: end the transaction, so that no connection is
+        # held while the summarizer or the hook runs (the append locks and re-checks).
+        db.commit()
     else:
         count_tokens = token_counter(body.encoding or settings.default_encoding)
         inp = _stateless_input(body, params=params, count_tokens=count_tokens)
@@ -329,7 +334,7 @@ def end_session(
             result=result,
             requested_strategy="handoff",
         )
-        db.commit()
+    db.commit()  # no connection is held while the hook runs
     hook = call_hook(
         str(hooks.session_end) if hooks.session_end else None,
         event="session_end",

@@ -10,8 +10,10 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
 
 from app.domain.compaction import SUMMARY_MARKER
 from app.domain.compaction.product import GOAL_PINNED_ABOVE
@@ -226,6 +228,67 @@ def test_slow_hook_fails_open_within_its_timeout(
             "/compact", json={"session_id": closed, "strategy": "clear_tool_results"}
         )
         assert refused.status_code == 409
+
+
+def test_no_transaction_is_open_while_a_hook_runs(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    """Seen from inside the hook: no connection of the test database idles in a transaction
+    and the service's pool has every connection back (the compaction re-checks under lock
+    after the hook; a handoff of an empty session writes nothing before it)."""
+    conninfo = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    app = create_app(Settings(database_url=postgres_url))
+    seen: list[dict[str, Any]] = []
+
+    def observe(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with psycopg.connect(conninfo) as probe:
+            row = probe.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
+            ).fetchone()
+        pool = app.state.engine.pool
+        seen.append(
+            {"event": body["event"], "in_transaction": row, "checked_out": pool.checkedout()}
+        )
+        return 200, {}
+
+    url, _ = endpoint(observe)
+    with TestClient(app) as service:
+        _session_with_trajectory(service, session_id, pre_compact=url)
+        assert _compact(service, session_id=session_id, strategy="clear_tool_results")["applied"]
+        empty = {"session_id": f"{session_id}-empty", "hooks": {"session_end": url}}
+        assert service.post("/sessions", json=empty).status_code == 201
+        ended = service.post(f"/sessions/{empty['session_id']}/end", json={})
+        assert (ended.status_code, ended.json()["compaction_id"]) == (200, None)
+    assert seen == [
+        {"event": "pre_compact", "in_transaction": (0,), "checked_out": 0},
+        {"event": "session_end", "in_transaction": (0,), "checked_out": 0},
+    ]
+
+
+def test_a_session_that_moves_on_during_the_hook_is_not_compacted(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    """The hook runs outside any transaction, so what the plan read is re-checked under the
+    session's lock before the compaction is written: an append made meanwhile wins (409)."""
+    service = TestClient(create_app(Settings(database_url=postgres_url)))
+
+    def append_meanwhile(_body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        appended = service.post(
+            f"/sessions/{session_id}/items", json={"items": [user_msg("one more thing")]}
+        )
+        return 200, {"appended": appended.status_code}
+
+    url, recorder = endpoint(append_meanwhile)
+    with service:
+        _session_with_trajectory(service, session_id, pre_compact=url)
+        before = service.get(f"/sessions/{session_id}").json()
+        answer = service.post(
+            "/compact", json={"session_id": session_id, "strategy": "clear_tool_results"}
+        )
+        after = service.get(f"/sessions/{session_id}").json()
+    assert (answer.status_code, len(recorder.received)) == (409, 1)
+    assert (after["last_seq"], after["compactions"]) == (before["last_seq"] + 1, 0)
 
 
 def test_stateless_compaction_and_bad_input(client: TestClient) -> None:
