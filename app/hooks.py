@@ -1,21 +1,39 @@
 """Outbound calls: session lifecycle hooks and the optional LLM summarizer.
 
-Both are bounded by timeouts; a slow or dead endpoint can delay a compaction by at most its
-timeout, never stall it.
+A hook's URL is the caller's, so a hook call is bounded on every axis the caller controls:
+
+- one deadline for the whole call (`CTX_HOOK_TIMEOUT_SECONDS`): connecting, sending and reading
+  the answer all end by it, however slowly the endpoint drips its bytes;
+- an answer is read as it arrives, up to `CTX_HOOK_MAX_ANSWER_BYTES`, and abandoned past it;
+- every failed call has the one detail `CALL_FAILED`, whatever failed: a refused connection, a
+  timeout and an HTTP error told apart would tell a caller what listens where. The cause is
+  logged.
+
+A failed call follows the session's `FailurePolicy`. Callers hold no database transaction while
+a hook runs (see `app.api.compaction`).
+
+The summarizer's endpoint is the operator's (`CTX_SUMMARIZER_URL`); its timeout is per read.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
 import httpx
+import orjson
 
 from app.settings import Settings
+
+log = logging.getLogger("contextd")
 
 FailurePolicy = Literal["fail_open", "fail_closed"]
 """What a hook's timeout or error means for the compaction it guards."""
 HookOutcome = Literal["accepted", "vetoed", "failed_open", "failed_closed", "not_configured"]
+CALL_FAILED = "the hook call failed"
+"""The detail of every failed hook call (the cause is in the service's log)."""
 
 
 @dataclass(frozen=True)
@@ -29,39 +47,84 @@ class HookResult:
         return {"event": self.event, "outcome": self.outcome, "detail": self.detail}
 
 
-def call_hook(
-    url: str | None,
-    *,
-    event: str,
-    payload: dict[str, Any],
-    fail_closed: bool,
-    timeout: float,
-) -> HookResult:
-    """POST `payload` to a hook. A 2xx answer may veto (`{"veto": true}`) or pin notes
-    (`{"notes": [...]}`); a 409 answer is a veto too. Errors and timeouts follow the policy."""
-    if not url:
-        return HookResult(event, "not_configured")
-    try:
-        response = httpx.post(url, json={"event": event, **payload}, timeout=timeout)
-    except httpx.HTTPError as exc:
-        outcome: HookOutcome = "failed_closed" if fail_closed else "failed_open"
-        return HookResult(event, outcome, detail=f"{type(exc).__name__}")
-    if response.status_code == 409:
-        return HookResult(event, "vetoed", detail="hook answered 409")
-    if not response.is_success:
-        outcome = "failed_closed" if fail_closed else "failed_open"
-        return HookResult(event, outcome, detail=f"hook answered {response.status_code}")
-    try:
-        answer = response.json() if response.content else {}
-    except ValueError:
-        answer = {}
-    if not isinstance(answer, dict):
-        answer = {}
-    if answer.get("veto") is True:
-        return HookResult(event, "vetoed", detail=str(answer.get("reason") or "vetoed by hook"))
-    notes = answer.get("notes")
-    pinned = tuple(str(note) for note in notes) if isinstance(notes, list) else ()
-    return HookResult(event, "accepted", notes=pinned)
+class HookCallFailed(Exception):
+    """Why a hook call failed: for the log, never for the caller."""
+
+
+class HookCaller:
+    """The service's hook calls, under the limits of its settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._deadline = settings.hook_timeout_seconds
+        self._max_answer_bytes = settings.hook_max_answer_bytes
+
+    async def call(
+        self,
+        url: str | None,
+        *,
+        tenant_id: int,
+        event: str,
+        payload: dict[str, Any],
+        fail_closed: bool,
+    ) -> HookResult:
+        """POST `payload` to a hook. A 2xx answer may veto (`{"veto": true}`) or pin notes
+        (`{"notes": [...]}`); a 409 answer is a veto too. A failure follows the policy."""
+        if not url:
+            return HookResult(event, "not_configured")
+        failed: HookOutcome = "failed_closed" if fail_closed else "failed_open"
+        try:
+            answer = await self._answer(url, body={"event": event, **payload})
+        except HookCallFailed as exc:
+            log.warning("%s hook of tenant %d failed: %s", event, tenant_id, exc)
+            return HookResult(event, failed, detail=CALL_FAILED)
+        if answer is None:
+            return HookResult(event, "vetoed", detail="hook answered 409")
+        if answer.get("veto") is True:
+            return HookResult(event, "vetoed", detail=str(answer.get("reason") or "vetoed by hook"))
+        notes = answer.get("notes")
+        pinned = tuple(str(note) for note in notes) if isinstance(notes, list) else ()
+        return HookResult(event, "accepted", notes=pinned)
+
+    async def _answer(self, url: str, *, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The hook's 2xx answer (`{}` unless a JSON object), None for a 409; `HookCallFailed`
+        for anything else, or for no whole answer by the deadline."""
+        with anyio.move_on_after(self._deadline):
+            try:
+                return await self._post(httpx.URL(url), body=body)
+            except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+                raise HookCallFailed(f"{type(exc).__name__}: {exc}") from exc
+        raise HookCallFailed(f"no whole answer within the {self._deadline} s deadline")
+
+    async def _post(self, url: httpx.URL, *, body: dict[str, Any]) -> dict[str, Any] | None:
+        # No httpx timeout: the deadline around the whole call bounds every step. No proxy from
+        # the environment, no redirect followed: the call goes where the URL says, or nowhere.
+        async with (
+            httpx.AsyncClient(timeout=None, trust_env=False) as client,
+            client.stream(
+                "POST",
+                url,
+                json=body,
+                # Counted as it arrives: a compressed answer would be counted before inflating.
+                headers={"Accept-Encoding": "identity"},
+            ) as response,
+        ):
+            if response.status_code == 409:
+                return None
+            if not response.is_success:
+                raise HookCallFailed(f"answered {response.status_code}")
+            encoding = response.headers.get("content-encoding", "identity")
+            if encoding.lower() != "identity":
+                raise HookCallFailed(f"answered in content-encoding {encoding!r}")
+            received = bytearray()
+            async for chunk in response.aiter_raw():
+                received += chunk
+                if len(received) > self._max_answer_bytes:
+                    raise HookCallFailed(f"answer over {self._max_answer_bytes} bytes")
+        try:
+            answer = orjson.loads(received) if received else {}
+        except orjson.JSONDecodeError:
+            return {}
+        return answer if isinstance(answer, dict) else {}
 
 
 class SummarizerUnavailable(Exception):

@@ -72,7 +72,14 @@ class Settings(BaseSettings):
     assembly_retention_days: int = 30
     assembly_retention_per_session: int = 1000
     assembly_cleanup_interval_seconds: float = 300.0
-    hook_timeout_seconds: float = 5.0
+    hook_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0.0,
+        description="Deadline of a whole hook call: connecting, sending and reading the answer.",
+    )
+    hook_max_answer_bytes: int = Field(
+        default=64 * 1024, gt=0, description="A hook answer longer than this is a failed call."
+    )
     summarizer_url: str | None = Field(
         default=None,
         description="OpenAI-compatible base URL (…/v1) of the `llm` summarizer; unset: disabled.",
