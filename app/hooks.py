@@ -5,12 +5,15 @@ A hook's URL is the caller's, so a hook call is bounded on every axis the caller
 - one deadline for the whole call (`CTX_HOOK_TIMEOUT_SECONDS`): connecting, sending and reading
   the answer all end by it, however slowly the endpoint drips its bytes;
 - an answer is read as it arrives, up to `CTX_HOOK_MAX_ANSWER_BYTES`, and abandoned past it;
+- at most `CTX_HOOK_MAX_CONCURRENT_PER_TENANT` calls of one tenant are in flight in a process;
+  beyond that the hook is not called (`NOT_CALLED`), so one tenant's slow hooks cannot take
+  every worker thread;
 - every failed call has the one detail `CALL_FAILED`, whatever failed: a refused connection, a
   timeout and an HTTP error told apart would tell a caller what listens where. The cause is
   logged.
 
-A failed call follows the session's `FailurePolicy`. Callers hold no database transaction while
-a hook runs (see `app.api.compaction`).
+A failed call, and one not made, follows the session's `FailurePolicy`. Callers hold no database
+transaction while a hook runs (see `app.api.compaction`).
 
 The summarizer's endpoint is the operator's (`CTX_SUMMARIZER_URL`); its timeout is per read.
 """
@@ -18,6 +21,8 @@ The summarizer's endpoint is the operator's (`CTX_SUMMARIZER_URL`); its timeout 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,6 +39,7 @@ FailurePolicy = Literal["fail_open", "fail_closed"]
 HookOutcome = Literal["accepted", "vetoed", "failed_open", "failed_closed", "not_configured"]
 CALL_FAILED = "the hook call failed"
 """The detail of every failed hook call (the cause is in the service's log)."""
+NOT_CALLED = "not called: the tenant's hook calls in flight are at their limit"
 
 
 @dataclass(frozen=True)
@@ -52,11 +58,15 @@ class HookCallFailed(Exception):
 
 
 class HookCaller:
-    """The service's hook calls, under the limits of its settings."""
+    """The service's hook calls, under the limits of its settings, and each tenant's count of
+    calls in flight (behind a lock: nothing requires every call to come from one thread)."""
 
     def __init__(self, settings: Settings) -> None:
         self._deadline = settings.hook_timeout_seconds
         self._max_answer_bytes = settings.hook_max_answer_bytes
+        self._max_in_flight = settings.hook_max_concurrent_per_tenant
+        self._in_flight: Counter[int] = Counter()
+        self._lock = threading.Lock()
 
     async def call(
         self,
@@ -68,15 +78,26 @@ class HookCaller:
         fail_closed: bool,
     ) -> HookResult:
         """POST `payload` to a hook. A 2xx answer may veto (`{"veto": true}`) or pin notes
-        (`{"notes": [...]}`); a 409 answer is a veto too. A failure follows the policy."""
+        (`{"notes": [...]}`); a 409 answer is a veto too. A failure, or a call not made for
+        the tenant's limit, follows the policy."""
         if not url:
             return HookResult(event, "not_configured")
         failed: HookOutcome = "failed_closed" if fail_closed else "failed_open"
+        with self._lock:
+            if self._in_flight[tenant_id] >= self._max_in_flight:
+                log.warning("%s hook of tenant %d not called: limit reached", event, tenant_id)
+                return HookResult(event, failed, detail=NOT_CALLED)
+            self._in_flight[tenant_id] += 1
         try:
             answer = await self._answer(url, body={"event": event, **payload})
         except HookCallFailed as exc:
             log.warning("%s hook of tenant %d failed: %s", event, tenant_id, exc)
             return HookResult(event, failed, detail=CALL_FAILED)
+        finally:
+            with self._lock:
+                self._in_flight[tenant_id] -= 1
+                if not self._in_flight[tenant_id]:
+                    del self._in_flight[tenant_id]
         if answer is None:
             return HookResult(event, "vetoed", detail="hook answered 409")
         if answer.get("veto") is True:

@@ -80,6 +80,12 @@ class Settings(BaseSettings):
     hook_max_answer_bytes: int = Field(
         default=64 * 1024, gt=0, description="A hook answer longer than this is a failed call."
     )
+    hook_max_concurrent_per_tenant: int = Field(
+        default=4,
+        ge=1,
+        description="Hook calls of one tenant in flight per process; beyond, a hook is not"
+        " called and the session's failure policy applies.",
+    )
     summarizer_url: str | None = Field(
         default=None,
         description="OpenAI-compatible base URL (…/v1) of the `llm` summarizer; unset: disabled.",

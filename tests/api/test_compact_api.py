@@ -20,6 +20,7 @@ from app.domain.compaction.product import GOAL_PINNED_ABOVE
 from app.domain.items import visible_text
 from app.domain.normalize import find_pairing_violations
 from app.domain.world_state import render_goal
+from app.hooks import NOT_CALLED
 from app.main import create_app
 from app.settings import Settings
 from tests.builders import tool_call, tool_output, user_msg
@@ -289,6 +290,44 @@ def test_a_session_that_moves_on_during_the_hook_is_not_compacted(
         after = service.get(f"/sessions/{session_id}").json()
     assert (answer.status_code, len(recorder.received)) == (409, 1)
     assert (after["last_seq"], after["compactions"]) == (before["last_seq"] + 1, 0)
+
+
+def test_a_tenant_at_its_limit_of_hook_calls_is_not_called(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    """While one compaction of the tenant waits on its hook, the tenant's next compaction does
+    not call its hook: it fails closed as its session says, and nothing is written."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(_body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        arrived.set()
+        release.wait()
+        return 200, {}
+
+    held_url, _ = endpoint(hold)
+    quick_url, quick = endpoint(lambda _body: (200, {}))
+    settings = Settings(database_url=postgres_url, hook_max_concurrent_per_tenant=1)
+    with TestClient(create_app(settings)) as service:
+        held, other = session_id, f"{session_id}-other"
+        _session_with_trajectory(service, held, pre_compact=held_url)
+        _session_with_trajectory(
+            service, other, pre_compact=quick_url, failure_policy="fail_closed"
+        )
+        first: list[dict[str, Any]] = []
+        waiting = threading.Thread(
+            target=lambda: first.append(_compact(service, session_id=held, strategy="truncate"))
+        )
+        waiting.start()
+        assert arrived.wait(timeout=60)
+        refused = service.post("/compact", json={"session_id": other, "strategy": "truncate"})
+        release.set()
+        waiting.join()
+        compactions = service.get(f"/sessions/{other}").json()["compactions"]
+    assert (refused.status_code, quick.received, compactions) == (409, [], 0)
+    assert refused.json()["error"]["details"]["hooks"] == [
+        {"event": "pre_compact", "outcome": "failed_closed", "detail": NOT_CALLED}
+    ]
+    assert first[0]["hooks"] == [{"event": "pre_compact", "outcome": "accepted", "detail": None}]
 
 
 def test_stateless_compaction_and_bad_input(client: TestClient) -> None:

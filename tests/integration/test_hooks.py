@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.hooks import CALL_FAILED, HookCaller, HookResult
+from app.hooks import CALL_FAILED, NOT_CALLED, HookCaller, HookResult
 from app.settings import Settings
 
 Answer = Callable[[BaseHTTPRequestHandler], None]
@@ -203,3 +203,37 @@ def test_every_failure_has_one_detail(caplog: pytest.LogCaptureFixture) -> None:
         "answered 404",
         "no whole answer within the 0.5 s deadline",
     ]
+
+
+def test_a_tenant_beyond_its_limit_of_calls_in_flight_is_not_called() -> None:
+    """With one call of tenant 1 held by its endpoint, tenant 1's next is not made (and follows
+    its policy) while tenant 2's is; once the first returns, tenant 1 is called again."""
+    caller = hook_caller(hook_max_concurrent_per_tenant=1, hook_timeout_seconds=60)
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(handler: BaseHTTPRequestHandler) -> None:
+        arrived.set()
+        release.wait()
+        json_answer(200)(handler)
+
+    first: list[HookResult] = []
+    with serving(hold) as (held, holding), serving(json_answer(200)) as (quick, served):
+        in_flight = threading.Thread(target=lambda: first.append(call(caller, held)))
+        in_flight.start()
+        assert arrived.wait(timeout=60)
+        meanwhile = [
+            call(caller, quick),
+            call(caller, quick, fail_closed=True),
+            call(caller, quick, tenant_id=2),
+        ]
+        release.set()
+        in_flight.join()
+        after = call(caller, quick)
+    assert meanwhile == [
+        HookResult("pre_compact", "failed_open", detail=NOT_CALLED),
+        HookResult("pre_compact", "failed_closed", detail=NOT_CALLED),
+        HookResult("pre_compact", "accepted"),
+    ]
+    accepted = HookResult("pre_compact", "accepted")
+    assert (first, after) == ([accepted], accepted)
+    assert (len(holding.received), len(served.received)) == (1, 2)
