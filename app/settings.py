@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, IPvAnyNetwork, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.advice import Watermarks
@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     )
     hook_max_answer_bytes: int = Field(
         default=64 * 1024, gt=0, description="A hook answer longer than this is a failed call."
+    )
+    hook_allowed_networks: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="Networks hooks may reach besides public addresses (CIDRs, such as"
+        ' ["10.20.0.0/16"]; ["127.0.0.1/32"] for a hook on the same machine).',
     )
     hook_max_concurrent_per_tenant: int = Field(
         default=4,

@@ -27,6 +27,8 @@ from tests.builders import tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
 Handler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+LOOPBACK = ["127.0.0.0/8"]
+"""The tests' hook endpoints listen on loopback, which hooks reach only where it is allowed."""
 
 
 class Recorder:
@@ -71,6 +73,14 @@ def endpoint() -> Iterator[Callable[[Handler], tuple[str, Recorder]]]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def hooked(postgres_url: str) -> Iterator[TestClient]:
+    """The service, with hooks allowed to reach loopback."""
+    settings = Settings(database_url=postgres_url, hook_allowed_networks=LOOPBACK)
+    with TestClient(create_app(settings)) as service:
+        yield service
 
 
 def _session_with_trajectory(
@@ -192,8 +202,9 @@ def test_llm_summarizer_is_called_with_our_prompt(
 
 
 def test_pre_compact_hook_can_veto_or_pin_notes(
-    client: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+    hooked: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:
+    client = hooked
     veto_url, veto = endpoint(lambda _body: (200, {"veto": True, "reason": "mid-transaction"}))
     _session_with_trajectory(client, session_id, pre_compact=veto_url)
     before = client.get(f"/sessions/{session_id}").json()["last_seq"]
@@ -209,6 +220,35 @@ def test_pre_compact_hook_can_veto_or_pin_notes(
     assert "Deploy freeze until Friday" in json.dumps(pinned["history"])
 
 
+def test_a_hook_url_naming_a_refused_address_is_refused_at_creation(
+    client: TestClient, hooked: TestClient, session_id: str
+) -> None:
+    """A literal loopback, link-local or private address (however spelled) is a 422 unless the
+    service allows its network; a name is judged only when a call resolves it."""
+    refused = [
+        "http://127.0.0.1:9/hook",
+        "http://2130706433:9/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[fd00::1]/hook",
+        "http://10.0.0.8/hook",
+    ]
+    answers = [
+        client.post("/sessions", json={"session_id": session_id, "hooks": {"pre_compact": url}})
+        for url in refused
+    ]
+    assert [(a.status_code, a.json()["error"]["details"][0]["loc"]) for a in answers] == [
+        (422, ["body", "hooks", "pre_compact"])
+    ] * len(refused)
+    named = {"session_id": f"{session_id}-named", "hooks": {"session_end": "http://hooks.test/"}}
+    assert client.post("/sessions", json=named).status_code == 201
+    loopback = {"session_id": session_id, "hooks": {"pre_compact": "http://2130706433:9/hook"}}
+    created = hooked.post("/sessions", json=loopback)
+    assert (created.status_code, created.json()["hooks"]["pre_compact"]) == (
+        201,
+        "http://127.0.0.1:9/hook",
+    )
+
+
 def test_slow_hook_fails_open_within_its_timeout(
     postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:
@@ -217,7 +257,9 @@ def test_slow_hook_fails_open_within_its_timeout(
         return 200, {}
 
     url, _ = endpoint(slow)
-    settings = Settings(database_url=postgres_url, hook_timeout_seconds=0.3)
+    settings = Settings(
+        database_url=postgres_url, hook_timeout_seconds=0.3, hook_allowed_networks=LOOPBACK
+    )
     with TestClient(create_app(settings)) as service:
         _session_with_trajectory(service, session_id, pre_compact=url)
         result = _compact(service, session_id=session_id, strategy="clear_tool_results")
@@ -238,7 +280,7 @@ def test_no_transaction_is_open_while_a_hook_runs(
     and the service's pool has every connection back (the compaction re-checks under lock
     after the hook; a handoff of an empty session writes nothing before it)."""
     conninfo = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
-    app = create_app(Settings(database_url=postgres_url))
+    app = create_app(Settings(database_url=postgres_url, hook_allowed_networks=LOOPBACK))
     seen: list[dict[str, Any]] = []
 
     def observe(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -272,7 +314,8 @@ def test_a_session_that_moves_on_during_the_hook_is_not_compacted(
 ) -> None:
     """The hook runs outside any transaction, so what the plan read is re-checked under the
     session's lock before the compaction is written: an append made meanwhile wins (409)."""
-    service = TestClient(create_app(Settings(database_url=postgres_url)))
+    settings = Settings(database_url=postgres_url, hook_allowed_networks=LOOPBACK)
+    service = TestClient(create_app(settings))
 
     def append_meanwhile(_body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         appended = service.post(
@@ -306,7 +349,9 @@ def test_a_tenant_at_its_limit_of_hook_calls_is_not_called(
 
     held_url, _ = endpoint(hold)
     quick_url, quick = endpoint(lambda _body: (200, {}))
-    settings = Settings(database_url=postgres_url, hook_max_concurrent_per_tenant=1)
+    settings = Settings(
+        database_url=postgres_url, hook_max_concurrent_per_tenant=1, hook_allowed_networks=LOOPBACK
+    )
     with TestClient(create_app(settings)) as service:
         held, other = session_id, f"{session_id}-other"
         _session_with_trajectory(service, held, pre_compact=held_url)
@@ -356,8 +401,9 @@ def test_stateless_compaction_and_bad_input(client: TestClient) -> None:
 
 
 def test_advice_and_session_end(
-    client: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+    hooked: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:
+    client = hooked
     url, recorder = endpoint(lambda _body: (200, {}))
     _session_with_trajectory(client, session_id, session_end=url)
     advice = client.get(f"/sessions/{session_id}/compaction-advice").json()

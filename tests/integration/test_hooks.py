@@ -1,10 +1,11 @@
 """Hook calls against real HTTP endpoints on loopback: what a slow, oversized or failing endpoint
-can and cannot do to a call."""
+can and cannot do to a call, and which destinations a call may reach."""
 
 from __future__ import annotations
 
 import json
 import logging
+import select
 import socket
 import threading
 import time
@@ -30,6 +31,7 @@ class Served:
     written whole or the client hung up first."""
 
     received: list[dict[str, Any]] = field(default_factory=list)
+    hosts: list[str | None] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
 
 
@@ -42,6 +44,7 @@ def serving(answer: Answer) -> Iterator[tuple[str, Served]]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             served.received.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
+            served.hosts.append(self.headers["host"])
             try:
                 answer(self)
             except (BrokenPipeError, ConnectionResetError):
@@ -113,8 +116,13 @@ def call(
     return anyio.run(hook)
 
 
-def hook_caller(**settings: Any) -> HookCaller:
-    return HookCaller(Settings(**settings))
+LOOPBACK = ["127.0.0.0/8"]
+
+
+def hook_caller(*, allowed: list[str] = LOOPBACK, **settings: Any) -> HookCaller:
+    """A hook caller allowed to reach the loopback network (where the tests' endpoints listen),
+    unless `allowed` says otherwise."""
+    return HookCaller(Settings(hook_allowed_networks=allowed, **settings))
 
 
 def closed_port_url() -> str:
@@ -181,11 +189,13 @@ def test_an_answer_at_the_cap_is_read() -> None:
 
 
 def test_every_failure_has_one_detail(caplog: pytest.LogCaptureFixture) -> None:
-    """A refused connection, an HTTP error, a redirect and a timeout look alike to the caller
+    """A refused destination, a refused connection, an HTTP error, a redirect and a timeout look
+    alike to the caller
     (told apart, they would say what listens where); the log tells them apart."""
     caller = hook_caller(hook_timeout_seconds=0.5)
     results = {}
     with caplog.at_level(logging.WARNING, "contextd"):
+        results["refused destination"] = call(hook_caller(allowed=[]), closed_port_url())
         results["refused"] = call(caller, closed_port_url())
         for status in (500, 302, 404):
             with serving(json_answer(status)) as (url, _):
@@ -196,8 +206,9 @@ def test_every_failure_has_one_detail(caplog: pytest.LogCaptureFixture) -> None:
     causes = [
         r.getMessage().removeprefix("pre_compact hook of tenant 1 failed: ") for r in caplog.records
     ]
-    assert causes[0].startswith("ConnectError: ")
-    assert causes[1:] == [
+    assert causes[0] == "refused destination: 127.0.0.1 is 127.0.0.1"
+    assert causes[1].startswith("ConnectError: ")
+    assert causes[2:] == [
         "answered 500",
         "answered 302",
         "answered 404",
@@ -237,3 +248,42 @@ def test_a_tenant_beyond_its_limit_of_calls_in_flight_is_not_called() -> None:
     accepted = HookResult("pre_compact", "accepted")
     assert (first, after) == ([accepted], accepted)
     assert (len(holding.received), len(served.received)) == (1, 2)
+
+
+@contextmanager
+def listening() -> Iterator[tuple[int, Callable[[], bool]]]:
+    """A bare listener on loopback: its port, and whether anyone has connected to it (a
+    connection completes in the kernel's queue, accepted or not)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1], lambda: bool(select.select([listener], [], [], 0)[0])
+
+
+def test_refused_destinations_are_never_contacted(caplog: pytest.LogCaptureFixture) -> None:
+    """Loopback is not a public address: however the host spells it, the address it resolves to
+    is refused before any connection is made."""
+    caller = hook_caller(allowed=[])
+    hosts = ["127.0.0.1", "2130706433", "0x7f000001", "017700000001", "127.1", "localhost"]
+    with caplog.at_level(logging.WARNING, "contextd"), listening() as (port, contacted):
+        results = {call(caller, f"http://{host}:{port}/hook") for host in hosts}
+        assert not contacted()
+    assert results == {HookResult("pre_compact", "failed_open", detail=CALL_FAILED)}
+    refused = "pre_compact hook of tenant 1 failed: refused destination: "
+    assert [r.getMessage() for r in caplog.records[:-1]] == [
+        f"{refused}{host} is 127.0.0.1" for host in hosts[:-1]
+    ]
+    assert caplog.records[-1].getMessage() in {  # localhost may be ::1 as well
+        f"{refused}localhost is 127.0.0.1",
+        f"{refused}localhost is 127.0.0.1, ::1",
+    }
+
+
+def test_an_allowed_network_is_reached_at_the_address_resolved() -> None:
+    """With loopback allowed, a numeric spelling reaches it too: the connection goes to the
+    address the host resolved to, and the Host header is still the URL's."""
+    with serving(json_answer(200)) as (url, served):
+        port = url.split(":")[2].split("/")[0]
+        result = call(hook_caller(), f"http://2130706433:{port}/hook")
+    assert result == HookResult("pre_compact", "accepted")
+    assert served.hosts == [f"2130706433:{port}"]
