@@ -15,6 +15,7 @@ from app.api import assembly, compaction, history, isolation, ops, projection, s
 from app.api.deps import TenantCache
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from app.hooks import HookCaller
 from app.settings import Settings
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.history import limit_fold_cache
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = session_factory
+    app.state.hook_caller = HookCaller(settings)
     app.state.tenant_by_key_hash = TenantCache(ttl=settings.api_key_cache_seconds)
     app.state.keys_exist = False
     app.state.open_mode_checked_at = float("-inf")

@@ -32,6 +32,7 @@ from app.domain.facts import client_batch, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
+from app.hooks import check_destinations
 from app.metrics import (
     record_append,
     record_cache_outcome,
@@ -92,6 +93,10 @@ def create_session(
     settings: AppSettings,
     response: Response,
 ) -> SessionResponse:
+    check_destinations(
+        body.hooks.model_dump(mode="json", exclude={"failure_policy"}),
+        allowed=settings.hook_allowed_networks,
+    )
     row, created = repository.create_session(
         db,
         tenant_id=tenant_id,
