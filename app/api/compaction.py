@@ -383,6 +383,12 @@ def end_session(
             result=result,
             requested_strategy="handoff",
         )
+        record_compaction(
+            strategy=result.strategy,
+            requested_strategy="handoff",
+            fell_back=result.fell_back,
+            tokens_saved=result.tokens_before - result.tokens_after,
+        )
     db.commit()  # no connection is held while the hook runs
     call = partial(
         hook_caller.call,

@@ -418,11 +418,23 @@ def test_advice_and_session_end(
         "tokenizer",
     }
     assert 0 < advice["pressure"] < 1
+    handoffs = _handoffs_counted()
     ended = client.post(f"/sessions/{session_id}/end", json={})
     assert ended.status_code == 200
     assert ended.json()["compaction_id"] is not None
     assert recorder.received[0]["event"] == "session_end"
     assert client.get(f"/sessions/{session_id}").json()["compactions"] == 1
+    # The handoff is a compaction like any other on the dashboards.
+    assert _handoffs_counted() == handoffs + 1
+
+
+def _handoffs_counted() -> float:
+    from prometheus_client import REGISTRY
+
+    value = REGISTRY.get_sample_value(
+        "contextd_compactions_total", {"strategy": "handoff", "outcome": "requested"}
+    )
+    return value or 0.0
 
 
 def test_a_compaction_that_frees_too_little_is_answered_and_not_written(
