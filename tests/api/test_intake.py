@@ -171,3 +171,23 @@ def test_invalid_utf8_is_a_400_saying_where(client: TestClient, session_id: str)
             }
         ],
     }
+
+
+def test_a_chunked_body_over_the_limit_is_413(postgres_url: str, session_id: str) -> None:
+    settings = Settings(database_url=postgres_url, max_body_bytes=2000)
+    with TestClient(create_app(settings)) as service:
+        service.post("/sessions", json={"session_id": session_id}).raise_for_status()
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the size shows only as it streams
+            yield b'{"items": [{"type": "vendor_event", "t": "'
+            yield from [b"x" * 1000] * 3
+            yield b'"}]}'
+
+        refused = service.post(f"/sessions/{session_id}/items", content=chunks(), headers=POST_JSON)
+        assert refused.status_code == 413
+        assert refused.json()["error"] == {
+            "code": "payload_too_large",
+            "message": "the request body exceeds the limit of 2000 bytes",
+            "details": None,
+        }
+        assert _last_seq(service, session_id) == 0
