@@ -191,3 +191,24 @@ def test_a_chunked_body_over_the_limit_is_413(postgres_url: str, session_id: str
             "details": None,
         }
         assert _last_seq(service, session_id) == 0
+
+
+def test_tool_arguments_nested_thousands_deep_still_compact(
+    client: TestClient, session_id: str
+) -> None:
+    # The arguments are a string, kept as sent; reading them must not fail either.
+    arguments = '{"a": ' + nested_text(5000) + "}"
+    items = [user_msg("go"), tool_call("c1", arguments=arguments), tool_output("c1", "ok")]
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    client.post(f"/sessions/{session_id}/items", json={"items": items * 3}).raise_for_status()
+    for strategy in ("clear_tool_results", "truncate", "summary", "handoff", "notes"):
+        answer = client.post(
+            "/compact",
+            json={
+                "session_id": session_id,
+                "strategy": strategy,
+                "dry_run": True,
+                "params": {"keep_recent": 0},
+            },
+        )
+        assert answer.status_code == 200, (strategy, answer.text)
