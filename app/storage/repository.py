@@ -28,6 +28,7 @@ from app.domain.errors import Conflict, InvalidInput, NotFound, SequenceConflict
 from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
 from app.domain.ids import derive_id
 from app.domain.items import Format
+from app.domain.names import is_label, is_session_id
 from app.storage.tables import (
     ApiKey,
     Fact,
@@ -167,6 +168,10 @@ _SESSION_BY_EXTERNAL_ID_LOCKED = _SESSION_BY_EXTERNAL_ID.with_for_update()
 def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = False) -> SessionRow:
     """The tenant's session; another tenant's session is `NotFound`, exactly like a missing one.
     (Every request that names a session runs this, so its statements are built once.)"""
+    if not is_session_id(external_id):
+        # A path may name what no session can be called (with a NUL the database would
+        # refuse, say): it names none.
+        raise NotFound(f"session {external_id!r} not found")
     query = _SESSION_BY_EXTERNAL_ID_LOCKED if lock else _SESSION_BY_EXTERNAL_ID
     row = db.scalar(query, {"tenant_id": tenant_id, "external_id": external_id})
     if row is None:
@@ -347,6 +352,8 @@ def put_manifest(db: Session, *, tenant_id: int, name: str, document: dict[str, 
 
 
 def get_manifest(db: Session, *, tenant_id: int, name: str) -> Manifest:
+    if not is_label(name):
+        raise NotFound(f"manifest {name!r} not found")
     row = db.scalar(
         select(Manifest)
         .where(Manifest.tenant_id == tenant_id, Manifest.name == name)

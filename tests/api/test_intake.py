@@ -9,9 +9,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import String
 
+from app.domain import names
+from app.domain.items import MAX_TYPE_LENGTH
 from app.main import create_app
 from app.settings import Settings
+from app.storage.tables import AssemblyRow, Fact, Manifest, SessionRow
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 
 DEFAULT_DEPTH = Settings().max_json_depth
@@ -212,3 +216,114 @@ def test_tool_arguments_nested_thousands_deep_still_compact(
             },
         )
         assert answer.status_code == 200, (strategy, answer.text)
+
+
+# Names callers choose become columns: each is refused with a 422 where it is given, and a
+# path naming what cannot exist is a 404 like any unknown name.
+
+NUL = "a\u0000b"
+NUL_IN_PATH = "a%00b"
+TOO_LONG = "n" * 201
+
+
+def test_names_that_cannot_be_stored_are_refused_naming_the_field(
+    service: TestClient, session_id: str
+) -> None:
+    items_path = f"/sessions/{session_id}/items"
+    service.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    refusals = [
+        ("/sessions", {"session_id": "."}, ["body", "session_id"]),
+        ("/sessions", {"session_id": ".."}, ["body", "session_id"]),
+        ("/sessions", {"session_id": NUL}, ["body", "session_id"]),
+        ("/sessions", {"session_id": TOO_LONG}, ["body", "session_id"]),
+        ("/sessions", {"model": NUL}, ["body", "model"]),
+        ("/sessions", {"model": TOO_LONG}, ["body", "model"]),
+        (items_path, {"items": [user_msg("x")], "unit": NUL}, ["body", "unit"]),
+        (items_path, {"items": [user_msg("x")], "phase": TOO_LONG}, ["body", "phase"]),
+        (
+            items_path,
+            {"items": [user_msg("x")], "idempotency_key": NUL},
+            ["body", "idempotency_key"],
+        ),
+        (items_path, {"items": [user_msg("x"), {"type": NUL}]}, ["body", "items", 1, "type"]),
+        (items_path, {"items": [{"type": "t" * 65}]}, ["body", "items", 0, "type"]),
+        (f"/sessions/{session_id}/delegate", {"goal": "g", "unit": NUL}, ["body", "unit"]),
+        (f"/sessions/{session_id}/fork", {"session_id": ".."}, ["body", "session_id"]),
+        (
+            f"/sessions/{session_id}/delegate",
+            {"goal": "g", "items": [{"type": NUL}]},
+            ["body", "items", 0, "type"],
+        ),
+    ]
+    for path, body, loc in refusals:
+        answer = service.post(path, json=body)
+        assert answer.status_code == 422, (path, body, answer.text)
+        assert [d["loc"] for d in answer.json()["error"]["details"]] == [loc], (path, body)
+    for name in (NUL_IN_PATH, TOO_LONG):
+        answer = service.put(f"/manifests/{name}", json={"entries": []})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["details"][0]["loc"] == ["path", "name"]
+    assert _last_seq(service, session_id) == 0
+    assert service.get(f"/sessions/{TOO_LONG}").status_code == 404
+
+
+def test_a_session_named_three_dots_is_only_a_name(service: TestClient) -> None:
+    created = service.post("/sessions", json={"session_id": "..."})
+    assert created.status_code in (200, 201), created.text
+    assert service.get("/sessions/...").status_code == 200
+
+
+def test_a_path_naming_what_cannot_exist_is_not_found(service: TestClient) -> None:
+    session = f"/sessions/{NUL_IN_PATH}"
+    requests: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("GET", session, None),
+        ("GET", f"{session}/items", None),
+        ("POST", f"{session}/items", {"items": [user_msg("x")]}),
+        ("GET", f"{session}/history", None),
+        ("GET", f"{session}/context-window", None),
+        ("GET", f"{session}/compaction-advice", None),
+        ("PUT", f"{session}/goal", {"text": "g"}),
+        ("PUT", f"{session}/world-state", {"sections": {}}),
+        ("POST", f"{session}/usage", {}),
+        ("POST", f"{session}/delegate", {"goal": "g"}),
+        ("POST", f"{session}/fork", {}),
+        ("POST", f"{session}/merge", {"conclusion": user_msg("x")}),
+        ("POST", f"{session}/end", {}),
+        ("GET", f"/manifests/{NUL_IN_PATH}", None),
+        ("GET", f"/assemblies/{NUL_IN_PATH}", None),
+        ("POST", f"/assemblies/{NUL_IN_PATH}/replay", {}),
+    ]
+    for method, path, body in requests:
+        answer = service.request(method, path, json=body)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (404, "not_found"), (
+            method,
+            path,
+            answer.text,
+        )
+
+
+def test_usage_naming_an_assembly_that_cannot_exist_is_not_found(
+    service: TestClient, session_id: str
+) -> None:
+    service.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    answer = service.post(f"/sessions/{session_id}/usage", json={"assembly_id": NUL})
+    assert answer.status_code == 404, answer.text
+
+
+def test_names_are_as_long_as_their_columns() -> None:
+    named = [
+        SessionRow.__table__.c.external_id,
+        SessionRow.__table__.c.model,
+        SessionRow.__table__.c.unit,
+        Fact.__table__.c.unit,
+        Fact.__table__.c.phase,
+        Fact.__table__.c.idempotency_key,
+        AssemblyRow.__table__.c.unit,
+        AssemblyRow.__table__.c.phase,
+        Manifest.__table__.c.name,
+    ]
+    lengths = {column.type.length for column in named if isinstance(column.type, String)}
+    assert lengths == {names.MAX_LENGTH}
+    fact_type = Fact.__table__.c.type.type
+    assert isinstance(fact_type, String)
+    assert fact_type.length == MAX_TYPE_LENGTH
