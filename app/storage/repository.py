@@ -24,7 +24,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.domain.compaction import CompactionResult
-from app.domain.errors import Conflict, InvalidInput, NotFound, SequenceConflict
+from app.domain.errors import (
+    Conflict,
+    IdempotencyMismatch,
+    InvalidInput,
+    NotFound,
+    SequenceConflict,
+)
 from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
 from app.domain.ids import derive_id
 from app.domain.items import Format
@@ -210,16 +216,37 @@ def append_facts(
     idempotency_key: str | None = None,
     expected_last_seq: int | None = None,
 ) -> AppendResult:
-    """Append `facts` atomically after the session's last seq. `session` must be locked."""
+    """Append `facts` atomically after the session's last seq. `session` must be locked.
+
+    A known `idempotency_key` is a replay when the batch is the same as the one the key
+    names (the same items in the same order, as stored, with the same originals, provenance,
+    unit and phase; JSON values compared, not bytes): nothing is written and the original
+    result is returned. With another batch it is `IdempotencyMismatch`.
+    """
     if idempotency_key is not None:
         earlier = db.execute(
-            select(Fact.seq, Fact.type, Fact.tokens)
+            select(
+                Fact.seq,
+                Fact.type,
+                Fact.tokens,
+                Fact.item,
+                Fact.original,
+                Fact.provenance,
+                Fact.unit,
+                Fact.phase,
+            )
             .where(Fact.session_id == session.id, Fact.idempotency_key == idempotency_key)
             .order_by(Fact.seq)
         ).all()
         if earlier:
+            kept = [(f.item, f.original, f.provenance, f.unit, f.phase) for f in earlier]
+            sent = [(f.item, f.original, f.provenance, unit, phase) for f in facts]
+            if kept != sent:
+                raise IdempotencyMismatch(
+                    key=idempotency_key, first_seq=earlier[0].seq, last_seq=earlier[-1].seq
+                )
             return AppendResult(
-                facts=tuple(AppendedFact(seq, kind, tokens) for seq, kind, tokens in earlier),
+                facts=tuple(AppendedFact(f.seq, f.type, f.tokens) for f in earlier),
                 replayed=True,
             )
     if expected_last_seq is not None and expected_last_seq != session.last_seq:

@@ -130,6 +130,43 @@ def test_repeated_idempotency_key_returns_original_response(
     assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 2
 
 
+def test_an_idempotency_key_reused_for_another_batch_is_refused(
+    client: TestClient, session_id: str
+) -> None:
+    _create(client, session_id)
+    body = {"items": [user_msg("one"), assistant_msg("two")], "idempotency_key": "turn-7"}
+    first = client.post(f"/sessions/{session_id}/items", json=body)
+    assert first.status_code == 201
+    others = [
+        {**body, "items": [user_msg("one"), assistant_msg("three")]},
+        {**body, "items": [user_msg("one")]},
+        {**body, "items": [*body["items"], user_msg("four")]},
+        {**body, "unit": "planner"},
+        {**body, "metadata": {"harness_authored": True}},
+        {**body, "format": "chat", "items": [{"role": "user", "content": "one"}]},
+    ]
+    for other in others:
+        refused = client.post(f"/sessions/{session_id}/items", json=other)
+        assert refused.status_code == 422, (other, refused.text)
+        assert refused.json()["error"] == {
+            "code": "idempotency_mismatch",
+            "message": "idempotency key 'turn-7' was used for a different batch (seqs 1-2); "
+            "nothing was written: a retry must repeat the batch, new items need a new key",
+            "details": [
+                {
+                    "loc": ["body", "idempotency_key"],
+                    "msg": "key 'turn-7' names seqs 1-2, another batch",
+                }
+            ],
+        }
+    # The same batch, even after the session moved on, still replays the original answer.
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("next")]})
+    replay = client.post(f"/sessions/{session_id}/items", json={**body, "expected_last_seq": 2})
+    assert (replay.status_code, replay.json()) == (200, first.json())
+    logged = client.get(f"/sessions/{session_id}/items").json()["items"]
+    assert [entry["item"] for entry in logged] == [*body["items"], user_msg("next")]
+
+
 @pytest.mark.parametrize("fmt", ["chat", "anthropic"])
 def test_append_in_other_formats_stores_responses_items(
     client: TestClient, session_id: str, fmt: str
