@@ -108,34 +108,29 @@ def create_session(
     """Create a session, or return the existing one when every attribute matches.
 
     Returns `(session, created)`. A known id with different attributes raises `Conflict`.
-    `derive_id(internal_id)` names a session the client did not name.
+    `derive_id(internal_id)` names a session the client did not name. Creating is idempotent
+    under concurrency too: of identical concurrent creations one creates, the others find it.
     """
-    if external_id is not None:
-        existing = db.scalar(
-            select(SessionRow).where(
-                SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
-            )
+    wanted = (encoding, context_window, model, attributes, parent.id if parent else None, kind)
+
+    def existing_one(row: SessionRow) -> tuple[SessionRow, bool]:
+        same = (
+            row.encoding,
+            row.context_window,
+            row.model,
+            row.attributes,
+            row.parent_id,
+            row.kind,
         )
-        if existing is not None:
-            same = (
-                existing.encoding,
-                existing.context_window,
-                existing.model,
-                existing.attributes,
-                existing.parent_id,
-                existing.kind,
-            )
-            wanted = (
-                encoding,
-                context_window,
-                model,
-                attributes,
-                parent.id if parent else None,
-                kind,
-            )
-            if same != wanted:
-                raise Conflict(f"session {external_id!r} exists with different attributes")
-            return existing, False
+        if same != wanted:
+            raise Conflict(f"session {external_id!r} exists with different attributes")
+        return row, False
+
+    named = select(SessionRow).where(
+        SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
+    )
+    if external_id is not None and (existing := db.scalar(named)) is not None:
+        return existing_one(existing)
     row = SessionRow(
         tenant_id=tenant_id,
         external_id=external_id,
@@ -151,11 +146,14 @@ def create_session(
         inherit=inherit or {},
         unit=unit,
     )
-    db.add(row)
     try:
-        db.flush()
-    except IntegrityError as exc:
-        raise Conflict(f"session {external_id!r} was created concurrently; retry") from exc
+        with db.begin_nested():
+            db.add(row)
+    except IntegrityError:
+        # Another request created it between our read and our insert (PostgreSQL, where our
+        # insert waited for its commit; SQLite serialises whole transactions). The savepoint
+        # keeps the transaction usable, and a new statement sees the committed row.
+        return existing_one(db.scalars(named).one())
     if external_id is None:
         row.external_id = derive_id(row.id)
         db.flush()

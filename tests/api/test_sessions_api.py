@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -371,3 +373,30 @@ def test_a_session_sets_its_own_watermarks_and_inverted_ones_are_refused(
         )
         assert answer.status_code == 422, (compaction, answer.text)
         assert client.get(f"/sessions/{session_id}-{n}").status_code == 404
+
+
+def _create_at_once(service: TestClient, body: dict[str, Any], *, callers: int) -> list[int]:
+    """The statuses of `callers` identical creations released together."""
+    start = threading.Barrier(callers)
+
+    def create(_: int) -> int:
+        start.wait()
+        return service.post("/sessions", json=body).status_code
+
+    with ThreadPoolExecutor(callers) as pool:
+        return sorted(pool.map(create, range(callers)))
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
+def test_concurrent_identical_creations_all_succeed(
+    request: pytest.FixtureRequest, session_id: str, engine: str
+) -> None:
+    url = request.getfixturevalue("postgres_url" if engine == "postgresql" else "sqlite_url")
+    callers = 8
+    with TestClient(create_app(Settings(database_url=url))) as service:
+        for trial in range(10):
+            body = {"session_id": f"{session_id}-{trial}", "model": "m", "metadata": {"k": 1}}
+            statuses = _create_at_once(service, body, callers=callers)
+            assert statuses == [200] * (callers - 1) + [201], (trial, statuses)
+            different = service.post("/sessions", json={**body, "model": "other"})
+            assert different.status_code == 409
