@@ -51,6 +51,14 @@ class Settings(BaseSettings):
     max_body_bytes: int = 32 * MIB
     max_item_bytes: int = 4 * MIB
     max_items_per_request: int = 10_000
+    max_json_depth: int = Field(
+        default=128,
+        ge=2,
+        le=192,
+        description="Levels a request body may nest (the body itself is level 1). At most 192:"
+        " a stored request is read again by a parser that stops at 200 levels, and answers wrap"
+        " stored items a few levels deeper under orjson's 254.",
+    )
     api_keys: list[str] = Field(
         default_factory=list,
         description="Static 'tenant:key' pairs, in addition to the keys stored in the database.",

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator, with_config
 from typing_extensions import TypedDict
 
+from app.domain import names
 from app.domain.assemble import (
     CANDIDATE_DEFAULTS,
     Decision,
@@ -31,9 +32,19 @@ from app.domain.world_state import SECTION_ID_PATTERN
 from app.hooks import FailurePolicy
 from app.tokens import Encoding
 
-SessionIdText = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
-Label = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")]
-"""A caller-chosen name; PostgreSQL text cannot hold a NUL character, so none is accepted."""
+SessionIdText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=names.MAX_LENGTH,
+        pattern=names.SESSION_ID_PATTERN,
+        description="Letters, digits and `._:-`; not `.` or `..`, which URL clients drop.",
+    ),
+]
+Label = Annotated[
+    str, Field(min_length=1, max_length=names.MAX_LENGTH, pattern=names.LABEL_PATTERN)
+]
+"""A caller-chosen name (see `app.domain.names`)."""
 MAX_SEQ = 2**63 - 1
 """Sequence numbers are 64-bit in the database; larger ones are refused at the door."""
 Count = Annotated[int, Field(ge=0, le=10**12)]

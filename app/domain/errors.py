@@ -53,6 +53,25 @@ class InvalidInput(ContextdError):
     code = "validation_error"
 
 
+class IdempotencyMismatch(InvalidInput):
+    """An idempotency key already names a batch with other content: nothing was written."""
+
+    code = "idempotency_mismatch"
+
+    def __init__(self, *, key: str, first_seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was used for a different batch (seqs {first_seq}-"
+            f"{last_seq}); nothing was written: a retry must repeat the batch, new items need "
+            "a new key",
+            details=[
+                {
+                    "loc": ["body", "idempotency_key"],
+                    "msg": f"key {key!r} names seqs {first_seq}-{last_seq}, another batch",
+                }
+            ],
+        )
+
+
 class PayloadTooLarge(ContextdError):
     code = "payload_too_large"
 

@@ -35,6 +35,7 @@ from app.domain.history import HistoryEntry
 from app.domain.items import (
     CALL_TYPES,
     INTERNAL_TYPE_PREFIX,
+    MAX_TYPE_LENGTH,
     OUTPUT_TYPES,
     CountTokens,
     Format,
@@ -120,6 +121,19 @@ def client_batch(
     own and refused.
     """
     parsed = to_responses(items, fmt)
+    unstorable = [
+        source
+        for item, source in zip(parsed.items, parsed.sources, strict=True)
+        if len(kind := item_type(item)) > MAX_TYPE_LENGTH or "\x00" in kind
+    ]
+    if unstorable:
+        raise InvalidInput(
+            f"an item type is at most {MAX_TYPE_LENGTH} characters, without a NUL character",
+            details=[
+                {"loc": ["body", field, i, "type"], "msg": "type cannot be stored"}
+                for i in sorted(set(unstorable))
+            ],
+        )
     reserved = [
         i for i, item in enumerate(parsed.items) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
     ]

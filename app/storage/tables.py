@@ -28,6 +28,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.domain.items import MAX_TYPE_LENGTH
+
 # Plain JSON, not JSONB, on PostgreSQL too: it keeps the document exactly as received (key
 # order included) and accepts the \u0000 escapes real tool outputs contain; nothing queries
 # inside these documents.
@@ -113,7 +115,7 @@ class Fact(Base):
 
     session_id: Mapped[int] = mapped_column(Identity, ForeignKey("sessions.id"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    type: Mapped[str] = mapped_column(String(64))
+    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
     item: Mapped[dict[str, Any]]
     tokens: Mapped[int]
     unit: Mapped[str | None] = mapped_column(String(200))
