@@ -68,6 +68,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Decides what an LLM agent sees on each model call.",
         generate_unique_id_function=_operation_id,
+        # A body sent without a content type is read as JSON (curl -d, many HTTP clients); one
+        # that names another type is refused by `JsonRoute` with a 415 that says so.
+        strict_content_type=False,
     )
     app.state.settings = settings
     app.state.engine = engine

@@ -130,6 +130,10 @@ class OrjsonRequest(Request):
         return self._json
 
 
+def _is_json(media_type: str) -> bool:
+    return media_type == "application/json" or media_type.endswith("+json")
+
+
 class JsonRoute(APIRoute):
     """An `APIRoute` whose handler parses JSON bodies with `parse_json`."""
 
@@ -137,6 +141,13 @@ class JsonRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def parse_with_orjson(request: Request) -> Response:
+            declared = request.headers.get("content-type", "")
+            media = declared.partition(";")[0].strip().lower()
+            if self.body_field is not None and media and not _is_json(media):
+                raise HTTPException(
+                    status_code=415,
+                    detail=f"the body is declared {media!r}; send it as application/json",
+                )
             return await handler(OrjsonRequest(request.scope, request.receive))
 
         return parse_with_orjson
