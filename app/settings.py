@@ -163,13 +163,15 @@ class Settings(BaseSettings):
         """The session's one window under this service's output reserve: in provider tokens,
         with its watermarks and the tokenizer that converts it into the session's encoding.
         Assembly, advice, compaction targets and every session answer take it from here."""
+        usable = usable_window(session.context_window, output_reserve=self.output_reserve_tokens)
         return SessionWindow(
-            usable=usable_window(session.context_window, output_reserve=self.output_reserve_tokens),
+            usable=usable,
             watermarks=self.session_watermarks(session.attributes.get("compaction", {})),
             tokenizer=session_tokenizer(
                 session.model,
                 encoding=session.encoding,
                 state=session.calibration,
                 model_encoding=model_encoding,
+                usable=usable,
             ),
         )

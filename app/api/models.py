@@ -98,25 +98,33 @@ class CreateSessionRequest(RequestModel):
 
 class TokenizerBody(BaseModel):
     """How the session's provider counts against the session's encoding: every window is in
-    provider tokens, every exact count in the encoding, and `ratio` converts."""
+    provider tokens, every exact count in the encoding, and a whole request is estimated as
+    `overhead_tokens` + `ratio` × its exact tokens."""
 
     family: Family = Field(description="Tokenizer family, from the session's `model`.")
     ratio: float = Field(
         description="Provider tokens per encoding token: the family's default until usage "
-        "reports naming their assembly calibrate it."
+        "reports naming their assembly, spread over enough sizes, identify it."
     )
-    calibrated: bool = Field(description="Whether any usage report has calibrated `ratio`.")
-    samples: int = Field(description="Usage reports that calibrated `ratio`.")
+    overhead_tokens: int = Field(
+        description="Provider tokens every request has beyond what contextd assembled (tool "
+        "definitions, system prompt framing, per-message formatting), fitted from usage "
+        "reports; 0 until they show one. At most half of `usable_window`."
+    )
+    calibrated: bool = Field(description="Whether any usage report has calibrated the session.")
+    samples: int = Field(description="Usage reports that calibrated the session.")
     exact: bool = Field(
-        description="An OpenAI model counted in its own encoding: `ratio` is 1, always."
+        description="An OpenAI model counted in its own encoding: `ratio` is 1, always "
+        "(`overhead_tokens` is still fitted)."
     )
 
 
 ProviderEstimate = Annotated[
     int,
     Field(
-        description="Estimate (not exact) of the provider's count of the exact tokens beside "
-        "it: ceil(tokens × `tokenizer.ratio`)."
+        description="Estimate (not exact) of the provider's count of a whole request made of "
+        "the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × "
+        "`tokenizer.ratio`), the overhead included."
     ),
 ]
 
@@ -127,8 +135,8 @@ class SessionResponse(BaseModel):
     context_window: int
     usable_window: int = Field(
         description="Provider tokens a session-mode call may fill (the window less the output "
-        "reserve): assembly fits, and advice weighs against, floor(usable_window / ratio) "
-        "exact tokens."
+        "reserve): assembly fits, and advice weighs against, floor((usable_window - "
+        "overhead_tokens) / ratio) exact tokens."
     )
     model: str | None
     metadata: dict[str, Any]
@@ -445,8 +453,9 @@ class AssembleResponse(BaseModel):
     total_tokens: int
     provider_tokens_estimate: int | None = Field(
         default=None,
-        description="Session mode: estimate (not exact) of the provider's count of "
-        "`total_tokens`, ceil(total_tokens × `tokenizer.ratio`).",
+        description="Session mode: estimate (not exact) of the provider's count of the whole "
+        "request `total_tokens` are sent in, ceil(`tokenizer.overhead_tokens` + total_tokens "
+        "× `tokenizer.ratio`), the overhead included.",
     )
     encoding: str | None = Field(
         default=None, description="The encoding `total_tokens` and every count here are in."
@@ -650,8 +659,8 @@ class ContextWindowResponse(BaseModel):
     context_window: int
     usable_window: int = Field(description="Provider tokens a session-mode call may fill.")
     window_tokens: int = Field(
-        description="The usable window in the session's encoding, floor(usable_window / "
-        "ratio): what assembly fits."
+        description="The usable window in the session's encoding, beside the overhead: "
+        "floor((usable_window - overhead_tokens) / ratio), what assembly fits."
     )
     active_tokens: int = Field(description="Exact tokens of the active context.")
     provider_tokens_estimate: ProviderEstimate

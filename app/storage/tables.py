@@ -103,8 +103,10 @@ class SessionRow(Base):
     inherit: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     unit: Mapped[str | None] = mapped_column(String(200))
     calibration: Mapped[dict[str, Any] | None]
-    """The ratio of provider tokens per encoding token learnt from usage reports (see
-    `app.domain.calibration.Tokenizer.state`); None until a report calibrates it."""
+    """The session's model of provider tokens (overhead + ratio per encoding token) and the
+    moments it is fitted from, learnt from usage reports (see
+    `app.domain.calibration.Tokenizer.state`, which also reads the older ratio-only shape);
+    None until a report calibrates it."""
 
 
 class Fact(Base):

@@ -42,6 +42,7 @@ def test_create_session_returns_attributes_and_is_idempotent(
         "tokenizer": {
             "family": "other",
             "ratio": 1.25,
+            "overhead_tokens": 0,
             "calibrated": False,
             "samples": 0,
             "exact": False,

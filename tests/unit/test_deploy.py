@@ -153,6 +153,7 @@ def test_dashboard_names_only_exported_metrics() -> None:
         "contextd_cache_predicted_tokens_total",
         "contextd_cache_actual_tokens_total",
         "contextd_calibration_observed_ratio_bucket",
+        "contextd_calibration_overhead_tokens_bucket",
         "contextd_calibration_drift_ratio_bucket",
         "contextd_plan_store_failures_total",
         "contextd_hook_calls_total",
