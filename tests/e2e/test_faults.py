@@ -4,7 +4,11 @@ cluster), and a hook endpoint that does not answer in time."""
 
 from __future__ import annotations
 
+import http.client
 import itertools
+import json
+import re
+import socket
 import threading
 import time
 import uuid
@@ -412,3 +416,94 @@ def test_a_stalled_database_answers_503_in_time_while_liveness_answers_throughou
         p for p in probes if all_waiting_at <= p.sent_at and p.answered_at < first_answer_at
     ]
     assert len(while_all_wait) >= 5, (all_waiting_at, first_answer_at, probes)
+
+
+def _metric(base: str, sample: str) -> float:
+    """One sample of the server's /metrics (0 when absent), read on a connection of its own."""
+    text = httpx.get(f"{base}/metrics", timeout=CLIENT_TIMEOUT).text
+    found = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def _answer(connection: socket.socket) -> tuple[int, Any]:
+    """The status and JSON body of the next response on a raw connection."""
+    response = http.client.HTTPResponse(connection)
+    response.begin()
+    return response.status, json.loads(response.read())
+
+
+def test_a_rollback_stalled_after_the_answer_cuts_neither_the_answer_nor_the_connection(
+    postgres_url: str,
+) -> None:
+    database = make_url(postgres_url)
+    proxy = TcpProxy((database.host or "127.0.0.1", database.port or 5432))
+    proxy.start()
+    session_id = f"rollback-{uuid.uuid4().hex[:8]}"
+    failed_closes = 'contextd_after_answer_failures_total{step="close_session"}'
+    try:
+        with running(
+            with_port(postgres_url, proxy.port), CTX_DB_TIMEOUT_SECONDS=str(DB_TIMEOUT)
+        ) as server:
+            created = httpx.post(f"{server.base}/sessions", json={"session_id": session_id})
+            assert created.status_code == 201, created.text
+            with socket.create_connection(("127.0.0.1", server.port), CLIENT_TIMEOUT) as raw:
+                # A read ends its transaction after the answer: that rollback never returns.
+                proxy.stall_at(b"ROLLBACK")
+                raw.sendall(f"GET /sessions/{session_id} HTTP/1.1\r\nhost: t\r\n\r\n".encode())
+                first = _answer(raw)
+                raw.sendall(b"GET /healthz HTTP/1.1\r\nhost: t\r\n")  # under way meanwhile
+                for _ in range(int(CLIENT_TIMEOUT / 0.1)):
+                    if _metric(server.base, failed_closes) >= 1:
+                        break  # the server gave the rollback up
+                    time.sleep(0.1)
+                raw.sendall(b"\r\n")
+                second = _answer(raw)
+            closes_failed = _metric(server.base, failed_closes)
+    finally:
+        proxy.resume()
+        proxy.stop()
+    assert (first[0], first[1]["session_id"]) == (200, session_id)
+    assert second == (200, {"status": "ok"})
+    assert closes_failed == 1
+
+
+def test_a_plan_write_stalled_after_the_answer_is_counted_and_the_connection_answers_on(
+    postgres_url: str,
+) -> None:
+    database = make_url(postgres_url)
+    proxy = TcpProxy((database.host or "127.0.0.1", database.port or 5432))
+    proxy.start()
+    session_id = f"planstall-{uuid.uuid4().hex[:8]}"
+    failed_writes = "contextd_plan_store_failures_total"
+    try:
+        with (
+            running(
+                with_port(postgres_url, proxy.port), CTX_DB_TIMEOUT_SECONDS=str(DB_TIMEOUT)
+            ) as server,
+            httpx.Client(base_url=server.base, timeout=CLIENT_TIMEOUT) as client,
+        ):
+            assert client.post("/sessions", json={"session_id": session_id}).status_code == 201
+            appended = client.post(
+                f"/sessions/{session_id}/items", json={"items": [user_msg("hello")]}
+            )
+            assert appended.status_code == 201, appended.text
+            before = _metric(server.base, failed_writes)
+            proxy.stall_at(b"INSERT INTO assemblies")  # the plan, written after the answer
+            made = client.post("/assemble", json={"session_id": session_id})
+            # The same connection: the server reads this once the plan write has given up.
+            after = client.get("/healthz")
+            failures = _metric(server.base, failed_writes) - before
+            proxy.resume()
+            stored = client.get(f"/assemblies/{made.json()['assembly_id']}")
+    finally:
+        proxy.resume()
+        proxy.stop()
+    assert made.status_code == 201, made.text
+    assert (after.status_code, after.json()) == (200, {"status": "ok"})
+    assert failures == 1
+    # In doubt, as the write was: stored as answered if it reached the database after all (it
+    # autocommits), else not found; never anything else.
+    if stored.status_code == 200:
+        assert stored.json()["response"] == made.json()
+    else:
+        assert (stored.status_code, stored.json()["error"]["code"]) == (404, "not_found")
