@@ -6,7 +6,7 @@ PG_HOST ?= 127.0.0.1
 PG_PORT ?= 5432
 export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PORT)/postgres
 
-.PHONY: install run test lint typecheck pytest postgres bench fuzz load openapi clean
+.PHONY: install run test lint typecheck pytest postgres bench fuzz load stall openapi clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -45,6 +45,10 @@ fuzz: $(STAMP) postgres
 
 load: $(STAMP) postgres
 	$(BIN)/python -m bench.load
+
+# A database that stalls behind a proxy: how soon every request is answered.
+stall: $(STAMP) postgres
+	$(BIN)/python -m bench.stall
 
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.yaml

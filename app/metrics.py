@@ -35,6 +35,13 @@ APPENDED_TOKENS = Counter(
 DATABASE_UNAVAILABLE = Counter(
     "contextd_database_unavailable_total", "Requests answered 503 because the database was down."
 )
+AFTER_ANSWER_FAILURES = Counter(
+    "contextd_after_answer_failures_total",
+    "Work that failed after a request was answered, or while its error was being answered "
+    "(logged; the answer stands and the connection stays open), by step: closing the "
+    "request's database session, or the work an answer finishes after it is sent.",
+    ["step"],
+)
 NORMALIZE_REPAIRS = Counter(
     "contextd_normalize_repairs_total",
     "Repairs made while normalizing histories, by kind of repair.",

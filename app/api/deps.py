@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -16,13 +17,17 @@ from typing import Annotated
 
 from cachetools import TTLCache
 from fastapi import Depends, Request
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.domain.errors import Unauthorized
 from app.hooks import HookCaller
+from app.metrics import AFTER_ANSWER_FAILURES
 from app.settings import Settings
 from app.storage import repository
+
+log = logging.getLogger("contextd")
 
 OPEN_TENANT = "default"
 
@@ -49,15 +54,31 @@ async def get_hook_caller(request: Request) -> HookCaller:
 async def get_db(request: Request) -> AsyncIterator[Session]:
     """A session per request, made on the event loop (no I/O until a statement runs). Closing
     it does I/O only while it still holds a transaction (a handler that did not commit, or
-    failed): that close runs in the threadpool, never on the loop."""
+    failed): that close runs in the threadpool, never on the loop, and never raises."""
     db: Session = request.app.state.session_factory()
     try:
         yield db
     finally:
         if db.in_transaction():
-            await run_in_threadpool(db.close)
+            await run_in_threadpool(_close_quietly, db)
         else:
             db.close()
+
+
+def _close_quietly(db: Session) -> None:
+    """Close `db`, discarding its connection if the rollback fails.
+
+    The close runs after the answer has been sent (or while a handler's own error is on its
+    way to becoming one): an error raised here would reach the server after the response
+    started, and the server would then cut the connection, and with it the next request
+    already in flight on it. So it is logged and counted instead.
+    """
+    try:
+        db.close()
+    except SQLAlchemyError as exc:
+        AFTER_ANSWER_FAILURES.labels("close_session").inc()
+        log.warning("the request's database session did not close: %s", type(exc).__name__)
+        db.invalidate()
 
 
 async def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int:

@@ -1,10 +1,17 @@
-"""Liveness, readiness and the Prometheus scrape endpoint."""
+"""Liveness, readiness and the Prometheus scrape endpoint.
+
+Liveness answers on the event loop and touches nothing (no database, no threadpool), so it
+answers while every worker thread waits on a stalled database: a liveness probe must not
+restart a process that is well. Readiness answers within the database's answer deadline,
+with a 503 when the database did not answer in time, however busy the threadpool is.
+"""
 
 from __future__ import annotations
 
 import hmac
 import os
 
+import anyio
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -16,23 +23,32 @@ from app.api.deps import settings_of
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.json_body import JsonRoute
 from app.api.models import HealthResponse
-from app.storage.database import is_migrated
+from app.storage.database import answer_deadline, is_migrated
 
 router = APIRouter(route_class=JsonRoute, tags=["operations"])
 
 
 @router.get("/healthz", response_model=HealthResponse)
-def healthz() -> HealthResponse:
+async def healthz() -> HealthResponse:
     return HealthResponse(status="ok")
 
 
 @router.get("/readyz", response_model=HealthResponse, responses={503: ERROR_RESPONSES[503]})
-def readyz(request: Request) -> Response | HealthResponse:
+async def readyz(request: Request) -> Response | HealthResponse:
+    settings = settings_of(request)
     try:
-        migrated = is_migrated(request.app.state.engine)
-    except SQLAlchemyError:
+        # A check still waiting for a thread or the database at the deadline is left to
+        # finish on its own: its own waits are bounded too.
+        with anyio.fail_after(answer_deadline(settings)):
+            migrated = await anyio.to_thread.run_sync(
+                is_migrated, request.app.state.engine, abandon_on_cancel=True
+            )
+    except (SQLAlchemyError, TimeoutError):
         return error_response(
-            503, "database_unavailable", "the database is unreachable", headers={"Retry-After": "5"}
+            503,
+            "database_unavailable",
+            "the database is unreachable",
+            headers={"Retry-After": str(settings.retry_after_seconds)},
         )
     if not migrated:
         return error_response(

@@ -3,6 +3,7 @@ answer."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.domain.json_encoding import encode_json
+from app.metrics import AFTER_ANSWER_FAILURES
+
+log = logging.getLogger("contextd")
 
 
 def json_response(content: Any, *, status_code: int = 200) -> Response:
@@ -25,7 +29,9 @@ class AnswerThenFinish(Response):
     The body goes out with its `Content-Length`, so the client has the complete answer before
     `finish` starts. The server reads the connection's next request only once the response has
     ended, so a client reusing the connection always sees what `finish` wrote. `finish` runs in
-    the threadpool; it must handle its own errors (the client has been answered).
+    the threadpool. The response ends whatever becomes of `finish`: an error it raises is
+    logged and counted, never passed on, since the server would then cut the connection after
+    the answer (and the request in flight on it) instead of ending the response.
     """
 
     def __init__(
@@ -43,5 +49,9 @@ class AnswerThenFinish(Response):
         start = {"type": "http.response.start", "status": self.status_code}
         await send({**start, "headers": self.raw_headers})
         await send({"type": "http.response.body", "body": self.body, "more_body": True})
-        await run_in_threadpool(self.finish)
+        try:
+            await run_in_threadpool(self.finish)
+        except Exception:
+            AFTER_ANSWER_FAILURES.labels("finish").inc()
+            log.exception("the work after an answer failed; the answer stands")
         await send({"type": "http.response.body", "body": b"", "more_body": False})

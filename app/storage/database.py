@@ -7,17 +7,30 @@ with a row lock on the session (see `repository.append_facts`).
 A PostgreSQL connection whose `info` has `HOLDS_SESSION_LOCKS` set releases every
 session-level advisory lock it holds when it goes back to the pool, whichever way it goes
 back (a failure to release invalidates it: closed, the server releases them).
+
+No wait on PostgreSQL is unbounded (T is `CTX_DB_TIMEOUT_SECONDS`): a checkout waits for a
+pooled connection at most T, a new connection is made within T (at least 2 s, libpq's least),
+the server cancels any statement running longer than T, and every answer the client waits for
+(a statement's, a commit's, a rollback's) comes within `answer_deadline` (T + 0.5 s) or the
+connection is closed. So a database that stops answering without closing its connections (a
+hung host, a wedged proxy) is a disconnect: SQLAlchemy raises `OperationalError` (a 503 at the
+API) and replaces every connection the pool holds. Pinned by
+`tests/integration/test_database_deadline.py` and `tests/e2e/test_faults.py`.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from psycopg.abc import RV, PQGen
+from psycopg.pq import TransactionStatus
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -26,11 +39,43 @@ from app.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 HOLDS_SESSION_LOCKS = "holds_session_locks"
+ANSWER_GRACE_SECONDS = 0.5
+"""How long past the statement timeout the client still waits for an answer: a server that is
+there cancels the statement itself first, and its connection stays usable."""
 
 
 def dump_json(value: Any) -> str:
     """The JSON columns' serializer (SQLAlchemy wants text)."""
     return encode_json(value).decode()
+
+
+def answer_deadline(settings: Settings) -> float:
+    """Seconds the service waits for any one answer of the database."""
+    return settings.db_timeout_seconds + ANSWER_GRACE_SECONDS
+
+
+class DeadlineConnection(psycopg.Connection[Any]):
+    """A psycopg connection that gives up waiting for the server after `answer_within` seconds.
+
+    psycopg runs every exchange with the server (execute, fetch, commit, rollback) through
+    `wait`, so bounding it bounds them all, whatever the network does: a stalled connection's
+    socket stays open and quiet, so neither the server's statement timeout (the statement
+    never arrived) nor TCP (the bytes were acknowledged) would ever end the wait. A command
+    left unanswered leaves the protocol mid-exchange, so the connection is closed: SQLAlchemy
+    sees a disconnect.
+    """
+
+    answer_within: float | None = None
+
+    def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
+        try:
+            return super().wait(gen, interval, self.answer_within if timeout is None else timeout)
+        except psycopg.OperationalError as exc:
+            if self.pgconn.transaction_status != TransactionStatus.ACTIVE:
+                raise
+            self.pgconn.finish()
+            message = f"the database did not answer within {self.answer_within} s"
+            raise psycopg.OperationalError(message) from exc
 
 
 def create_db_engine(settings: Settings) -> Engine:
@@ -55,13 +100,38 @@ def create_db_engine(settings: Settings) -> Engine:
         pool_recycle=1800,
         **json_options,
         pool_timeout=settings.db_timeout_seconds,
-        connect_args={
-            "connect_timeout": max(1, int(settings.db_timeout_seconds)),
-            "options": f"-c statement_timeout={int(settings.db_timeout_seconds * 1000)}",
-        },
+        connect_args=_connect_args(settings),
     )
+    _answer_within(engine, answer_deadline(settings))
     _release_session_locks_on_return(engine)
     return engine
+
+
+def _connect_args(settings: Settings) -> dict[str, Any]:
+    """libpq's parameters: the timeouts, and TCP's own bounds for a database host that vanishes
+    without a word (no reset): unacknowledged data is given up after the answer deadline
+    (`tcp_user_timeout`), an idle connection after three unanswered keepalive probes."""
+    timeout = settings.db_timeout_seconds
+    probe_every = max(1, math.ceil(timeout))
+    return {
+        "connect_timeout": max(2, math.ceil(timeout)),  # libpq's least is 2 s
+        "options": f"-c statement_timeout={int(timeout * 1000)}",
+        "keepalives": 1,
+        "keepalives_idle": probe_every,
+        "keepalives_interval": probe_every,
+        "keepalives_count": 3,
+        "tcp_user_timeout": int(answer_deadline(settings) * 1000),
+    }
+
+
+def _answer_within(engine: Engine, seconds: float) -> None:
+    @event.listens_for(engine, "do_connect")
+    def _on_connect(
+        _dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]
+    ) -> DeadlineConnection:
+        connection = DeadlineConnection.connect(*cargs, **cparams)
+        connection.answer_within = seconds
+        return connection
 
 
 def _release_session_locks_on_return(engine: Engine) -> None:

@@ -24,8 +24,10 @@ Guarantees, per engine:
   stateless call's reuse is measured against the newest plan stored for its lineage: it does
   not wait for one still being written on another connection. A write that fails is logged
   and counted (`contextd_plan_store_failures_total`), never retried: the caller has its answer,
-  and its id is then not found. Pinned by `tests/e2e/test_plan_storage.py` (real servers, a
-  second connection and a second replica) and `tests/api/test_assemble_api.py`.
+  and its id is then not found (unless the write was sent and the database, having stalled,
+  applies it when it answers again: an unanswered write is in doubt). Pinned by
+  `tests/e2e/test_plan_storage.py` (real servers, a second connection and a second replica),
+  `tests/e2e/test_faults.py` (a stalled write) and `tests/api/test_assemble_api.py`.
 - SQLite: ids are assigned on insert, so the plan is stored before answering.
 
 Public ids are derived from the tenant and the row id (`asm_<uuid5>`), the same in every process.

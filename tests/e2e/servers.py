@@ -1,6 +1,6 @@
 """Real processes and sockets on loopback for the end-to-end tests: a contextd server process,
-a TCP proxy that can "stop the database", and a slow hook endpoint. Everything is closed by its
-context manager; nothing here touches the shared PostgreSQL cluster itself."""
+a TCP proxy that can "stop the database" or stall it, and a slow hook endpoint. Everything is
+closed by its context manager; nothing here touches the shared PostgreSQL cluster itself."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class Server:
         }
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, *, timeout: float = 20.0) -> None:
+    def start(self, *, timeout: float = 60.0) -> None:
         assert self.process is None
         self.process = subprocess.Popen(
             [
@@ -112,12 +112,21 @@ def running(database_url: str, *, workers: int = 1, **env: str) -> Iterator[Serv
 
 class TcpProxy:
     """Forwards 127.0.0.1:`port` to `upstream`. `stop` closes the listener and every open
-    connection (the database "goes away"); `start` listens again on the same port."""
+    connection (the database "goes away"); `start` listens again on the same port.
+
+    `stall` keeps every connection open and forwards nothing, either way, on the connections
+    open and on those accepted meanwhile: what a client sends is acknowledged by the kernel and
+    never answered, as behind a hung database host or a wedged load balancer. `stall_at(text)`
+    stalls the same way as soon as a client sends `text` (before forwarding it), for a stall at
+    an exact point of a conversation. `resume` forwards again (what was held back included)."""
 
     def __init__(self, upstream: tuple[str, int], port: int | None = None) -> None:
         self.upstream = upstream
         self.port = port or free_port()
         self._stopping = threading.Event()
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._stall_at: bytes | None = None
         self._threads: list[threading.Thread] = []
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -141,6 +150,16 @@ class TcpProxy:
             thread.join(timeout=5)
         self._threads = [t for t in self._threads if t.is_alive()]
         assert not self._threads, "proxy threads did not stop"
+
+    def stall(self) -> None:
+        self._flowing.clear()
+
+    def stall_at(self, text: bytes) -> None:
+        self._stall_at = text
+
+    def resume(self) -> None:
+        self._stall_at = None
+        self._flowing.set()
 
     def _spawn(self, target: Callable[..., object], *args: object) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
@@ -171,12 +190,20 @@ class TcpProxy:
                     sock.setblocking(True)
                     selector.register(sock, selectors.EVENT_READ)
                 while not self._stopping.is_set():
+                    if not self._flowing.wait(timeout=0.1):
+                        continue
                     for key, _ in selector.select(timeout=0.1):
                         source = key.fileobj
                         assert isinstance(source, socket.socket)
                         data = source.recv(65536)
                         if not data:
                             return
+                        trigger = self._stall_at
+                        if source is client and trigger is not None and trigger in data:
+                            self._flowing.clear()
+                        while not self._flowing.wait(timeout=0.1):
+                            if self._stopping.is_set():
+                                return
                         peers[source].sendall(data)
         except OSError:
             return
