@@ -11,6 +11,7 @@ differ only in how they wait: what a call sends lives in `_operations`, when it 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from types import TracebackType
@@ -26,7 +27,7 @@ from contextd_client.policy import Retries, Timeouts
 
 T = TypeVar("T")
 
-USER_AGENT = "contextd-client/0.1.0"
+USER_AGENT = f"contextd-client/{importlib.metadata.version('contextd-client')}"
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
