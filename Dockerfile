@@ -21,4 +21,7 @@ EXPOSE 8000
 # Warm the token encodings at build time so the first request does not pay for it.
 RUN python -c "from app.tokens import get_encoding; get_encoding('o200k_base'); get_encoding('cl100k_base')"
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz')"
-CMD ["contextd", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"]
+# One worker per container; scale with containers. Exemplars (the assembly_id on the latency
+# and size histograms) live in one process's memory, and several workers' metrics are merged
+# without them.
+CMD ["contextd", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "1"]

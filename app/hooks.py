@@ -1,21 +1,56 @@
 """Outbound calls: session lifecycle hooks and the optional LLM summarizer.
 
-Both are bounded by timeouts; a slow or dead endpoint can delay a compaction by at most its
-timeout, never stall it.
+A hook's URL is the caller's, so a hook call is bounded on every axis the caller controls:
+
+- one deadline for the whole call (`CTX_HOOK_TIMEOUT_SECONDS`): resolving the host, connecting,
+  sending and reading the answer all end by it, however slowly the endpoint drips its bytes;
+- only public unicast addresses are reached, and those in `CTX_HOOK_ALLOWED_NETWORKS`
+  (`is_permitted`). The host is resolved once, the address is judged, and the connection goes to
+  that address (the Host header and the TLS server name stay the URL's), so neither a name that
+  resolves anew (DNS rebinding) nor a numeric spelling of an address (`http://2130706433/`)
+  reaches a refused one. `check_destinations` refuses a literal refused address when a session
+  is created: an early word; the check at the call is the guard;
+- an answer is read as it arrives, up to `CTX_HOOK_MAX_ANSWER_BYTES`, and abandoned past it;
+- at most `CTX_HOOK_MAX_CONCURRENT_PER_TENANT` calls of one tenant are in flight in a process;
+  beyond that the hook is not called (`NOT_CALLED`), so one tenant's slow hooks cannot take
+  every worker thread;
+- every failed call has the one detail `CALL_FAILED`, whatever failed: a refused destination, a
+  refused connection, a timeout and an HTTP error told apart would tell a caller what listens
+  where. The cause is logged.
+
+A failed call, and one not made, follows the session's `FailurePolicy`. Callers hold no database
+transaction while a hook runs (see `app.api.compaction`).
+
+The summarizer's endpoint is the operator's (`CTX_SUMMARIZER_URL`); its timeout is per read.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
+import socket
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Any, Literal
 
+import anyio
 import httpx
+import orjson
 
+from app.domain.errors import InvalidInput
 from app.settings import Settings
+
+log = logging.getLogger("contextd")
 
 FailurePolicy = Literal["fail_open", "fail_closed"]
 """What a hook's timeout or error means for the compaction it guards."""
 HookOutcome = Literal["accepted", "vetoed", "failed_open", "failed_closed", "not_configured"]
+CALL_FAILED = "the hook call failed"
+"""The detail of every failed hook call (the cause is in the service's log)."""
+NOT_CALLED = "not called: the tenant's hook calls in flight are at their limit"
 
 
 @dataclass(frozen=True)
@@ -29,39 +64,153 @@ class HookResult:
         return {"event": self.event, "outcome": self.outcome, "detail": self.detail}
 
 
-def call_hook(
-    url: str | None,
-    *,
-    event: str,
-    payload: dict[str, Any],
-    fail_closed: bool,
-    timeout: float,
-) -> HookResult:
-    """POST `payload` to a hook. A 2xx answer may veto (`{"veto": true}`) or pin notes
-    (`{"notes": [...]}`); a 409 answer is a veto too. Errors and timeouts follow the policy."""
-    if not url:
-        return HookResult(event, "not_configured")
-    try:
-        response = httpx.post(url, json={"event": event, **payload}, timeout=timeout)
-    except httpx.HTTPError as exc:
-        outcome: HookOutcome = "failed_closed" if fail_closed else "failed_open"
-        return HookResult(event, outcome, detail=f"{type(exc).__name__}")
-    if response.status_code == 409:
-        return HookResult(event, "vetoed", detail="hook answered 409")
-    if not response.is_success:
-        outcome = "failed_closed" if fail_closed else "failed_open"
-        return HookResult(event, outcome, detail=f"hook answered {response.status_code}")
-    try:
-        answer = response.json() if response.content else {}
-    except ValueError:
-        answer = {}
-    if not isinstance(answer, dict):
-        answer = {}
-    if answer.get("veto") is True:
-        return HookResult(event, "vetoed", detail=str(answer.get("reason") or "vetoed by hook"))
-    notes = answer.get("notes")
-    pinned = tuple(str(note) for note in notes) if isinstance(notes, list) else ()
-    return HookResult(event, "accepted", notes=pinned)
+def is_permitted(
+    address: IPv4Address | IPv6Address, *, allowed: Sequence[IPv4Network | IPv6Network]
+) -> bool:
+    """Whether a hook may connect to `address`: one in an `allowed` network, else a public
+    unicast one; private (RFC 1918, ULA), shared (100.64/10), loopback, link-local (with the
+    169.254.169.254 metadata address), unspecified, reserved and multicast ones are refused. An
+    IPv4 address mapped into IPv6 is judged as itself."""
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if any(address in network for network in allowed):
+        return True
+    return address.is_global and not address.is_multicast and not address.is_reserved
+
+
+def check_destinations(
+    urls: Mapping[str, str | None], *, allowed: Sequence[IPv4Network | IPv6Network]
+) -> None:
+    """`InvalidInput` (422) for a hook URL whose host is an address no hook may reach. A name is
+    judged when a call resolves it."""
+    details = []
+    for name, url in urls.items():
+        if url is None:
+            continue
+        try:
+            address = ipaddress.ip_address(httpx.URL(url).host)
+        except ValueError:
+            continue  # a name
+        if not is_permitted(address, allowed=allowed):
+            message = f"{address} is not a public address (see CTX_HOOK_ALLOWED_NETWORKS)"
+            details.append({"loc": ["body", "hooks", name], "msg": message})
+    if details:
+        raise InvalidInput("a hook URL names an address hooks may not reach", details=details)
+
+
+class HookCallFailed(Exception):
+    """Why a hook call failed: for the log, never for the caller."""
+
+
+class HookCaller:
+    """The service's hook calls, under the limits of its settings, and each tenant's count of
+    calls in flight (behind a lock: nothing requires every call to come from one thread)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._deadline = settings.hook_timeout_seconds
+        self._max_answer_bytes = settings.hook_max_answer_bytes
+        self._max_in_flight = settings.hook_max_concurrent_per_tenant
+        self._allowed = tuple(settings.hook_allowed_networks)
+        self._in_flight: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    async def call(
+        self,
+        url: str | None,
+        *,
+        tenant_id: int,
+        event: str,
+        payload: dict[str, Any],
+        fail_closed: bool,
+    ) -> HookResult:
+        """POST `payload` to a hook. A 2xx answer may veto (`{"veto": true}`) or pin notes
+        (`{"notes": [...]}`); a 409 answer is a veto too. A failure, or a call not made for
+        the tenant's limit, follows the policy."""
+        if not url:
+            return HookResult(event, "not_configured")
+        failed: HookOutcome = "failed_closed" if fail_closed else "failed_open"
+        with self._lock:
+            if self._in_flight[tenant_id] >= self._max_in_flight:
+                log.warning("%s hook of tenant %d not called: limit reached", event, tenant_id)
+                return HookResult(event, failed, detail=NOT_CALLED)
+            self._in_flight[tenant_id] += 1
+        try:
+            answer = await self._answer(url, body={"event": event, **payload})
+        except HookCallFailed as exc:
+            log.warning("%s hook of tenant %d failed: %s", event, tenant_id, exc)
+            return HookResult(event, failed, detail=CALL_FAILED)
+        finally:
+            with self._lock:
+                self._in_flight[tenant_id] -= 1
+                if not self._in_flight[tenant_id]:
+                    del self._in_flight[tenant_id]
+        if answer is None:
+            return HookResult(event, "vetoed", detail="hook answered 409")
+        if answer.get("veto") is True:
+            return HookResult(event, "vetoed", detail=str(answer.get("reason") or "vetoed by hook"))
+        notes = answer.get("notes")
+        pinned = tuple(str(note) for note in notes) if isinstance(notes, list) else ()
+        return HookResult(event, "accepted", notes=pinned)
+
+    async def _answer(self, url: str, *, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The hook's 2xx answer (`{}` unless a JSON object), None for a 409; `HookCallFailed`
+        for anything else, or for no whole answer by the deadline."""
+        with anyio.move_on_after(self._deadline):
+            try:
+                return await self._post(httpx.URL(url), body=body)
+            except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+                raise HookCallFailed(f"{type(exc).__name__}: {exc}") from exc
+        raise HookCallFailed(f"no whole answer within the {self._deadline} s deadline")
+
+    async def _permitted_address(self, url: httpx.URL) -> str:
+        """The first address the URL's host resolves to that a hook may reach."""
+        host = url.raw_host.decode("ascii")
+        port = url.port or (443 if url.scheme == "https" else 80)
+        resolved = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = [ipaddress.ip_address(sockaddr[0]) for *_, sockaddr in resolved]
+        for address in addresses:
+            if is_permitted(address, allowed=self._allowed):
+                return str(address)
+        listed = ", ".join(sorted({str(address) for address in addresses}))
+        raise HookCallFailed(f"refused destination: {host} is {listed}")
+
+    async def _post(self, url: httpx.URL, *, body: dict[str, Any]) -> dict[str, Any] | None:
+        address = await self._permitted_address(url)
+        # To the address judged, not to the name (which could resolve anew elsewhere); the name
+        # is kept for the Host header and for TLS (SNI and the certificate check). No httpx
+        # timeout: the deadline around the whole call bounds every step. No proxy from the
+        # environment, no redirect followed: the call goes to that address or nowhere.
+        async with (
+            httpx.AsyncClient(timeout=None, trust_env=False) as client,
+            client.stream(
+                "POST",
+                url.copy_with(host=address),
+                json=body,
+                headers={
+                    "Host": url.netloc.decode("ascii"),
+                    # Counted as it arrives: a compressed answer would be counted before inflating.
+                    "Accept-Encoding": "identity",
+                },
+                extensions={"sni_hostname": url.raw_host.decode("ascii")},
+            ) as response,
+        ):
+            if response.status_code == 409:
+                return None
+            if not response.is_success:
+                raise HookCallFailed(f"answered {response.status_code}")
+            encoding = response.headers.get("content-encoding", "identity")
+            if encoding.lower() != "identity":
+                raise HookCallFailed(f"answered in content-encoding {encoding!r}")
+            received = bytearray()
+            async for chunk in response.aiter_raw():
+                received += chunk
+                if len(received) > self._max_answer_bytes:
+                    raise HookCallFailed(f"answer over {self._max_answer_bytes} bytes")
+        try:
+            answer = orjson.loads(received) if received else {}
+        except orjson.JSONDecodeError:
+            return {}
+        return answer if isinstance(answer, dict) else {}
 
 
 class SummarizerUnavailable(Exception):

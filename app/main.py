@@ -11,10 +11,11 @@ from contextlib import asynccontextmanager, suppress
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import assembly, compaction, history, isolation, ops, sessions, world
+from app.api import assembly, compaction, history, isolation, ops, projection, sessions, world
 from app.api.deps import TenantCache
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from app.hooks import HookCaller
 from app.settings import Settings
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.history import limit_fold_cache
@@ -67,15 +68,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Decides what an LLM agent sees on each model call.",
         generate_unique_id_function=_operation_id,
+        # A body sent without a content type is read as JSON (curl -d, many HTTP clients); one
+        # that names another type is refused by `JsonRoute` with a 415 that says so.
+        strict_content_type=False,
     )
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = session_factory
+    app.state.hook_caller = HookCaller(settings)
     app.state.tenant_by_key_hash = TenantCache(ttl=settings.api_key_cache_seconds)
     app.state.keys_exist = False
     app.state.open_mode_checked_at = float("-inf")
     app.include_router(ops.router)
     app.include_router(sessions.router)
+    app.include_router(projection.router)
     app.include_router(history.router)
     app.include_router(assembly.router)
     app.include_router(world.router)

@@ -68,24 +68,34 @@ CACHE_ACTUAL_TOKENS = Counter(
     "and phase.",
     ["unit", "phase"],
 )
-# Calibration of provider tokens per encoding token, labelled by tokenizer family only (four
-# values; never a session or model name). Observed for each usage report that calibrates.
+# Calibration of provider tokens (overhead + ratio × exact tokens), labelled by tokenizer family
+# only (four values; never a session or model name). Observed for each usage report that
+# calibrates, the ratio and overhead as fitted after it.
 CALIBRATION_OBSERVED = Histogram(
     "contextd_calibration_observed_ratio",
-    "Provider input tokens per exact assembled token, observed by usage reports that "
-    "calibrate a session, by tokenizer family.",
+    "Provider tokens per exact assembled token (the fitted slope) after each usage report "
+    "that calibrates a session, by tokenizer family.",
     ["family"],
     buckets=(0.75, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0, 2.5, 5.0),
 )
+CALIBRATION_OVERHEAD = Histogram(
+    "contextd_calibration_overhead_tokens",
+    "Provider tokens of every request beyond what was assembled (tool definitions, framing), "
+    "as fitted after each usage report that calibrates a session, by tokenizer family.",
+    ["family"],
+    buckets=(0, 500, 1000, 2000, 5000, 10_000, 15_000, 20_000, 30_000, 50_000, 100_000),
+)
 CALIBRATION_DRIFT = Histogram(
     "contextd_calibration_drift_ratio",
-    "|observed / previous ratio - 1| of those reports: how far each moved from what the "
-    "session's budgets assumed, by tokenizer family.",
+    "|predicted - reported| / reported provider input tokens of those reports, the prediction "
+    "the session's budgets assumed for the whole request before the report, by tokenizer "
+    "family.",
     ["family"],
     buckets=(0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0),
 )
 for _family in get_args(Family):  # every family's series exists from the first scrape
     CALIBRATION_OBSERVED.labels(_family)
+    CALIBRATION_OVERHEAD.labels(_family)
     CALIBRATION_DRIFT.labels(_family)
 ASSEMBLY_LATENCY = Histogram(
     "contextd_assembly_duration_seconds",
@@ -266,9 +276,11 @@ def record_cache_outcome(
     CACHE_ACTUAL_TOKENS.labels(unit_label, phase_label).inc(actual_tokens)
 
 
-def record_calibration(*, family: Family, observed: float, drift: float) -> None:
-    """One usage report that calibrated a session's ratio."""
-    CALIBRATION_OBSERVED.labels(family).observe(observed)
+def record_calibration(*, family: Family, ratio: float, overhead: int, drift: float) -> None:
+    """One usage report that calibrated a session: the ratio and overhead fitted after it,
+    and how far the prediction before it was off."""
+    CALIBRATION_OBSERVED.labels(family).observe(ratio)
+    CALIBRATION_OVERHEAD.labels(family).observe(overhead)
     CALIBRATION_DRIFT.labels(family).observe(drift)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic import AliasChoices, Field, IPvAnyNetwork, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.advice import Watermarks
@@ -51,6 +51,14 @@ class Settings(BaseSettings):
     max_body_bytes: int = 32 * MIB
     max_item_bytes: int = 4 * MIB
     max_items_per_request: int = 10_000
+    max_json_depth: int = Field(
+        default=128,
+        ge=2,
+        le=192,
+        description="Levels a request body may nest (the body itself is level 1). At most 192:"
+        " a stored request is read again by a parser that stops at 200 levels, and answers wrap"
+        " stored items a few levels deeper under orjson's 254.",
+    )
     api_keys: list[str] = Field(
         default_factory=list,
         description="Static 'tenant:key' pairs, in addition to the keys stored in the database.",
@@ -106,7 +114,25 @@ class Settings(BaseSettings):
     assembly_retention_days: int = 30
     assembly_retention_per_session: int = 1000
     assembly_cleanup_interval_seconds: float = 300.0
-    hook_timeout_seconds: float = 5.0
+    hook_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0.0,
+        description="Deadline of a whole hook call: connecting, sending and reading the answer.",
+    )
+    hook_max_answer_bytes: int = Field(
+        default=64 * 1024, gt=0, description="A hook answer longer than this is a failed call."
+    )
+    hook_allowed_networks: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="Networks hooks may reach besides public addresses (CIDRs, such as"
+        ' ["10.20.0.0/16"]; ["127.0.0.1/32"] for a hook on the same machine).',
+    )
+    hook_max_concurrent_per_tenant: int = Field(
+        default=4,
+        ge=1,
+        description="Hook calls of one tenant in flight per process; beyond, a hook is not"
+        " called and the session's failure policy applies.",
+    )
     summarizer_url: str | None = Field(
         default=None,
         description="OpenAI-compatible base URL (…/v1) of the `llm` summarizer; unset: disabled.",
@@ -137,13 +163,15 @@ class Settings(BaseSettings):
         """The session's one window under this service's output reserve: in provider tokens,
         with its watermarks and the tokenizer that converts it into the session's encoding.
         Assembly, advice, compaction targets and every session answer take it from here."""
+        usable = usable_window(session.context_window, output_reserve=self.output_reserve_tokens)
         return SessionWindow(
-            usable=usable_window(session.context_window, output_reserve=self.output_reserve_tokens),
+            usable=usable,
             watermarks=self.session_watermarks(session.attributes.get("compaction", {})),
             tokenizer=session_tokenizer(
                 session.model,
                 encoding=session.encoding,
                 state=session.calibration,
                 model_encoding=model_encoding,
+                usable=usable,
             ),
         )

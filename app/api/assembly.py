@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
@@ -52,7 +51,7 @@ from app.domain.formats import (
 )
 from app.domain.ids import derive_id
 from app.domain.items import developer_message
-from app.domain.json_encoding import encode_json
+from app.domain.json_encoding import decode_json, encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.world_state import history_without_fragments, state_contributions
 from app.metrics import ASSEMBLY_LATENCY, record_assembly
@@ -339,7 +338,7 @@ def _account_then_store(
 @router.get("/assemblies/{assembly_id}", response_model=StoredAssemblyResponse)
 def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
     row = plans.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
-    request = orjson.loads(row.request)
+    request = decode_json(row.request)
     return json_response(
         {
             "assembly_id": assembly_id,

@@ -3,17 +3,21 @@ call hooks, store.
 
 A compaction is a projection: it appends one `contextd.compaction` fact (see `app.domain.facts`)
 and the raw log keeps every item. The plan is made before any summarizer or hook is called, so
-a no-op, a dry run or a stateless call never reaches out.
+a no-op, a dry run or a stateless call never reaches out; and no transaction is open while one
+runs, so a slow endpoint holds no connection (what is written after it is re-checked under the
+session's lock).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import AppSettings, Db, TenantId
+from app.api.deps import AppSettings, Db, Hooks, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.json_body import JsonRoute
 from app.api.models import (
@@ -45,7 +49,7 @@ from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, visible_text
 from app.domain.normalize import normalize_history
 from app.domain.world_state import invariant_items
-from app.hooks import HookResult, SummarizerUnavailable, call_hook, summarize_with_llm
+from app.hooks import HookCaller, HookResult, SummarizerUnavailable, summarize_with_llm
 from app.metrics import record_compaction, record_hook
 from app.settings import Settings
 from app.storage import repository
@@ -130,12 +134,19 @@ def _with_llm_summary(
 
 
 def _pre_compact(
-    hooks: SessionHooks, *, session_id: str, result: CompactionResult, settings: Settings
+    hooks: SessionHooks,
+    *,
+    hook_caller: HookCaller,
+    tenant_id: int,
+    session_id: str,
+    result: CompactionResult,
 ) -> HookResult:
     """The session's `pre_compact` hook on the plan; a veto (or a failure that fails closed)
     is a 409 and nothing is written."""
-    hook = call_hook(
+    call = partial(
+        hook_caller.call,
         str(hooks.pre_compact) if hooks.pre_compact else None,
+        tenant_id=tenant_id,
         event="pre_compact",
         payload={
             "session_id": session_id,
@@ -146,8 +157,8 @@ def _pre_compact(
             "tokens_after": result.tokens_after,
         },
         fail_closed=hooks.failure_policy == "fail_closed",
-        timeout=settings.hook_timeout_seconds,
     )
+    hook = anyio.from_thread.run(call)  # on the event loop, which bounds it by its deadline
     record_hook("pre_compact", hook.outcome)
     if hook.outcome in ("vetoed", "failed_closed"):
         raise Conflict(
@@ -219,7 +230,12 @@ def _respond(
     responses={200: {"model": CompactResponse, "description": "Dry run, no-op or stateless."}},
 )
 def compact(
-    body: CompactRequest, tenant_id: TenantId, db: Db, settings: AppSettings, response: Response
+    body: CompactRequest,
+    tenant_id: TenantId,
+    db: Db,
+    settings: AppSettings,
+    hook_caller: Hooks,
+    response: Response,
 ) -> CompactResponse:
     if (body.session_id is None) == (body.items is None):
         raise InvalidInput(
@@ -239,6 +255,9 @@ def compact(
             target = _low_watermark_target(loaded, settings.session_window(session))
             params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)
+        # Everything the plan needs is read: end the transaction, so that no connection is
+        # held while the summarizer or the hook runs (the append locks and re-checks).
+        db.commit()
     else:
         count_tokens = token_counter(body.encoding or settings.default_encoding)
         inp = _stateless_input(body, params=params, count_tokens=count_tokens)
@@ -267,7 +286,13 @@ def compact(
             prompt=prompt,
             goal=inp.goal,
         )
-    hook = _pre_compact(hooks, session_id=body.session_id, result=result, settings=settings)
+    hook = _pre_compact(
+        hooks,
+        hook_caller=hook_caller,
+        tenant_id=tenant_id,
+        session_id=body.session_id,
+        result=result,
+    )
     if hook.notes:
         result = plan_compaction(replace(inp, pinned_notes=hook.notes), count_tokens=count_tokens)
     compaction_id = repository.append_compaction(
@@ -340,7 +365,7 @@ def context_window(
 
 @router.post("/sessions/{session_id}/end", response_model=EndSessionResponse)
 def end_session(
-    session_id: str, body: EndSessionRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+    session_id: str, body: EndSessionRequest, tenant_id: TenantId, db: Db, hook_caller: Hooks
 ) -> EndSessionResponse:
     """Writes a final handoff of the session and fires its `session_end` hook."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
@@ -358,9 +383,17 @@ def end_session(
             result=result,
             requested_strategy="handoff",
         )
-        db.commit()
-    hook = call_hook(
+        record_compaction(
+            strategy=result.strategy,
+            requested_strategy="handoff",
+            fell_back=result.fell_back,
+            tokens_saved=result.tokens_before - result.tokens_after,
+        )
+    db.commit()  # no connection is held while the hook runs
+    call = partial(
+        hook_caller.call,
         str(hooks.session_end) if hooks.session_end else None,
+        tenant_id=tenant_id,
         event="session_end",
         payload={
             "session_id": session_id,
@@ -368,8 +401,8 @@ def end_session(
             "handoff": [e.item for e in result.history],
         },
         fail_closed=False,
-        timeout=settings.hook_timeout_seconds,
     )
+    hook = anyio.from_thread.run(call)
     record_hook("session_end", hook.outcome)
     conclusion_seq = None
     if body.conclusion is not None:

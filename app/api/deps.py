@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.domain.errors import Unauthorized
+from app.hooks import HookCaller
 from app.settings import Settings
 from app.storage import repository
 
@@ -38,6 +39,11 @@ def settings_of(request: Request) -> Settings:
 async def get_settings(request: Request) -> Settings:
     """A coroutine so that FastAPI does not hand this attribute read to the threadpool."""
     return settings_of(request)
+
+
+async def get_hook_caller(request: Request) -> HookCaller:
+    hook_caller: HookCaller = request.app.state.hook_caller
+    return hook_caller
 
 
 async def get_db(request: Request) -> AsyncIterator[Session]:
@@ -161,3 +167,4 @@ Db = Annotated[Session, Depends(get_db)]
 RawBody = Annotated[bytes, Depends(get_raw_body)]
 TenantId = Annotated[int, Depends(get_tenant)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
+Hooks = Annotated[HookCaller, Depends(get_hook_caller)]

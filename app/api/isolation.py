@@ -8,7 +8,9 @@ does not have. Each child keeps its own `unit`, so its tokens are accounted sepa
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
 from sqlalchemy.orm import Session
 
 from app.api.deps import Db, TenantId
@@ -19,6 +21,7 @@ from app.api.models import (
     ChildSessionResponse,
     ConclusionRequest,
     ConclusionResponse,
+    Label,
     ManifestRequest,
     ManifestResponse,
     ManifestVersionResponse,
@@ -156,7 +159,7 @@ def merge(
 
 @router.put("/manifests/{name}", response_model=ManifestVersionResponse)
 def put_manifest(
-    name: str, body: ManifestRequest, tenant_id: TenantId, db: Db
+    name: Annotated[Label, Path()], body: ManifestRequest, tenant_id: TenantId, db: Db
 ) -> ManifestVersionResponse:
     document = body.model_dump(mode="json")
     manifest_from_document(document)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
-from app.domain.errors import PayloadTooLarge
 from app.metrics import HTTP_LATENCY, HTTP_REQUESTS
 
 
@@ -37,7 +37,9 @@ class BodyLimitMiddleware:
             received = await receive()
             seen += len(received.get("body", b""))
             if seen > self.max_bytes:
-                raise PayloadTooLarge(message)
+                # An HTTPException: FastAPI turns anything else raised while it reads the
+                # body into a bare 400.
+                raise HTTPException(413, message)
             return received
 
         await self.app(scope, limited_receive, send)

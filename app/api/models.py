@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator, with_config
 from typing_extensions import TypedDict
 
+from app.domain import names
 from app.domain.assemble import (
     CANDIDATE_DEFAULTS,
     Decision,
@@ -31,9 +32,19 @@ from app.domain.world_state import SECTION_ID_PATTERN
 from app.hooks import FailurePolicy
 from app.tokens import Encoding
 
-SessionIdText = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:\-]+$")]
-Label = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")]
-"""A caller-chosen name; PostgreSQL text cannot hold a NUL character, so none is accepted."""
+SessionIdText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=names.MAX_LENGTH,
+        pattern=names.SESSION_ID_PATTERN,
+        description="Letters, digits and `._:-`; not `.` or `..`, which URL clients drop.",
+    ),
+]
+Label = Annotated[
+    str, Field(min_length=1, max_length=names.MAX_LENGTH, pattern=names.LABEL_PATTERN)
+]
+"""A caller-chosen name (see `app.domain.names`)."""
 MAX_SEQ = 2**63 - 1
 """Sequence numbers are 64-bit in the database; larger ones are refused at the door."""
 Count = Annotated[int, Field(ge=0, le=10**12)]
@@ -87,25 +98,33 @@ class CreateSessionRequest(RequestModel):
 
 class TokenizerBody(BaseModel):
     """How the session's provider counts against the session's encoding: every window is in
-    provider tokens, every exact count in the encoding, and `ratio` converts."""
+    provider tokens, every exact count in the encoding, and a whole request is estimated as
+    `overhead_tokens` + `ratio` × its exact tokens."""
 
     family: Family = Field(description="Tokenizer family, from the session's `model`.")
     ratio: float = Field(
         description="Provider tokens per encoding token: the family's default until usage "
-        "reports naming their assembly calibrate it."
+        "reports naming their assembly, spread over enough sizes, identify it."
     )
-    calibrated: bool = Field(description="Whether any usage report has calibrated `ratio`.")
-    samples: int = Field(description="Usage reports that calibrated `ratio`.")
+    overhead_tokens: int = Field(
+        description="Provider tokens every request has beyond what contextd assembled (tool "
+        "definitions, system prompt framing, per-message formatting), fitted from usage "
+        "reports; 0 until they show one. At most half of `usable_window`."
+    )
+    calibrated: bool = Field(description="Whether any usage report has calibrated the session.")
+    samples: int = Field(description="Usage reports that calibrated the session.")
     exact: bool = Field(
-        description="An OpenAI model counted in its own encoding: `ratio` is 1, always."
+        description="An OpenAI model counted in its own encoding: `ratio` is 1, always "
+        "(`overhead_tokens` is still fitted)."
     )
 
 
 ProviderEstimate = Annotated[
     int,
     Field(
-        description="Estimate (not exact) of the provider's count of the exact tokens beside "
-        "it: ceil(tokens × `tokenizer.ratio`)."
+        description="Estimate (not exact) of the provider's count of a whole request made of "
+        "the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × "
+        "`tokenizer.ratio`), the overhead included."
     ),
 ]
 
@@ -116,8 +135,8 @@ class SessionResponse(BaseModel):
     context_window: int
     usable_window: int = Field(
         description="Provider tokens a session-mode call may fill (the window less the output "
-        "reserve): assembly fits, and advice weighs against, floor(usable_window / ratio) "
-        "exact tokens."
+        "reserve): assembly fits, and advice weighs against, floor((usable_window - "
+        "overhead_tokens) / ratio) exact tokens."
     )
     model: str | None
     metadata: dict[str, Any]
@@ -434,8 +453,9 @@ class AssembleResponse(BaseModel):
     total_tokens: int
     provider_tokens_estimate: int | None = Field(
         default=None,
-        description="Session mode: estimate (not exact) of the provider's count of "
-        "`total_tokens`, ceil(total_tokens × `tokenizer.ratio`).",
+        description="Session mode: estimate (not exact) of the provider's count of the whole "
+        "request `total_tokens` are sent in, ceil(`tokenizer.overhead_tokens` + total_tokens "
+        "× `tokenizer.ratio`), the overhead included.",
     )
     encoding: str | None = Field(
         default=None, description="The encoding `total_tokens` and every count here are in."
@@ -639,8 +659,8 @@ class ContextWindowResponse(BaseModel):
     context_window: int
     usable_window: int = Field(description="Provider tokens a session-mode call may fill.")
     window_tokens: int = Field(
-        description="The usable window in the session's encoding, floor(usable_window / "
-        "ratio): what assembly fits."
+        description="The usable window in the session's encoding, beside the overhead: "
+        "floor((usable_window - overhead_tokens) / ratio), what assembly fits."
     )
     active_tokens: int = Field(description="Exact tokens of the active context.")
     provider_tokens_estimate: ProviderEstimate
@@ -725,3 +745,18 @@ class ConclusionRequest(RequestModel):
 class ConclusionResponse(BaseModel):
     parent_id: str
     seq: int
+
+
+class RetractionRequest(RequestModel):
+    seq: Annotated[int, Field(ge=1, le=MAX_SEQ, description="The item to hide.")]
+
+
+class RetractionResponse(BaseModel):
+    seq: int = Field(description="The retraction fact's own seq.")
+    retracted: list[int] = Field(
+        description="Every seq hidden: the one asked for, and the call or outputs paired with it."
+    )
+
+
+class ResetResponse(BaseModel):
+    seq: int = Field(description="The reset fact's seq; the active history starts after it.")

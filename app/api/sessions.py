@@ -32,6 +32,7 @@ from app.domain.facts import client_batch, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
+from app.hooks import check_destinations
 from app.metrics import (
     record_append,
     record_cache_outcome,
@@ -92,6 +93,10 @@ def create_session(
     settings: AppSettings,
     response: Response,
 ) -> SessionResponse:
+    check_destinations(
+        body.hooks.model_dump(mode="json", exclude={"failure_policy"}),
+        allowed=settings.hook_allowed_networks,
+    )
     row, created = repository.create_session(
         db,
         tenant_id=tenant_id,
@@ -249,10 +254,10 @@ def report_usage(
     """Provider-reported usage, folded into the cache-status axis of the cost metrics. With an
     `assembly_id`, that assembly's predicted reused prefix is counted against the provider's
     cached tokens too, under the call's unit and phase, else the assembly's; and its
-    `input_tokens` calibrate the session's ratio of provider tokens per encoding token, once
-    per assembly (see the session's `tokenizer`)."""
+    `input_tokens` calibrate the session's model of provider tokens (an overhead and a ratio
+    per encoding token), once per assembly (see the session's `tokenizer`)."""
     # The calibration rules are `app.domain.calibration`'s. Locked when the report may
-    # calibrate: one session's reports update its ratio one after another.
+    # calibrate: one session's reports update its fit one after another.
     calibrates = body.assembly_id is not None and body.input_tokens > 0
     session = repository.get_session(
         db, tenant_id=tenant_id, external_id=session_id, lock=calibrates
@@ -275,24 +280,27 @@ def report_usage(
             phase=phase,
             tenant=tenant_id,
         )
-        # The ratio is per token of the session's own encoding; an assembly counted in
+        # The fit is per token of the session's own encoding; an assembly counted in
         # another (a per-request `encoding`) says nothing about it. Plans stored before
         # assemblies named their encoding were counted in the session's.
         if calibrates and assembly.response.get("encoding", session.encoding) == session.encoding:
-            tokenizer = settings.session_window(session).tokenizer
+            window = settings.session_window(session)
             observation = calibrate(
-                tokenizer,
+                window.tokenizer,
                 assembly_id=body.assembly_id,
                 input_tokens=body.input_tokens,
                 assembled_tokens=assembly.response["total_tokens"],
+                usable=window.usable,
             )
             if observation is not None:
-                repository.save_calibration(
-                    db, session=session, calibration=observation.tokenizer.state()
-                )
+                calibrated = observation.tokenizer
+                repository.save_calibration(db, session=session, calibration=calibrated.state())
                 db.commit()
                 record_calibration(
-                    family=tokenizer.family, observed=observation.observed, drift=observation.drift
+                    family=calibrated.family,
+                    ratio=calibrated.ratio,
+                    overhead=calibrated.overhead,
+                    drift=observation.drift,
                 )
     record_provider_usage(
         input_tokens=body.input_tokens,

@@ -36,10 +36,40 @@ class SequenceConflict(Conflict):
         )
 
 
+class AlreadyRetracted(Conflict):
+    code = "already_retracted"
+
+
+class NotInActiveHistory(Conflict):
+    """The seq names a fact the active history does not show (compacted away, reset, or not a
+    model-visible item)."""
+
+    code = "not_in_active_history"
+
+
 class InvalidInput(ContextdError):
     """Well-formed JSON that breaks a rule; `details` is a list of {loc, msg}."""
 
     code = "validation_error"
+
+
+class IdempotencyMismatch(InvalidInput):
+    """An idempotency key already names a batch with other content: nothing was written."""
+
+    code = "idempotency_mismatch"
+
+    def __init__(self, *, key: str, first_seq: int, last_seq: int) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was used for a different batch (seqs {first_seq}-"
+            f"{last_seq}); nothing was written: a retry must repeat the batch, new items need "
+            "a new key",
+            details=[
+                {
+                    "loc": ["body", "idempotency_key"],
+                    "msg": f"key {key!r} names seqs {first_seq}-{last_seq}, another batch",
+                }
+            ],
+        )
 
 
 class PayloadTooLarge(ContextdError):

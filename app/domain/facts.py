@@ -29,11 +29,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, Protocol
 
 from app.domain.compaction import CompactionResult
-from app.domain.errors import InvalidInput
+from app.domain.errors import AlreadyRetracted, InvalidInput, NotFound, NotInActiveHistory
 from app.domain.formats import to_responses
 from app.domain.history import HistoryEntry
 from app.domain.items import (
+    CALL_TYPES,
     INTERNAL_TYPE_PREFIX,
+    MAX_TYPE_LENGTH,
     OUTPUT_TYPES,
     CountTokens,
     Format,
@@ -56,6 +58,8 @@ __all__ = [
     "COMPACTION_FACT",
     "EMPTY_FOLD",
     "GOAL_FACT",
+    "RESET_FACT",
+    "RETRACTION_FACT",
     "WORLD_STATE_FACT",
     "ActiveHistory",
     "ChildKind",
@@ -73,9 +77,13 @@ __all__ = [
     "fork_fold",
     "goal_fact",
     "item_fact",
+    "reset_fact",
+    "retraction_fact",
     "world_state_facts",
 ]
 
+RETRACTION_FACT = f"{INTERNAL_TYPE_PREFIX}retraction"
+RESET_FACT = f"{INTERNAL_TYPE_PREFIX}reset"
 GOAL_FACT = f"{INTERNAL_TYPE_PREFIX}goal"
 WORLD_STATE_FACT = f"{INTERNAL_TYPE_PREFIX}world_state"
 COMPACTION_FACT = f"{INTERNAL_TYPE_PREFIX}compaction"
@@ -113,6 +121,19 @@ def client_batch(
     own and refused.
     """
     parsed = to_responses(items, fmt)
+    unstorable = [
+        source
+        for item, source in zip(parsed.items, parsed.sources, strict=True)
+        if len(kind := item_type(item)) > MAX_TYPE_LENGTH or "\x00" in kind
+    ]
+    if unstorable:
+        raise InvalidInput(
+            f"an item type is at most {MAX_TYPE_LENGTH} characters, without a NUL character",
+            details=[
+                {"loc": ["body", field, i, "type"], "msg": "type cannot be stored"}
+                for i in sorted(set(unstorable))
+            ],
+        )
     reserved = [
         i for i, item in enumerate(parsed.items) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
     ]
@@ -138,6 +159,48 @@ def client_batch(
 def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> list[Item]:
     """Client items in Responses form (see `client_batch`)."""
     return client_batch(items, fmt, field=field)[0]
+
+
+def retraction_fact(active: ActiveHistory, seq: int) -> NewFact:
+    """Hides item `seq` of the active history, with what it is paired with: retracting a call
+    retracts its outputs, retracting an output retracts its call (and the call's other outputs),
+    so the history stays one a provider accepts. The fact lists every seq it hides.
+
+    A seq past the log is `NotFound`; one already retracted, or that the active history does
+    not show, is a conflict.
+    """
+    if not 1 <= seq <= active.last_seq:
+        raise NotFound(f"session has no seq {seq} (its last is {active.last_seq})")
+    if seq in active.retracted:
+        raise AlreadyRetracted(f"seq {seq} is already retracted", details={"seq": seq})
+    position = {s: i for i, s in enumerate(active.seqs) if s is not None}
+    if seq not in position:
+        raise NotInActiveHistory(
+            f"seq {seq} is not in the active history (compacted away, reset, or not an item "
+            "the model sees)",
+            details={"seq": seq},
+        )
+    item = active.items[position[seq]]
+    call_id = item.get("call_id")
+    hidden = {seq}
+    if isinstance(call_id, str) and (
+        item_type(item) in CALL_TYPES or item_type(item) in OUTPUT_TYPES
+    ):
+        hidden |= {
+            s
+            for s, other in zip(active.seqs, active.items, strict=True)
+            if s is not None
+            and other.get("call_id") == call_id
+            and item_type(other) in CALL_TYPES | OUTPUT_TYPES
+        }
+    record = {"type": RETRACTION_FACT, "seqs": sorted(hidden), "requested": seq}
+    return NewFact(RETRACTION_FACT, record, 0, dict(HARNESS))
+
+
+def reset_fact() -> NewFact:
+    """After it, the active history starts empty; the log keeps everything, and the goal and
+    world state stay the session's."""
+    return NewFact(RESET_FACT, {"type": RESET_FACT}, 0, dict(HARNESS))
 
 
 def conclusion_item(conclusion: dict[str, Any], fmt: Format) -> Item:
@@ -326,6 +389,8 @@ class Fold:
     held_bytes: int = 0
     """JSON bytes of the items this fold holds (in `by_seq` and `visible`): what a cache of
     folds weighs it by."""
+    retracted: frozenset[int] = frozenset()
+    """The seqs retractions have hidden."""
 
     @functools.cached_property
     def columns(self) -> _Columns:
@@ -351,6 +416,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
     by_seq = dict(start.by_seq)
     visible = list(start.visible)
     held_bytes = start.held_bytes
+    retracted = start.retracted
     for fact in facts:
         kind = fact.type
         if kind == GOAL_FACT:
@@ -379,6 +445,16 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
             ]
             compacted_at = len(visible)
             held_bytes += len(encode_json(fact.item))
+        elif kind == RETRACTION_FACT:
+            hidden = frozenset(fact.item["seqs"])
+            retracted |= hidden
+            if compacted_at is not None:
+                compacted_at -= sum(1 for entry in visible[:compacted_at] if entry[0] in hidden)
+            visible = [entry for entry in visible if entry[0] not in hidden]
+        elif kind == RESET_FACT:
+            # As a compaction to nothing: growth counts from here, and the world state last
+            # sent is no longer in view.
+            visible, compacted_at, baseline = [], 0, None
         elif not kind.startswith(INTERNAL_TYPE_PREFIX):
             # Child links and other bookkeeping (the remaining `contextd.*` kinds) are skipped.
             entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
@@ -398,6 +474,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
         compacted_at,
         section_versions,
         held_bytes,
+        retracted,
     )
 
 
@@ -448,6 +525,8 @@ class ActiveHistory:
     """Each item's token count in the session's encoding as stored when it was appended (see
     `NewFact.tokens`); None for items a compaction wrote or a fork inherited."""
     unit: str | None
+    retracted: frozenset[int] = frozenset()
+    """The seqs retractions have hidden."""
 
     @classmethod
     def of(
@@ -483,6 +562,7 @@ class ActiveHistory:
             phases=columns.phases,
             stored_tokens=columns.tokens,
             unit=unit,
+            retracted=fold.retracted,
         )
 
     def token_counts(

@@ -20,6 +20,9 @@ INTERNAL_TYPE_PREFIX = "contextd."
 """The prefix of the facts the service itself writes (see `facts`). They live in the log but
 are never model-visible as such, and clients cannot append them."""
 
+MAX_TYPE_LENGTH = 64
+"""An item's type is a column of the log: at most this long, and without a NUL character."""
+
 CountTokens = Callable[[str], int]
 """Exact token count of a text under the caller's encoding."""
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -22,7 +21,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.domain.json_encoding import encode_json
+from app.domain.json_encoding import decode_json, encode_json
 from app.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
@@ -36,7 +35,7 @@ def dump_json(value: Any) -> str:
 
 def create_db_engine(settings: Settings) -> Engine:
     url = settings.database_url
-    json_options = {"json_serializer": dump_json, "json_deserializer": orjson.loads}
+    json_options = {"json_serializer": dump_json, "json_deserializer": decode_json}
     if url.startswith("sqlite"):
         engine = create_engine(
             url,

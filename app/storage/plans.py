@@ -64,6 +64,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.errors import NotFound
 from app.domain.ids import derive_id
+from app.domain.names import is_label
 from app.metrics import PLAN_STORE_FAILURES, PLAN_STORE_LATENCY
 from app.storage.database import HOLDS_SESSION_LOCKS
 from app.storage.repository import IS_NAMED_SESSION, SessionSnapshot
@@ -316,6 +317,8 @@ def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRo
     """The tenant's stored assembly. On PostgreSQL a miss looks for the plan among those whose
     locks are held (answered, or about to be, and not yet stored), waits for its lock (bounded
     by the statement timeout), then reads again."""
+    if not is_label(external_id):  # with a NUL, say, which the database would refuse
+        raise NotFound(f"assembly {external_id!r} not found")
     stored = select(AssemblyRow).where(
         AssemblyRow.tenant_id == tenant_id, AssemblyRow.external_id == external_id
     )

@@ -24,10 +24,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.domain.compaction import CompactionResult
-from app.domain.errors import Conflict, InvalidInput, NotFound, SequenceConflict
+from app.domain.errors import (
+    Conflict,
+    IdempotencyMismatch,
+    InvalidInput,
+    NotFound,
+    SequenceConflict,
+)
 from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
 from app.domain.ids import derive_id
 from app.domain.items import Format
+from app.domain.names import is_label, is_session_id
 from app.storage.tables import (
     ApiKey,
     Fact,
@@ -141,34 +148,29 @@ def create_session(
     """Create a session, or return the existing one when every attribute matches.
 
     Returns `(session, created)`. A known id with different attributes raises `Conflict`.
-    `derive_id(internal_id)` names a session the client did not name.
+    `derive_id(internal_id)` names a session the client did not name. Creating is idempotent
+    under concurrency too: of identical concurrent creations one creates, the others find it.
     """
-    if external_id is not None:
-        existing = db.scalar(
-            select(SessionRow).where(
-                SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
-            )
+    wanted = (encoding, context_window, model, attributes, parent.id if parent else None, kind)
+
+    def existing_one(row: SessionRow) -> tuple[SessionRow, bool]:
+        same = (
+            row.encoding,
+            row.context_window,
+            row.model,
+            row.attributes,
+            row.parent_id,
+            row.kind,
         )
-        if existing is not None:
-            same = (
-                existing.encoding,
-                existing.context_window,
-                existing.model,
-                existing.attributes,
-                existing.parent_id,
-                existing.kind,
-            )
-            wanted = (
-                encoding,
-                context_window,
-                model,
-                attributes,
-                parent.id if parent else None,
-                kind,
-            )
-            if same != wanted:
-                raise Conflict(f"session {external_id!r} exists with different attributes")
-            return existing, False
+        if same != wanted:
+            raise Conflict(f"session {external_id!r} exists with different attributes")
+        return row, False
+
+    named = select(SessionRow).where(
+        SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
+    )
+    if external_id is not None and (existing := db.scalar(named)) is not None:
+        return existing_one(existing)
     row = SessionRow(
         tenant_id=tenant_id,
         external_id=external_id,
@@ -186,11 +188,14 @@ def create_session(
         # A child runs the parent's model: what the parent's usage taught holds for it too.
         calibration=parent.calibration if parent is not None else None,
     )
-    db.add(row)
     try:
-        db.flush()
-    except IntegrityError as exc:
-        raise Conflict(f"session {external_id!r} was created concurrently; retry") from exc
+        with db.begin_nested():
+            db.add(row)
+    except IntegrityError:
+        # Another request created it between our read and our insert (PostgreSQL, where our
+        # insert waited for its commit; SQLite serialises whole transactions). The savepoint
+        # keeps the transaction usable, and a new statement sees the committed row.
+        return existing_one(db.scalars(named).one())
     if external_id is None:
         row.external_id = derive_id(row.id)
         db.flush()
@@ -209,6 +214,10 @@ _SESSION_BY_EXTERNAL_ID_LOCKED = _SESSION_BY_EXTERNAL_ID.with_for_update()
 def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = False) -> SessionRow:
     """The tenant's session; another tenant's session is `NotFound`, exactly like a missing one.
     (Every request that names a session runs this, so its statements are built once.)"""
+    if not is_session_id(external_id):
+        # A path may name what no session can be called (with a NUL the database would
+        # refuse, say): it names none.
+        raise NotFound(f"session {external_id!r} not found")
     query = _SESSION_BY_EXTERNAL_ID_LOCKED if lock else _SESSION_BY_EXTERNAL_ID
     row = db.scalar(query, {"tenant_id": tenant_id, "external_id": external_id})
     if row is None:
@@ -256,16 +265,37 @@ def append_facts(
     idempotency_key: str | None = None,
     expected_last_seq: int | None = None,
 ) -> AppendResult:
-    """Append `facts` atomically after the session's last seq. `session` must be locked."""
+    """Append `facts` atomically after the session's last seq. `session` must be locked.
+
+    A known `idempotency_key` is a replay when the batch is the same as the one the key
+    names (the same items in the same order, as stored, with the same originals, provenance,
+    unit and phase; JSON values compared, not bytes): nothing is written and the original
+    result is returned. With another batch it is `IdempotencyMismatch`.
+    """
     if idempotency_key is not None:
         earlier = db.execute(
-            select(Fact.seq, Fact.type, Fact.tokens)
+            select(
+                Fact.seq,
+                Fact.type,
+                Fact.tokens,
+                Fact.item,
+                Fact.original,
+                Fact.provenance,
+                Fact.unit,
+                Fact.phase,
+            )
             .where(Fact.session_id == session.id, Fact.idempotency_key == idempotency_key)
             .order_by(Fact.seq)
         ).all()
         if earlier:
+            kept = [(f.item, f.original, f.provenance, f.unit, f.phase) for f in earlier]
+            sent = [(f.item, f.original, f.provenance, unit, phase) for f in facts]
+            if kept != sent:
+                raise IdempotencyMismatch(
+                    key=idempotency_key, first_seq=earlier[0].seq, last_seq=earlier[-1].seq
+                )
             return AppendResult(
-                facts=tuple(AppendedFact(seq, kind, tokens) for seq, kind, tokens in earlier),
+                facts=tuple(AppendedFact(f.seq, f.type, f.tokens) for f in earlier),
                 replayed=True,
             )
     if expected_last_seq is not None and expected_last_seq != session.last_seq:
@@ -398,6 +428,8 @@ def put_manifest(db: Session, *, tenant_id: int, name: str, document: dict[str, 
 
 
 def get_manifest(db: Session, *, tenant_id: int, name: str) -> Manifest:
+    if not is_label(name):
+        raise NotFound(f"manifest {name!r} not found")
     row = db.scalar(
         select(Manifest)
         .where(Manifest.tenant_id == tenant_id, Manifest.name == name)

@@ -28,6 +28,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.domain.items import MAX_TYPE_LENGTH
+
 # Plain JSON, not JSONB, on PostgreSQL too: it keeps the document exactly as received (key
 # order included) and accepts the \u0000 escapes real tool outputs contain; nothing queries
 # inside these documents.
@@ -101,8 +103,10 @@ class SessionRow(Base):
     inherit: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     unit: Mapped[str | None] = mapped_column(String(200))
     calibration: Mapped[dict[str, Any] | None]
-    """The ratio of provider tokens per encoding token learnt from usage reports (see
-    `app.domain.calibration.Tokenizer.state`); None until a report calibrates it."""
+    """The session's model of provider tokens (overhead + ratio per encoding token) and the
+    moments it is fitted from, learnt from usage reports (see
+    `app.domain.calibration.Tokenizer.state`, which also reads the older ratio-only shape);
+    None until a report calibrates it."""
 
 
 class Fact(Base):
@@ -113,7 +117,7 @@ class Fact(Base):
 
     session_id: Mapped[int] = mapped_column(Identity, ForeignKey("sessions.id"), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    type: Mapped[str] = mapped_column(String(64))
+    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
     item: Mapped[dict[str, Any]]
     tokens: Mapped[int]
     unit: Mapped[str | None] = mapped_column(String(200))

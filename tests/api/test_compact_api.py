@@ -10,20 +10,25 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
 
 from app.domain.compaction import SUMMARY_MARKER
 from app.domain.compaction.product import GOAL_PINNED_ABOVE
 from app.domain.items import visible_text
 from app.domain.normalize import find_pairing_violations
 from app.domain.world_state import render_goal
+from app.hooks import NOT_CALLED
 from app.main import create_app
 from app.settings import Settings
 from tests.builders import tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
 Handler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
+LOOPBACK = ["127.0.0.0/8"]
+"""The tests' hook endpoints listen on loopback, which hooks reach only where it is allowed."""
 
 
 class Recorder:
@@ -68,6 +73,14 @@ def endpoint() -> Iterator[Callable[[Handler], tuple[str, Recorder]]]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def hooked(postgres_url: str) -> Iterator[TestClient]:
+    """The service, with hooks allowed to reach loopback."""
+    settings = Settings(database_url=postgres_url, hook_allowed_networks=LOOPBACK)
+    with TestClient(create_app(settings)) as service:
+        yield service
 
 
 def _session_with_trajectory(
@@ -189,8 +202,9 @@ def test_llm_summarizer_is_called_with_our_prompt(
 
 
 def test_pre_compact_hook_can_veto_or_pin_notes(
-    client: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+    hooked: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:
+    client = hooked
     veto_url, veto = endpoint(lambda _body: (200, {"veto": True, "reason": "mid-transaction"}))
     _session_with_trajectory(client, session_id, pre_compact=veto_url)
     before = client.get(f"/sessions/{session_id}").json()["last_seq"]
@@ -206,6 +220,35 @@ def test_pre_compact_hook_can_veto_or_pin_notes(
     assert "Deploy freeze until Friday" in json.dumps(pinned["history"])
 
 
+def test_a_hook_url_naming_a_refused_address_is_refused_at_creation(
+    client: TestClient, hooked: TestClient, session_id: str
+) -> None:
+    """A literal loopback, link-local or private address (however spelled) is a 422 unless the
+    service allows its network; a name is judged only when a call resolves it."""
+    refused = [
+        "http://127.0.0.1:9/hook",
+        "http://2130706433:9/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[fd00::1]/hook",
+        "http://10.0.0.8/hook",
+    ]
+    answers = [
+        client.post("/sessions", json={"session_id": session_id, "hooks": {"pre_compact": url}})
+        for url in refused
+    ]
+    assert [(a.status_code, a.json()["error"]["details"][0]["loc"]) for a in answers] == [
+        (422, ["body", "hooks", "pre_compact"])
+    ] * len(refused)
+    named = {"session_id": f"{session_id}-named", "hooks": {"session_end": "http://hooks.test/"}}
+    assert client.post("/sessions", json=named).status_code == 201
+    loopback = {"session_id": session_id, "hooks": {"pre_compact": "http://2130706433:9/hook"}}
+    created = hooked.post("/sessions", json=loopback)
+    assert (created.status_code, created.json()["hooks"]["pre_compact"]) == (
+        201,
+        "http://127.0.0.1:9/hook",
+    )
+
+
 def test_slow_hook_fails_open_within_its_timeout(
     postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:
@@ -214,7 +257,9 @@ def test_slow_hook_fails_open_within_its_timeout(
         return 200, {}
 
     url, _ = endpoint(slow)
-    settings = Settings(database_url=postgres_url, hook_timeout_seconds=0.3)
+    settings = Settings(
+        database_url=postgres_url, hook_timeout_seconds=0.3, hook_allowed_networks=LOOPBACK
+    )
     with TestClient(create_app(settings)) as service:
         _session_with_trajectory(service, session_id, pre_compact=url)
         result = _compact(service, session_id=session_id, strategy="clear_tool_results")
@@ -226,6 +271,108 @@ def test_slow_hook_fails_open_within_its_timeout(
             "/compact", json={"session_id": closed, "strategy": "clear_tool_results"}
         )
         assert refused.status_code == 409
+
+
+def test_no_transaction_is_open_while_a_hook_runs(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    """Seen from inside the hook: no connection of the test database idles in a transaction
+    and the service's pool has every connection back (the compaction re-checks under lock
+    after the hook; a handoff of an empty session writes nothing before it)."""
+    conninfo = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    app = create_app(Settings(database_url=postgres_url, hook_allowed_networks=LOOPBACK))
+    seen: list[dict[str, Any]] = []
+
+    def observe(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with psycopg.connect(conninfo) as probe:
+            row = probe.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
+            ).fetchone()
+        pool = app.state.engine.pool
+        seen.append(
+            {"event": body["event"], "in_transaction": row, "checked_out": pool.checkedout()}
+        )
+        return 200, {}
+
+    url, _ = endpoint(observe)
+    with TestClient(app) as service:
+        _session_with_trajectory(service, session_id, pre_compact=url)
+        assert _compact(service, session_id=session_id, strategy="clear_tool_results")["applied"]
+        empty = {"session_id": f"{session_id}-empty", "hooks": {"session_end": url}}
+        assert service.post("/sessions", json=empty).status_code == 201
+        ended = service.post(f"/sessions/{empty['session_id']}/end", json={})
+        assert (ended.status_code, ended.json()["compaction_id"]) == (200, None)
+    assert seen == [
+        {"event": "pre_compact", "in_transaction": (0,), "checked_out": 0},
+        {"event": "session_end", "in_transaction": (0,), "checked_out": 0},
+    ]
+
+
+def test_a_session_that_moves_on_during_the_hook_is_not_compacted(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    """The hook runs outside any transaction, so what the plan read is re-checked under the
+    session's lock before the compaction is written: an append made meanwhile wins (409)."""
+    settings = Settings(database_url=postgres_url, hook_allowed_networks=LOOPBACK)
+    service = TestClient(create_app(settings))
+
+    def append_meanwhile(_body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        appended = service.post(
+            f"/sessions/{session_id}/items", json={"items": [user_msg("one more thing")]}
+        )
+        return 200, {"appended": appended.status_code}
+
+    url, recorder = endpoint(append_meanwhile)
+    with service:
+        _session_with_trajectory(service, session_id, pre_compact=url)
+        before = service.get(f"/sessions/{session_id}").json()
+        answer = service.post(
+            "/compact", json={"session_id": session_id, "strategy": "clear_tool_results"}
+        )
+        after = service.get(f"/sessions/{session_id}").json()
+    assert (answer.status_code, len(recorder.received)) == (409, 1)
+    assert (after["last_seq"], after["compactions"]) == (before["last_seq"] + 1, 0)
+
+
+def test_a_tenant_at_its_limit_of_hook_calls_is_not_called(
+    postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+) -> None:
+    """While one compaction of the tenant waits on its hook, the tenant's next compaction does
+    not call its hook: it fails closed as its session says, and nothing is written."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(_body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        arrived.set()
+        release.wait()
+        return 200, {}
+
+    held_url, _ = endpoint(hold)
+    quick_url, quick = endpoint(lambda _body: (200, {}))
+    settings = Settings(
+        database_url=postgres_url, hook_max_concurrent_per_tenant=1, hook_allowed_networks=LOOPBACK
+    )
+    with TestClient(create_app(settings)) as service:
+        held, other = session_id, f"{session_id}-other"
+        _session_with_trajectory(service, held, pre_compact=held_url)
+        _session_with_trajectory(
+            service, other, pre_compact=quick_url, failure_policy="fail_closed"
+        )
+        first: list[dict[str, Any]] = []
+        waiting = threading.Thread(
+            target=lambda: first.append(_compact(service, session_id=held, strategy="truncate"))
+        )
+        waiting.start()
+        assert arrived.wait(timeout=60)
+        refused = service.post("/compact", json={"session_id": other, "strategy": "truncate"})
+        release.set()
+        waiting.join()
+        compactions = service.get(f"/sessions/{other}").json()["compactions"]
+    assert (refused.status_code, quick.received, compactions) == (409, [], 0)
+    assert refused.json()["error"]["details"]["hooks"] == [
+        {"event": "pre_compact", "outcome": "failed_closed", "detail": NOT_CALLED}
+    ]
+    assert first[0]["hooks"] == [{"event": "pre_compact", "outcome": "accepted", "detail": None}]
 
 
 def test_stateless_compaction_and_bad_input(client: TestClient) -> None:
@@ -254,8 +401,9 @@ def test_stateless_compaction_and_bad_input(client: TestClient) -> None:
 
 
 def test_advice_and_session_end(
-    client: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
+    hooked: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:
+    client = hooked
     url, recorder = endpoint(lambda _body: (200, {}))
     _session_with_trajectory(client, session_id, session_end=url)
     advice = client.get(f"/sessions/{session_id}/compaction-advice").json()
@@ -270,11 +418,23 @@ def test_advice_and_session_end(
         "tokenizer",
     }
     assert 0 < advice["pressure"] < 1
+    handoffs = _handoffs_counted()
     ended = client.post(f"/sessions/{session_id}/end", json={})
     assert ended.status_code == 200
     assert ended.json()["compaction_id"] is not None
     assert recorder.received[0]["event"] == "session_end"
     assert client.get(f"/sessions/{session_id}").json()["compactions"] == 1
+    # The handoff is a compaction like any other on the dashboards.
+    assert _handoffs_counted() == handoffs + 1
+
+
+def _handoffs_counted() -> float:
+    from prometheus_client import REGISTRY
+
+    value = REGISTRY.get_sample_value(
+        "contextd_compactions_total", {"strategy": "handoff", "outcome": "requested"}
+    )
+    return value or 0.0
 
 
 def test_a_compaction_that_frees_too_little_is_answered_and_not_written(

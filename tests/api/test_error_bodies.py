@@ -82,3 +82,24 @@ def test_options_and_405_name_every_method_of_the_path(client: TestClient) -> No
     )
     assert (wrong.status_code, wrong.headers["allow"]) == (405, "GET, OPTIONS, POST")
     assert wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_body_without_a_content_type_is_read_as_json(client: TestClient) -> None:
+    # What `curl -d` and many clients send: no content type, or form encoding by default.
+    bare = client.post("/sessions", content=b'{"session_id": "no-content-type"}', headers={})
+    declared_text = client.post(
+        "/sessions", content=b'{"session_id": "text-plain"}', headers={"content-type": "text/plain"}
+    )
+    charset = client.post(
+        "/sessions",
+        content=b'{"session_id": "with-charset"}',
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert (bare.status_code, charset.status_code) == (201, 201)
+    assert declared_text.status_code == 415
+    assert declared_text.json()["error"] == {
+        "code": "unsupported_media_type",
+        "message": "the body is declared 'text/plain'; send it as application/json",
+        "details": None,
+    }
+    assert client.get("/sessions/text-plain").status_code == 404

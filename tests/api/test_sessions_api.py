@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -40,6 +42,7 @@ def test_create_session_returns_attributes_and_is_idempotent(
         "tokenizer": {
             "family": "other",
             "ratio": 1.25,
+            "overhead_tokens": 0,
             "calibrated": False,
             "samples": 0,
             "exact": False,
@@ -136,6 +139,43 @@ def test_repeated_idempotency_key_returns_original_response(
     assert (first.status_code, second.status_code) == (201, 200)
     assert second.json() == first.json()
     assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 2
+
+
+def test_an_idempotency_key_reused_for_another_batch_is_refused(
+    client: TestClient, session_id: str
+) -> None:
+    _create(client, session_id)
+    body = {"items": [user_msg("one"), assistant_msg("two")], "idempotency_key": "turn-7"}
+    first = client.post(f"/sessions/{session_id}/items", json=body)
+    assert first.status_code == 201
+    others = [
+        {**body, "items": [user_msg("one"), assistant_msg("three")]},
+        {**body, "items": [user_msg("one")]},
+        {**body, "items": [*body["items"], user_msg("four")]},
+        {**body, "unit": "planner"},
+        {**body, "metadata": {"harness_authored": True}},
+        {**body, "format": "chat", "items": [{"role": "user", "content": "one"}]},
+    ]
+    for other in others:
+        refused = client.post(f"/sessions/{session_id}/items", json=other)
+        assert refused.status_code == 422, (other, refused.text)
+        assert refused.json()["error"] == {
+            "code": "idempotency_mismatch",
+            "message": "idempotency key 'turn-7' was used for a different batch (seqs 1-2); "
+            "nothing was written: a retry must repeat the batch, new items need a new key",
+            "details": [
+                {
+                    "loc": ["body", "idempotency_key"],
+                    "msg": "key 'turn-7' names seqs 1-2, another batch",
+                }
+            ],
+        }
+    # The same batch, even after the session moved on, still replays the original answer.
+    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("next")]})
+    replay = client.post(f"/sessions/{session_id}/items", json={**body, "expected_last_seq": 2})
+    assert (replay.status_code, replay.json()) == (200, first.json())
+    logged = client.get(f"/sessions/{session_id}/items").json()["items"]
+    assert [entry["item"] for entry in logged] == [*body["items"], user_msg("next")]
 
 
 @pytest.mark.parametrize("fmt", ["chat", "anthropic"])
@@ -312,7 +352,7 @@ def test_a_nul_character_is_a_clear_422_and_writes_nothing(
     )
     assert [(r.status_code, r.json()["error"]["code"]) for r in (named, in_path, typed)] == [
         (422, "validation_error"),
-        (422, "validation_error"),
+        (404, "not_found"),  # no session can be called that
         (422, "validation_error"),
     ]
     assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 0
@@ -342,3 +382,30 @@ def test_a_session_sets_its_own_watermarks_and_inverted_ones_are_refused(
         )
         assert answer.status_code == 422, (compaction, answer.text)
         assert client.get(f"/sessions/{session_id}-{n}").status_code == 404
+
+
+def _create_at_once(service: TestClient, body: dict[str, Any], *, callers: int) -> list[int]:
+    """The statuses of `callers` identical creations released together."""
+    start = threading.Barrier(callers)
+
+    def create(_: int) -> int:
+        start.wait()
+        return service.post("/sessions", json=body).status_code
+
+    with ThreadPoolExecutor(callers) as pool:
+        return sorted(pool.map(create, range(callers)))
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
+def test_concurrent_identical_creations_all_succeed(
+    request: pytest.FixtureRequest, session_id: str, engine: str
+) -> None:
+    url = request.getfixturevalue("postgres_url" if engine == "postgresql" else "sqlite_url")
+    callers = 8
+    with TestClient(create_app(Settings(database_url=url))) as service:
+        for trial in range(10):
+            body = {"session_id": f"{session_id}-{trial}", "model": "m", "metadata": {"k": 1}}
+            statuses = _create_at_once(service, body, callers=callers)
+            assert statuses == [200] * (callers - 1) + [201], (trial, statuses)
+            different = service.post("/sessions", json={**body, "model": "other"})
+            assert different.status_code == 409

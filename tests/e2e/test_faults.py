@@ -240,7 +240,11 @@ def test_slow_pre_compact_hook_cannot_stall_compaction(postgres_url: str) -> Non
     session_id = f"slowhook-{uuid.uuid4().hex[:8]}"
     with (
         SlowHook(delay=5) as hook,
-        running(postgres_url, CTX_HOOK_TIMEOUT_SECONDS="0.5") as server,
+        running(
+            postgres_url,
+            CTX_HOOK_TIMEOUT_SECONDS="0.5",
+            CTX_HOOK_ALLOWED_NETWORKS='["127.0.0.0/8"]',  # the hook listens on loopback
+        ) as server,
         httpx.Client(base_url=server.base, timeout=4) as client,
     ):
         created = client.post(

@@ -12,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import DBAPIError
 
-from app.domain.errors import Conflict, SequenceConflict
+from app.domain.errors import Conflict, IdempotencyMismatch, SequenceConflict
 from app.settings import Settings
 from app.storage import repository
 from app.storage.database import alembic_config, create_db_engine, create_session_factory
@@ -77,12 +77,19 @@ def test_expected_last_seq_mismatch_conflicts_and_writes_nothing(
 def test_idempotency_key_replays_original_result(engine: Engine, session_id: str) -> None:
     session_pk = new_session(engine, session_id)
     with create_session_factory(engine)() as db:
-        pair = [user_msg("a"), user_msg("b")]
-        original = append_items(db, session_pk, pair, idempotency_key="turn-1")
+        pair = [user_msg("a"), {"type": "vendor_event", "n": 123456789012345678901234567890}]
+        original = append_items(db, session_pk, pair, idempotency_key="turn-1", unit="u")
         db.commit()
-        replay = append_items(db, session_pk, [user_msg("other")], idempotency_key="turn-1")
+        replay = append_items(db, session_pk, pair, idempotency_key="turn-1", unit="u")
         db.commit()
         assert replay == repository.AppendResult(facts=original.facts, replayed=True)
+        for other in ([user_msg("other")], [*pair, user_msg("c")], pair[:1]):
+            with pytest.raises(IdempotencyMismatch):
+                append_items(db, session_pk, other, idempotency_key="turn-1", unit="u")
+            db.rollback()
+        with pytest.raises(IdempotencyMismatch):
+            append_items(db, session_pk, pair, idempotency_key="turn-1", unit="v")
+        db.rollback()
         assert len(repository.read_facts(db, session_id=session_pk)) == 2
 
 

@@ -193,9 +193,11 @@ def _describe_call(item: Item) -> _Call:
             raw = str(item.get("arguments", ""))
             try:
                 arguments = json.loads(raw)
-            except ValueError:
+                leaves = list(_string_leaves(arguments))
+            except (ValueError, RecursionError):
+                # Not JSON, or nested too deep to walk: the arguments are one opaque string.
                 arguments = raw
-            leaves = list(_string_leaves(arguments))
+                leaves = list(_string_leaves(raw))
             value = arguments.get("command") if isinstance(arguments, dict) else None
             value = value or (arguments.get("cmd") if isinstance(arguments, dict) else None)
             command = " ".join(map(str, value)) if isinstance(value, list) else value

@@ -1,0 +1,46 @@
+"""What the active history shows, changed by facts: a retraction hides one item (and what it is
+paired with), a reset starts the active history empty. The log keeps everything; both facts
+appear in the raw log like any other."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from app.api.deps import Db, TenantId
+from app.api.errors import ERROR_RESPONSES
+from app.api.json_body import JsonRoute
+from app.api.models import ResetResponse, RetractionRequest, RetractionResponse
+from app.domain.facts import reset_fact, retraction_fact
+from app.storage import repository
+from app.storage.history import fold_session
+
+router = APIRouter(
+    route_class=JsonRoute, prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES
+)
+
+
+@router.post(
+    "/{session_id}/retractions",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RetractionResponse,
+)
+def retract(
+    session_id: str, body: RetractionRequest, tenant_id: TenantId, db: Db
+) -> RetractionResponse:
+    """Hides item `seq` from the active history, with its call or outputs (pairing holds)."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    fact = retraction_fact(fold_session(db, session), body.seq)
+    written = repository.append_facts(db, session=session, facts=[fact])
+    db.commit()
+    return RetractionResponse(seq=written.facts[0].seq, retracted=fact.item["seqs"])
+
+
+@router.post(
+    "/{session_id}/reset", status_code=status.HTTP_201_CREATED, response_model=ResetResponse
+)
+def reset(session_id: str, tenant_id: TenantId, db: Db) -> ResetResponse:
+    """From here on the active history starts empty; the goal and world state stay."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    written = repository.append_facts(db, session=session, facts=[reset_fact()])
+    db.commit()
+    return ResetResponse(seq=written.facts[0].seq)
