@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import yaml
 
 from contextd_client import AsyncContextdClient, ContextdClient, Retries, Timeouts
 from tests.e2e.servers import Server, running
 
+CONTRACT: dict[str, Any] = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "openapi.yaml").read_text()
+)
 API_KEY = "ctx-client-tests-key"
 QUICK = Retries(attempts=3, backoff=0.05)
 

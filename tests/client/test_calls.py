@@ -62,7 +62,7 @@ def test_sessions_and_the_raw_log(ctx: ContextdClient, session_id: str) -> None:
         hooks=models.SessionHooks(pre_compact=None, session_end=None, failure_policy="fail_open"),
         compaction=models.CompactionOptions(high_watermark=0.9, low_watermark=0.25),
         tokenizer=models.TokenizerBody(
-            family="openai", ratio=1.0, calibrated=False, samples=0, exact=True
+            family="openai", ratio=1.0, overhead_tokens=0.0, calibrated=False, samples=0, exact=True
         ),
         created_at=created.created_at,
         last_seq=0,
@@ -155,6 +155,19 @@ def test_goal_world_state_history_and_normalize(
     assert ctx.normalize(session_id=session_id) == models.NormalizeResponse.model_validate(
         _read(raw.post("/history/normalize", json={"session_id": session_id}))
     )
+
+
+def test_retraction_and_reset_change_the_active_history(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    ctx.create_session(session_id=session_id)
+    turn = _turn(1)
+    ctx.append_items(session_id, items=[*turn, user_msg("thanks")])
+    assert ctx.retract(session_id, seq=3) == models.RetractionResponse(seq=6, retracted=[2, 3])
+    assert ctx.get_history(session_id).items == [turn[0], turn[3], user_msg("thanks")]
+    assert ctx.reset(session_id) == models.ResetResponse(seq=7)
+    assert ctx.get_history(session_id).items == []
+    assert [entry.seq for entry in ctx.iter_items(session_id)] == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_assemble_replay_usage_and_advice(

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import inspect
 import typing
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from contextd_client import AsyncContextdClient, ContextdClient
+from tests.client.conftest import CONTRACT
 
-CONTRACT = yaml.safe_load((Path(__file__).resolve().parents[2] / "openapi.yaml").read_text())
 OPERATIONS = {
     operation["operationId"]: operation
     for methods in CONTRACT["paths"].values()

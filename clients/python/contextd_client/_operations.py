@@ -113,6 +113,16 @@ def report_usage(session_id: str, body: p.UsageRequest) -> Call[None]:
     return Call("POST", path, _nothing, body=_json(body))
 
 
+def retract(session_id: str, body: p.RetractionRequest) -> Call[models.RetractionResponse]:
+    path = f"/sessions/{_segment(session_id)}/retractions"
+    return _send("POST", path, models.RetractionResponse, body)
+
+
+def reset(session_id: str) -> Call[models.ResetResponse]:
+    path = f"/sessions/{_segment(session_id)}/reset"
+    return Call("POST", path, _model(models.ResetResponse))
+
+
 def normalize(body: p.NormalizeRequest) -> Call[models.NormalizeResponse]:
     return _send("POST", "/history/normalize", models.NormalizeResponse, body)
 

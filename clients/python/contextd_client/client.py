@@ -169,6 +169,16 @@ class ContextdClient:
         """The provider's token usage of one model call."""
         return self._run(ops.report_usage(session_id, body))
 
+    def retract(
+        self, session_id: str, /, **body: Unpack[p.RetractionRequest]
+    ) -> models.RetractionResponse:
+        """Hide item `seq` (with its call or outputs) from the active history; the log keeps it."""
+        return self._run(ops.retract(session_id, body))
+
+    def reset(self, session_id: str, /) -> models.ResetResponse:
+        """Start the active history empty from here on; the goal and world state stay."""
+        return self._run(ops.reset(session_id))
+
     def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return self._run(ops.normalize(body))
 
@@ -352,6 +362,16 @@ class AsyncContextdClient:
     async def report_usage(self, session_id: str, /, **body: Unpack[p.UsageRequest]) -> None:
         """The provider's token usage of one model call."""
         return await self._run(ops.report_usage(session_id, body))
+
+    async def retract(
+        self, session_id: str, /, **body: Unpack[p.RetractionRequest]
+    ) -> models.RetractionResponse:
+        """Hide item `seq` (with its call or outputs) from the active history; the log keeps it."""
+        return await self._run(ops.retract(session_id, body))
+
+    async def reset(self, session_id: str, /) -> models.ResetResponse:
+        """Start the active history empty from here on; the goal and world state stay."""
+        return await self._run(ops.reset(session_id))
 
     async def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return await self._run(ops.normalize(body))

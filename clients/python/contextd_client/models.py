@@ -93,9 +93,18 @@ class AppendedItem(BaseModel):
 SessionId = TypeAliasType(
     "SessionId",
     Annotated[
-        str, Field(max_length=200, min_length=1, pattern="^[A-Za-z0-9._:\\-]+$", title="Session Id")
+        str,
+        Field(
+            max_length=200,
+            min_length=1,
+            pattern="^(?:\\.*[A-Za-z0-9_:\\-][A-Za-z0-9._:\\-]*|\\.{3,})$",
+            title="Session Id",
+        ),
     ],
 )
+"""
+Letters, digits and `._:-`; not `.` or `..`, which URL clients drop.
+"""
 
 
 Manifest = TypeAliasType(
@@ -610,6 +619,40 @@ DropSource = TypeAliasType(
 )
 
 
+class ResetResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    """
+    The reset fact's seq; the active history starts after it.
+    """
+
+
+class RetractionRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")]
+    """
+    The item to hide.
+    """
+
+
+class RetractionResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    """
+    The retraction fact's own seq.
+    """
+    retracted: Annotated[list[int], Field(title="Retracted")]
+    """
+    Every seq hidden: the one asked for, and the call or outputs paired with it.
+    """
+
+
 IncludeItem = TypeAliasType("IncludeItem", Annotated[str, Field(max_length=200)])
 
 
@@ -657,7 +700,8 @@ class SourceSpec(BaseModel):
 class TokenizerBody(BaseModel):
     """
     How the session's provider counts against the session's encoding: every window is in
-    provider tokens, every exact count in the encoding, and `ratio` converts.
+    provider tokens, every exact count in the encoding, and a whole request is estimated as
+    `overhead_tokens` + `ratio` × its exact tokens.
     """
 
     model_config = ConfigDict(
@@ -669,19 +713,23 @@ class TokenizerBody(BaseModel):
     """
     ratio: Annotated[float, Field(title="Ratio")]
     """
-    Provider tokens per encoding token: the family's default until usage reports naming their assembly calibrate it.
+    Provider tokens per encoding token: the family's default until usage reports naming their assembly, spread over enough sizes, identify it.
+    """
+    overhead_tokens: Annotated[int, Field(title="Overhead Tokens")]
+    """
+    Provider tokens every request has beyond what contextd assembled (tool definitions, system prompt framing, per-message formatting), fitted from usage reports; 0 until they show one. At most half of `usable_window`.
     """
     calibrated: Annotated[bool, Field(title="Calibrated")]
     """
-    Whether any usage report has calibrated `ratio`.
+    Whether any usage report has calibrated the session.
     """
     samples: Annotated[int, Field(title="Samples")]
     """
-    Usage reports that calibrated `ratio`.
+    Usage reports that calibrated the session.
     """
     exact: Annotated[bool, Field(title="Exact")]
     """
-    An OpenAI model counted in its own encoding: `ratio` is 1, always.
+    An OpenAI model counted in its own encoding: `ratio` is 1, always (`overhead_tokens` is still fitted).
     """
 
 
@@ -757,7 +805,7 @@ class AdviceResponse(BaseModel):
     """
     provider_tokens_estimate: Annotated[int, Field(title="Provider Tokens Estimate")]
     """
-    Estimate (not exact) of the provider's count of the exact tokens beside it: ceil(tokens × `tokenizer.ratio`).
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
     """
     tokenizer: TokenizerBody
 
@@ -827,7 +875,7 @@ class ContextWindowResponse(BaseModel):
     """
     window_tokens: Annotated[int, Field(title="Window Tokens")]
     """
-    The usable window in the session's encoding, floor(usable_window / ratio): what assembly fits.
+    The usable window in the session's encoding, beside the overhead: floor((usable_window - overhead_tokens) / ratio), what assembly fits.
     """
     active_tokens: Annotated[int, Field(title="Active Tokens")]
     """
@@ -835,7 +883,7 @@ class ContextWindowResponse(BaseModel):
     """
     provider_tokens_estimate: Annotated[int, Field(title="Provider Tokens Estimate")]
     """
-    Estimate (not exact) of the provider's count of the exact tokens beside it: ceil(tokens × `tokenizer.ratio`).
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
     """
     by_source_class: Annotated[dict[str, int], Field(title="By Source Class")]
     """
@@ -1017,7 +1065,7 @@ class SessionDetailResponse(BaseModel):
     context_window: Annotated[int, Field(title="Context Window")]
     usable_window: Annotated[int, Field(title="Usable Window")]
     """
-    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor(usable_window / ratio) exact tokens.
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
     """
     model: Annotated[str | None, Field(title="Model")]
     metadata: Annotated[dict[str, Any], Field(title="Metadata")]
@@ -1030,7 +1078,7 @@ class SessionDetailResponse(BaseModel):
     active_tokens: Annotated[int, Field(title="Active Tokens")]
     provider_tokens_estimate: Annotated[int, Field(title="Provider Tokens Estimate")]
     """
-    Estimate (not exact) of the provider's count of the exact tokens beside it: ceil(tokens × `tokenizer.ratio`).
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
     """
     goal: Annotated[dict[str, Any] | None, Field(title="Goal")]
     world_state_version: Annotated[int, Field(title="World State Version")]
@@ -1046,7 +1094,7 @@ class SessionResponse(BaseModel):
     context_window: Annotated[int, Field(title="Context Window")]
     usable_window: Annotated[int, Field(title="Usable Window")]
     """
-    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor(usable_window / ratio) exact tokens.
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
     """
     model: Annotated[str | None, Field(title="Model")]
     metadata: Annotated[dict[str, Any], Field(title="Metadata")]
@@ -1071,7 +1119,7 @@ class AssembleResponse(BaseModel):
     total_tokens: Annotated[int, Field(title="Total Tokens")]
     provider_tokens_estimate: Annotated[int | None, Field(title="Provider Tokens Estimate")] = None
     """
-    Session mode: estimate (not exact) of the provider's count of `total_tokens`, ceil(total_tokens × `tokenizer.ratio`).
+    Session mode: estimate (not exact) of the provider's count of the whole request `total_tokens` are sent in, ceil(`tokenizer.overhead_tokens` + total_tokens × `tokenizer.ratio`), the overhead included.
     """
     encoding: Annotated[str | None, Field(title="Encoding")] = None
     """

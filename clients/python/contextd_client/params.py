@@ -315,6 +315,31 @@ class PlanEntryBody(TypedDict):
     position: int | None
 
 
+class ResetResponse(TypedDict):
+    seq: int
+    """
+    The reset fact's seq; the active history starts after it.
+    """
+
+
+class RetractionRequest(TypedDict):
+    seq: int
+    """
+    The item to hide.
+    """
+
+
+class RetractionResponse(TypedDict):
+    seq: int
+    """
+    The retraction fact's own seq.
+    """
+    retracted: list[int]
+    """
+    Every seq hidden: the one asked for, and the call or outputs paired with it.
+    """
+
+
 class RoleViewSpec(TypedDict):
     include: NotRequired[list[str] | None]
     exclude: NotRequired[list[str]]
@@ -337,7 +362,8 @@ class SourceSpec(TypedDict):
 class TokenizerBody(TypedDict):
     """
     How the session's provider counts against the session's encoding: every window is in
-    provider tokens, every exact count in the encoding, and `ratio` converts.
+    provider tokens, every exact count in the encoding, and a whole request is estimated as
+    `overhead_tokens` + `ratio` × its exact tokens.
     """
 
     family: Literal["openai", "anthropic", "google", "other"]
@@ -346,19 +372,23 @@ class TokenizerBody(TypedDict):
     """
     ratio: float
     """
-    Provider tokens per encoding token: the family's default until usage reports naming their assembly calibrate it.
+    Provider tokens per encoding token: the family's default until usage reports naming their assembly, spread over enough sizes, identify it.
+    """
+    overhead_tokens: int
+    """
+    Provider tokens every request has beyond what contextd assembled (tool definitions, system prompt framing, per-message formatting), fitted from usage reports; 0 until they show one. At most half of `usable_window`.
     """
     calibrated: bool
     """
-    Whether any usage report has calibrated `ratio`.
+    Whether any usage report has calibrated the session.
     """
     samples: int
     """
-    Usage reports that calibrated `ratio`.
+    Usage reports that calibrated the session.
     """
     exact: bool
     """
-    An OpenAI model counted in its own encoding: `ratio` is 1, always.
+    An OpenAI model counted in its own encoding: `ratio` is 1, always (`overhead_tokens` is still fitted).
     """
 
 
@@ -408,7 +438,7 @@ class AdviceResponse(TypedDict):
     """
     provider_tokens_estimate: int
     """
-    Estimate (not exact) of the provider's count of the exact tokens beside it: ceil(tokens × `tokenizer.ratio`).
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
     """
     tokenizer: TokenizerBody
 
@@ -460,7 +490,7 @@ class ContextWindowResponse(TypedDict):
     """
     window_tokens: int
     """
-    The usable window in the session's encoding, floor(usable_window / ratio): what assembly fits.
+    The usable window in the session's encoding, beside the overhead: floor((usable_window - overhead_tokens) / ratio), what assembly fits.
     """
     active_tokens: int
     """
@@ -468,7 +498,7 @@ class ContextWindowResponse(TypedDict):
     """
     provider_tokens_estimate: int
     """
-    Estimate (not exact) of the provider's count of the exact tokens beside it: ceil(tokens × `tokenizer.ratio`).
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
     """
     by_source_class: dict[str, int]
     """
@@ -595,7 +625,7 @@ class SessionDetailResponse(TypedDict):
     context_window: int
     usable_window: int
     """
-    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor(usable_window / ratio) exact tokens.
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
     """
     model: str | None
     metadata: dict[str, Any]
@@ -608,7 +638,7 @@ class SessionDetailResponse(TypedDict):
     active_tokens: int
     provider_tokens_estimate: int
     """
-    Estimate (not exact) of the provider's count of the exact tokens beside it: ceil(tokens × `tokenizer.ratio`).
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
     """
     goal: dict[str, Any] | None
     world_state_version: int
@@ -621,7 +651,7 @@ class SessionResponse(TypedDict):
     context_window: int
     usable_window: int
     """
-    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor(usable_window / ratio) exact tokens.
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
     """
     model: str | None
     metadata: dict[str, Any]
@@ -643,7 +673,7 @@ class AssembleResponse(TypedDict):
     total_tokens: int
     provider_tokens_estimate: NotRequired[int | None]
     """
-    Session mode: estimate (not exact) of the provider's count of `total_tokens`, ceil(total_tokens × `tokenizer.ratio`).
+    Session mode: estimate (not exact) of the provider's count of the whole request `total_tokens` are sent in, ceil(`tokenizer.overhead_tokens` + total_tokens × `tokenizer.ratio`), the overhead included.
     """
     encoding: NotRequired[str | None]
     """
