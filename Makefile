@@ -6,12 +6,12 @@ PG_HOST ?= 127.0.0.1
 PG_PORT ?= 5432
 export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PORT)/postgres
 
-.PHONY: install run test lint typecheck pytest postgres bench fuzz load stall openapi clean
+.PHONY: install run test lint typecheck pytest postgres bench fuzz load stall openapi client-models clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,bench]' -e clients/python
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,11 +27,11 @@ postgres:
 		echo "PostgreSQL did not come up on $(PG_HOST):$(PG_PORT)"; exit 1
 
 lint: $(STAMP)
-	$(BIN)/ruff check app tests bench migrations
-	$(BIN)/ruff format --check app tests bench migrations
+	$(BIN)/ruff check app tests bench migrations clients
+	$(BIN)/ruff format --check app tests bench migrations clients
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict app tests bench
+	$(BIN)/mypy --strict app tests bench clients/python/contextd_client
 
 # The test suite creates (and drops) its own throwaway PostgreSQL database.
 pytest: $(STAMP) postgres
@@ -53,6 +53,12 @@ stall: $(STAMP) postgres
 openapi: $(STAMP)
 	$(BIN)/python -m app.openapi > openapi.yaml
 
+# The client's models and keyword-argument types, from the committed openapi.yaml (options in
+# clients/python/pyproject.toml); a test fails when they drift from it.
+client-models: $(STAMP)
+	cd clients/python && $(abspath $(BIN))/datamodel-codegen --profile models
+	cd clients/python && $(abspath $(BIN))/datamodel-codegen --profile params
+
 bench: $(STAMP) postgres
 	$(BIN)/python -m bench.append
 	$(BIN)/python -m bench.normalize
@@ -61,6 +67,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python -m bench.compaction
 	$(BIN)/python -m bench.history
 	$(BIN)/python -m bench.replay
+	$(BIN)/python -m bench.client
 
 clean:
 	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm

@@ -1,0 +1,1245 @@
+# The wire models of every request and response, generated from openapi.yaml by
+# `make client-models`; do not edit. Provider JSON (items, messages) stays dict[str, Any].
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AnyUrl, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from typing_extensions import TypeAliasType
+
+
+class AdviceBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    should_compact: Annotated[bool, Field(title="Should Compact")]
+    pressure: Annotated[float, Field(title="Pressure")]
+    reasons: Annotated[list[dict[str, Any]], Field(title="Reasons")]
+    turns_until_full: Annotated[int | None, Field(title="Turns Until Full")] = None
+    recommended_strategy: Annotated[str | None, Field(title="Recommended Strategy")] = None
+
+
+TruncationTokenLimit = TypeAliasType(
+    "TruncationTokenLimit",
+    Annotated[int, Field(gt=0, le=1000000000, title="Truncation Token Limit")],
+)
+
+
+class AppendMetadata(BaseModel):
+    """
+    Provenance of a batch; unknown keys are kept with the facts.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    harness_authored: Annotated[bool, Field(title="Harness Authored")] = False
+    truncation_token_limit: Annotated[
+        TruncationTokenLimit | None, Field(title="Truncation Token Limit")
+    ] = None
+
+
+ExpectedLastSeq = TypeAliasType(
+    "ExpectedLastSeq",
+    Annotated[int, Field(ge=0, le=9223372036854776000, title="Expected Last Seq")],
+)
+
+
+IdempotencyKey = TypeAliasType(
+    "IdempotencyKey",
+    Annotated[
+        str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Idempotency Key")
+    ],
+)
+
+
+Unit = TypeAliasType(
+    "Unit", Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Unit")]
+)
+
+
+Phase = TypeAliasType(
+    "Phase",
+    Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Phase")],
+)
+
+
+class AppendRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    items: Annotated[list[dict[str, Any]], Field(min_length=1, title="Items")]
+    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
+        "responses"
+    )
+    expected_last_seq: Annotated[ExpectedLastSeq | None, Field(title="Expected Last Seq")] = None
+    idempotency_key: Annotated[IdempotencyKey | None, Field(title="Idempotency Key")] = None
+    unit: Annotated[Unit | None, Field(title="Unit")] = None
+    phase: Annotated[Phase | None, Field(title="Phase")] = None
+    metadata: AppendMetadata | None = None
+
+
+class AppendedItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    type: Annotated[str, Field(title="Type")]
+    tokens: Annotated[int, Field(title="Tokens")]
+
+
+SessionId = TypeAliasType(
+    "SessionId",
+    Annotated[
+        str,
+        Field(
+            max_length=200,
+            min_length=1,
+            pattern="^(?:\\.*[A-Za-z0-9_:\\-][A-Za-z0-9._:\\-]*|\\.{3,})$",
+            title="Session Id",
+        ),
+    ],
+)
+"""
+Letters, digits and `._:-`; not `.` or `..`, which URL clients drop.
+"""
+
+
+Manifest = TypeAliasType(
+    "Manifest",
+    Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Manifest")],
+)
+
+
+Role = TypeAliasType(
+    "Role", Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Role")]
+)
+
+
+Environment = TypeAliasType(
+    "Environment",
+    Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Environment")],
+)
+
+
+class AssembledItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    id: Annotated[str, Field(title="Id")]
+    source: Annotated[str, Field(title="Source")]
+    layer: Annotated[str, Field(title="Layer")]
+    source_class: Annotated[str, Field(title="Source Class")]
+    form: Annotated[str, Field(title="Form")]
+    position: Annotated[int, Field(title="Position")]
+    tokens: Annotated[int, Field(title="Tokens")]
+    content: Annotated[str | None, Field(title="Content")] = None
+    item: Annotated[dict[str, Any] | None, Field(title="Item")] = None
+
+
+MaxItems = TypeAliasType("MaxItems", Annotated[int, Field(ge=0, le=100000000, title="Max Items")])
+
+
+MaxTokens = TypeAliasType(
+    "MaxTokens", Annotated[int, Field(ge=0, le=100000000, title="Max Tokens")]
+)
+
+
+MaxItemsPerSource = TypeAliasType(
+    "MaxItemsPerSource", Annotated[int, Field(ge=0, le=100000000, title="Max Items Per Source")]
+)
+
+
+MaxTokensPerSource = TypeAliasType(
+    "MaxTokensPerSource", Annotated[int, Field(ge=0, le=100000000, title="Max Tokens Per Source")]
+)
+
+
+class BudgetSpec(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    max_items: Annotated[MaxItems | None, Field(title="Max Items")] = None
+    max_tokens: Annotated[MaxTokens | None, Field(title="Max Tokens")] = None
+    max_items_per_source: Annotated[
+        MaxItemsPerSource | None, Field(title="Max Items Per Source")
+    ] = None
+    max_tokens_per_source: Annotated[
+        MaxTokensPerSource | None, Field(title="Max Tokens Per Source")
+    ] = None
+
+
+class CacheBody(BaseModel):
+    """
+    The predicted prompt-cache reuse against the previous assembly of the same session and
+    unit: its leading items, while each is byte-identical to the one at the same position.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    reused_prefix_tokens: Annotated[int, Field(title="Reused Prefix Tokens")]
+    new_tokens: Annotated[int, Field(title="New Tokens")]
+    reused_prefix_items: Annotated[int, Field(title="Reused Prefix Items")]
+    """
+    Leading items reused; also the `position` of the first item not reused.
+    """
+    last_reused_item_id: Annotated[str | None, Field(title="Last Reused Item Id")]
+    """
+    `id` of the last reused item (at position `reused_prefix_items` - 1); null when nothing is reused.
+    """
+
+
+class CacheBreakpointBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    reason: Annotated[
+        Literal["stable_prefix", "previous_call", "history_end"], Field(title="Reason")
+    ]
+    """
+    `stable_prefix`: the end of the system content; `previous_call`: the last block the previous call of this session and unit shares; `history_end`: the end of the history, which the next call is expected to share.
+    """
+    position: Annotated[int, Field(title="Position")]
+    """
+    Position of the selected item the breakpoint closes.
+    """
+    item_id: Annotated[str, Field(title="Item Id")]
+    message: Annotated[int | None, Field(title="Message")]
+    """
+    Index in `messages`; null: in `system`.
+    """
+    block: Annotated[int, Field(title="Block")]
+    """
+    Index of the marked block in that content list.
+    """
+
+
+SourceClass = TypeAliasType(
+    "SourceClass",
+    Annotated[
+        str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Source Class")
+    ],
+)
+
+
+Locator = TypeAliasType(
+    "Locator", Annotated[str, Field(max_length=2000, min_length=1, title="Locator")]
+)
+
+
+Tokens = TypeAliasType("Tokens", Annotated[int, Field(ge=0, le=1000000000000, title="Tokens")])
+
+
+class CandidateSpec(BaseModel):
+    """
+    One candidate: `id` and exactly one of `content` and `item`; any other field may be
+    left out. `source_class` defaults to the source's name.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    id: Annotated[str, Field(max_length=500, min_length=1, title="Id")]
+    content: Annotated[str | None, Field(title="Content")] = None
+    item: Annotated[dict[str, Any] | None, Field(title="Item")] = None
+    layer: Annotated[
+        Literal["prefix", "task", "recent", "memory", "retrieval"], Field(title="Layer")
+    ] = "memory"
+    source_class: Annotated[SourceClass | None, Field(title="Source Class")] = None
+    form: Annotated[Literal["raw"], Field(title="Form")] = "raw"
+    forms: Annotated[dict[Literal["skeleton", "reference"], str], Field(title="Forms")] = {}
+    locator: Annotated[Locator | None, Field(title="Locator")] = None
+    required: Annotated[bool, Field(title="Required")] = False
+    priority: Annotated[float, Field(ge=0.0, le=1.0, title="Priority")] = 0.0
+    relevance: Annotated[float, Field(ge=0.0, le=1.0, title="Relevance")] = 0.0
+    trust: Annotated[float, Field(ge=0.0, le=1.0, title="Trust")] = 0.0
+    freshness: Annotated[float, Field(ge=0.0, le=1.0, title="Freshness")] = 0.0
+    tokens: Annotated[Tokens | None, Field(title="Tokens")] = None
+
+
+Goal = TypeAliasType("Goal", Annotated[str, Field(max_length=100000, min_length=1, title="Goal")])
+
+
+class ChildSessionRequest(BaseModel):
+    """
+    `goal` and `items` (the brief) are for delegates; forks see the parent's history.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
+    goal: Annotated[Goal | None, Field(title="Goal")] = None
+    items: Annotated[list[dict[str, Any]] | None, Field(title="Items")] = None
+    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
+        "responses"
+    )
+    inherit: Annotated[
+        dict[Annotated[str, StringConstraints(max_length=64)], bool] | None, Field(title="Inherit")
+    ] = None
+    unit: Annotated[Unit | None, Field(title="Unit")] = None
+
+
+class ChildSessionResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[str, Field(title="Session Id")]
+    parent_id: Annotated[str, Field(title="Parent Id")]
+    kind: Annotated[Literal["delegate", "fork"], Field(title="Kind")]
+    inherit: Annotated[dict[str, bool], Field(title="Inherit")]
+    unit: Annotated[str | None, Field(title="Unit")]
+    fork_seq: Annotated[int | None, Field(title="Fork Seq")]
+    last_seq: Annotated[int, Field(title="Last Seq")]
+
+
+class ClientSummary(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    text: Annotated[str, Field(max_length=1000000, min_length=1, title="Text")]
+
+
+ExcludeTool = TypeAliasType(
+    "ExcludeTool", Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$")]
+)
+
+
+TargetTokens = TypeAliasType(
+    "TargetTokens", Annotated[int, Field(ge=1, le=100000000, title="Target Tokens")]
+)
+
+
+class CompactParams(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    keep_recent: Annotated[int, Field(ge=0, le=10000, title="Keep Recent")] = 3
+    clear_at_least_tokens: Annotated[
+        int, Field(ge=0, le=1000000000000, title="Clear At Least Tokens")
+    ] = 0
+    exclude_tools: Annotated[list[ExcludeTool] | None, Field(title="Exclude Tools")] = None
+    clear_tool_inputs: Annotated[bool, Field(title="Clear Tool Inputs")] = False
+    target_tokens: Annotated[TargetTokens | None, Field(title="Target Tokens")] = None
+    summarizer: Annotated[Literal["builtin", "llm", "client"], Field(title="Summarizer")] = (
+        "builtin"
+    )
+
+
+Goal1 = TypeAliasType("Goal1", Annotated[str, Field(max_length=100000, title="Goal")])
+"""
+Stateless mode only: the goal to pin (sessions use their own).
+"""
+
+
+class CompactRequest(BaseModel):
+    """
+    Either `session_id` (writes a compaction fact) or `items` (stateless, writes nothing).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
+    items: Annotated[list[dict[str, Any]] | None, Field(title="Items")] = None
+    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
+        "responses"
+    )
+    output_format: Annotated[
+        Literal["responses", "chat", "anthropic"] | None, Field(title="Output Format")
+    ] = None
+    strategy: Annotated[
+        Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"],
+        Field(title="Strategy"),
+    ]
+    params: CompactParams | None = None
+    summary: ClientSummary | None = None
+    goal: Annotated[Goal1 | None, Field(title="Goal")] = None
+    """
+    Stateless mode only: the goal to pin (sessions use their own).
+    """
+    dry_run: Annotated[bool, Field(title="Dry Run")] = False
+    encoding: Annotated[Literal["o200k_base", "cl100k_base"] | None, Field(title="Encoding")] = None
+
+
+HighWatermark = TypeAliasType(
+    "HighWatermark", Annotated[float, Field(gt=0.0, le=1.0, title="High Watermark")]
+)
+"""
+Pressure at which compaction is advised.
+"""
+
+
+LowWatermark = TypeAliasType(
+    "LowWatermark", Annotated[float, Field(gt=0.0, lt=1.0, title="Low Watermark")]
+)
+"""
+Pressure a compaction brings the context down to.
+"""
+
+
+class CompactionOptions(BaseModel):
+    """
+    A session's compaction watermarks, as shares of its usable window; a field left out takes
+    the service's setting (`CTX_COMPACTION_HIGH_WATERMARK`, `CTX_COMPACTION_LOW_WATERMARK`).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    high_watermark: Annotated[HighWatermark | None, Field(title="High Watermark")] = None
+    """
+    Pressure at which compaction is advised.
+    """
+    low_watermark: Annotated[LowWatermark | None, Field(title="Low Watermark")] = None
+    """
+    Pressure a compaction brings the context down to.
+    """
+
+
+class ConclusionRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    conclusion: Annotated[dict[str, Any], Field(title="Conclusion")]
+    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
+        "responses"
+    )
+
+
+class ConclusionResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    parent_id: Annotated[str, Field(title="Parent Id")]
+    seq: Annotated[int, Field(title="Seq")]
+
+
+ContextWindow = TypeAliasType(
+    "ContextWindow", Annotated[int, Field(gt=0, le=10000000, title="Context Window")]
+)
+
+
+Model = TypeAliasType(
+    "Model",
+    Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Model")],
+)
+
+
+class DroppedFieldBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    index: Annotated[int, Field(title="Index")]
+    field: Annotated[str, Field(title="Field")]
+    """
+    Path of the provider field, e.g. `is_error`.
+    """
+
+
+class EndSessionRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    conclusion: Annotated[dict[str, Any] | None, Field(title="Conclusion")] = None
+    """
+    For a child session: the one item appended to its parent.
+    """
+    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
+        "responses"
+    )
+
+
+class EndSessionResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    compaction_id: Annotated[str | None, Field(title="Compaction Id")]
+    hooks: Annotated[list[dict[str, Any]], Field(title="Hooks")]
+    conclusion_seq: Annotated[int | None, Field(title="Conclusion Seq")] = None
+
+
+class ErrorBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    code: Annotated[str, Field(title="Code")]
+    message: Annotated[str, Field(title="Message")]
+    details: Annotated[Any | None, Field(title="Details")] = None
+
+
+class ErrorResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    error: ErrorBody
+
+
+class ExcludedItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    type: Annotated[str, Field(title="Type")]
+    reason: Annotated[str, Field(title="Reason")]
+
+
+class GoalRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    text: Annotated[str, Field(max_length=100000, min_length=1, title="Text")]
+
+
+class GoalResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    version: Annotated[int, Field(title="Version")]
+    seq: Annotated[int, Field(title="Seq")]
+
+
+class HealthResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    status: Annotated[str, Field(title="Status")]
+
+
+class LoggedItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    item: Annotated[dict[str, Any], Field(title="Item")]
+    type: Annotated[str, Field(title="Type")]
+    recorded_at: Annotated[AwareDatetime, Field(title="Recorded At")]
+    unit: Annotated[str | None, Field(title="Unit")]
+    phase: Annotated[str | None, Field(title="Phase")]
+    tokens: Annotated[int, Field(title="Tokens")]
+    metadata: Annotated[dict[str, Any], Field(title="Metadata")]
+    original: Annotated[dict[str, Any] | None, Field(title="Original")]
+    """
+    For an item appended as `chat` or `anthropic`: on the first item a message became, `{format, message, parts}` with the message exactly as sent; on the others, `{format, part, message_seq}`. Null for items appended as `responses` (`item` is exactly as sent).
+    """
+
+
+class LossCheck(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    missing: Annotated[list[str], Field(title="Missing")]
+    fell_back: Annotated[bool, Field(title="Fell Back")]
+
+
+Index = TypeAliasType("Index", Annotated[str, Field(max_length=10000, title="Index")])
+
+
+Locator1 = TypeAliasType("Locator1", Annotated[str, Field(max_length=2000, title="Locator")])
+
+
+Link = TypeAliasType("Link", Annotated[str, Field(max_length=200)])
+
+
+Environment1 = TypeAliasType(
+    "Environment1", Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$")]
+)
+
+
+class ManifestEntrySpec(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    id: Annotated[str, Field(max_length=200, min_length=1, title="Id")]
+    kind: Annotated[Literal["rule", "source"], Field(title="Kind")] = "rule"
+    content: Annotated[str, Field(max_length=1000000, title="Content")]
+    index: Annotated[Index | None, Field(title="Index")] = None
+    locator: Annotated[Locator1 | None, Field(title="Locator")] = None
+    links: Annotated[list[Link] | None, Field(title="Links")] = None
+    environments: Annotated[list[Environment1] | None, Field(title="Environments")] = None
+
+
+Priority = TypeAliasType("Priority", Annotated[str, Field(max_length=200)])
+
+
+class ManifestVersionResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    name: Annotated[str, Field(title="Name")]
+    version: Annotated[int, Field(title="Version")]
+
+
+class MovedItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    id: Annotated[str, Field(title="Id")]
+    from_: Annotated[int, Field(alias="from", title="From")]
+    to: Annotated[int, Field(title="To")]
+
+
+class PlaceholderBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    index: Annotated[int, Field(title="Index")]
+    kind: Annotated[
+        Literal["empty_output", "tool_output_image", "unsupported_part", "leading_user_turn"],
+        Field(title="Kind"),
+    ]
+
+
+class PlanEntryBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    id: Annotated[str, Field(title="Id")]
+    source: Annotated[str, Field(title="Source")]
+    layer: Annotated[str, Field(title="Layer")]
+    source_class: Annotated[str, Field(title="Source Class")]
+    decision: Annotated[Literal["selected", "dropped"], Field(title="Decision")]
+    reason: Annotated[str | None, Field(title="Reason")]
+    form: Annotated[str, Field(title="Form")]
+    tokens: Annotated[int, Field(title="Tokens")]
+    score: Annotated[float | None, Field(title="Score")]
+    position: Annotated[int | None, Field(title="Position")]
+
+
+MinRelevance = TypeAliasType(
+    "MinRelevance", Annotated[float, Field(ge=0.0, le=1.0, title="Min Relevance")]
+)
+
+
+DropSource = TypeAliasType(
+    "DropSource", Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$")]
+)
+
+
+class ResetResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    """
+    The reset fact's seq; the active history starts after it.
+    """
+
+
+class RetractionRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")]
+    """
+    The item to hide.
+    """
+
+
+class RetractionResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    """
+    The retraction fact's own seq.
+    """
+    retracted: Annotated[list[int], Field(title="Retracted")]
+    """
+    Every seq hidden: the one asked for, and the call or outputs paired with it.
+    """
+
+
+IncludeItem = TypeAliasType("IncludeItem", Annotated[str, Field(max_length=200)])
+
+
+ExcludeItem = TypeAliasType("ExcludeItem", Annotated[str, Field(max_length=200)])
+
+
+class RoleViewSpec(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    include: Annotated[list[IncludeItem] | None, Field(title="Include")] = None
+    exclude: Annotated[list[ExcludeItem] | None, Field(title="Exclude")] = None
+
+
+PreCompact = TypeAliasType("PreCompact", Annotated[AnyUrl, Field(title="Pre Compact")])
+
+
+SessionEnd = TypeAliasType("SessionEnd", Annotated[AnyUrl, Field(title="Session End")])
+
+
+class SessionHooks(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    pre_compact: Annotated[PreCompact | None, Field(title="Pre Compact")] = None
+    session_end: Annotated[SessionEnd | None, Field(title="Session End")] = None
+    failure_policy: Annotated[
+        Literal["fail_open", "fail_closed"], Field(title="Failure Policy")
+    ] = "fail_open"
+    """
+    What a hook timeout or error means for the compaction.
+    """
+
+
+class SourceSpec(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    source: Annotated[
+        str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Source")
+    ]
+    items: Annotated[list[CandidateSpec], Field(title="Items")]
+
+
+class TokenizerBody(BaseModel):
+    """
+    How the session's provider counts against the session's encoding: every window is in
+    provider tokens, every exact count in the encoding, and a whole request is estimated as
+    `overhead_tokens` + `ratio` × its exact tokens.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    family: Annotated[Literal["openai", "anthropic", "google", "other"], Field(title="Family")]
+    """
+    Tokenizer family, from the session's `model`.
+    """
+    ratio: Annotated[float, Field(title="Ratio")]
+    """
+    Provider tokens per encoding token: the family's default until usage reports naming their assembly, spread over enough sizes, identify it.
+    """
+    overhead_tokens: Annotated[int, Field(title="Overhead Tokens")]
+    """
+    Provider tokens every request has beyond what contextd assembled (tool definitions, system prompt framing, per-message formatting), fitted from usage reports; 0 until they show one. At most half of `usable_window`.
+    """
+    calibrated: Annotated[bool, Field(title="Calibrated")]
+    """
+    Whether any usage report has calibrated the session.
+    """
+    samples: Annotated[int, Field(title="Samples")]
+    """
+    Usage reports that calibrated the session.
+    """
+    exact: Annotated[bool, Field(title="Exact")]
+    """
+    An OpenAI model counted in its own encoding: `ratio` is 1, always (`overhead_tokens` is still fitted).
+    """
+
+
+class TruncationSpec(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    mode: Annotated[Literal["tokens", "bytes"], Field(title="Mode")] = "tokens"
+    limit: Annotated[int, Field(ge=0, le=10000000, title="Limit")] = 10000
+    serialization_margin: Annotated[float, Field(ge=1.0, le=10.0, title="Serialization Margin")] = (
+        1.2
+    )
+
+
+AssemblyId = TypeAliasType("AssemblyId", Annotated[str, Field(max_length=64, title="Assembly Id")])
+
+
+class UsageRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    input_tokens: Annotated[int, Field(ge=0, le=1000000000000, title="Input Tokens")] = 0
+    cached_tokens: Annotated[int, Field(ge=0, le=1000000000000, title="Cached Tokens")] = 0
+    output_tokens: Annotated[int, Field(ge=0, le=1000000000000, title="Output Tokens")] = 0
+    unit: Annotated[Unit | None, Field(title="Unit")] = None
+    phase: Annotated[Phase | None, Field(title="Phase")] = None
+    assembly_id: Annotated[AssemblyId | None, Field(title="Assembly Id")] = None
+
+
+class WorkingSetEntry(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    reason: Annotated[str, Field(title="Reason")]
+
+
+class WorldStateRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    sections: Annotated[
+        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")], Any],
+        Field(title="Sections"),
+    ]
+    """
+    The whole current world state, by section id; a section left out is removed. A null member of an object means absent (as in a merge patch), except inside an array, which is kept whole.
+    """
+
+
+class WorldStateResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    version: Annotated[int, Field(title="Version")]
+    updates: Annotated[list[dict[str, Any]], Field(title="Updates")]
+    changes: Annotated[list[dict[str, str]], Field(title="Changes")]
+    patch: Annotated[dict[str, Any] | None, Field(title="Patch")]
+
+
+class AdviceResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    should_compact: Annotated[bool, Field(title="Should Compact")]
+    pressure: Annotated[float, Field(title="Pressure")]
+    reasons: Annotated[list[dict[str, Any]], Field(title="Reasons")]
+    turns_until_full: Annotated[int | None, Field(title="Turns Until Full")]
+    recommended_strategy: Annotated[str | None, Field(title="Recommended Strategy")]
+    active_tokens: Annotated[int, Field(title="Active Tokens")]
+    """
+    Exact tokens the pressure weighs: the history without state fragments and the pinned state (goal, its restatement, world state).
+    """
+    provider_tokens_estimate: Annotated[int, Field(title="Provider Tokens Estimate")]
+    """
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
+    """
+    tokenizer: TokenizerBody
+
+
+class AppendResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    first_seq: Annotated[int, Field(title="First Seq")]
+    last_seq: Annotated[int, Field(title="Last Seq")]
+    items: Annotated[list[AppendedItem], Field(title="Items")]
+    excluded: Annotated[list[ExcludedItem], Field(title="Excluded")]
+    """
+    Appended items kept in the log but excluded from model-visible history.
+    """
+
+
+class AssembleRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
+    sources: Annotated[list[SourceSpec] | None, Field(title="Sources")] = None
+    budget: BudgetSpec | None = None
+    policy: Annotated[Literal["balanced", "compact", "expansive"], Field(title="Policy")] = (
+        "balanced"
+    )
+    placement: Annotated[Literal["edges", "input_order"], Field(title="Placement")] = "edges"
+    min_relevance: Annotated[float, Field(ge=0.0, le=1.0, title="Min Relevance")] = 0.0
+    encoding: Annotated[Literal["o200k_base", "cl100k_base"] | None, Field(title="Encoding")] = None
+    unit: Annotated[Unit | None, Field(title="Unit")] = None
+    phase: Annotated[Phase | None, Field(title="Phase")] = None
+    output_format: Annotated[
+        Literal["responses", "chat", "anthropic"], Field(title="Output Format")
+    ] = "responses"
+    input_modalities: Annotated[
+        list[Literal["text", "image", "audio"]], Field(title="Input Modalities")
+    ] = ["text", "image"]
+    manifest: Annotated[Manifest | None, Field(title="Manifest")] = None
+    role: Annotated[Role | None, Field(title="Role")] = None
+    environment: Annotated[Environment | None, Field(title="Environment")] = None
+
+
+class AssemblyDiffBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    added: Annotated[list[str], Field(title="Added")]
+    removed: Annotated[list[str], Field(title="Removed")]
+    moved: Annotated[list[MovedItem], Field(title="Moved")]
+    tokens_delta: Annotated[int, Field(title="Tokens Delta")]
+
+
+class ContextWindowResponse(BaseModel):
+    """
+    The current active context against the session's window.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[str, Field(title="Session Id")]
+    context_window: Annotated[int, Field(title="Context Window")]
+    usable_window: Annotated[int, Field(title="Usable Window")]
+    """
+    Provider tokens a session-mode call may fill.
+    """
+    window_tokens: Annotated[int, Field(title="Window Tokens")]
+    """
+    The usable window in the session's encoding, beside the overhead: floor((usable_window - overhead_tokens) / ratio), what assembly fits.
+    """
+    active_tokens: Annotated[int, Field(title="Active Tokens")]
+    """
+    Exact tokens of the active context.
+    """
+    provider_tokens_estimate: Annotated[int, Field(title="Provider Tokens Estimate")]
+    """
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
+    """
+    by_source_class: Annotated[dict[str, int], Field(title="By Source Class")]
+    """
+    `active_tokens` by source class: `history` (without state fragments), `goal` (with its restatement), `world_state`.
+    """
+    pressure: Annotated[float, Field(title="Pressure")]
+    """
+    active_tokens / window_tokens, as advice weighs it.
+    """
+    tokenizer: TokenizerBody
+
+
+class ConversionReportBody(BaseModel):
+    """
+    What the output format could not carry. `index` is the item's position in the
+    Responses-form list converted (for `/assemble`, its `position`).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    excluded: Annotated[list[dict[str, Any]], Field(title="Excluded")]
+    """
+    Items left out: `{index, type, reason}`, reason `foreign_reasoning` (opaque reasoning of another provider) or `not_expressible`.
+    """
+    dropped_fields: Annotated[list[DroppedFieldBody], Field(title="Dropped Fields")]
+    """
+    Provider fields of items read in another format that this format has no place for (e.g. Anthropic `is_error` written as Chat).
+    """
+    placeholders: Annotated[list[PlaceholderBody], Field(title="Placeholders")]
+    """
+    Content replaced by a short text the provider accepts: an empty tool output, an image in a Chat tool output (the image follows in a user message), a part the format cannot carry, or the user turn opening an Anthropic history.
+    """
+
+
+class CreateSessionRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
+    encoding: Annotated[Literal["o200k_base", "cl100k_base"] | None, Field(title="Encoding")] = None
+    context_window: Annotated[ContextWindow | None, Field(title="Context Window")] = None
+    model: Annotated[Model | None, Field(title="Model")] = None
+    metadata: Annotated[dict[str, Any] | None, Field(title="Metadata")] = None
+    hooks: SessionHooks | None = None
+    compaction: CompactionOptions | None = None
+
+
+class ItemsPageResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    items: Annotated[list[LoggedItem], Field(title="Items")]
+    next_after_seq: Annotated[int | None, Field(title="Next After Seq")]
+
+
+class ManifestRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    entries: Annotated[list[ManifestEntrySpec], Field(max_length=10000, title="Entries")]
+    roles: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[^\x00]*$", min_length=1, max_length=200)],
+            RoleViewSpec,
+        ]
+        | None,
+        Field(title="Roles"),
+    ] = None
+    priorities: Annotated[list[Priority] | None, Field(title="Priorities")] = None
+
+
+class ManifestResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    entries: Annotated[list[ManifestEntrySpec], Field(max_length=10000, title="Entries")]
+    roles: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[^\x00]*$", min_length=1, max_length=200)],
+            RoleViewSpec,
+        ]
+        | None,
+        Field(title="Roles"),
+    ] = None
+    priorities: Annotated[list[Priority] | None, Field(title="Priorities")] = None
+    name: Annotated[str, Field(title="Name")]
+    version: Annotated[int, Field(title="Version")]
+
+
+class NormalizeReportBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    synthesized_outputs: Annotated[list[dict[str, Any]], Field(title="Synthesized Outputs")]
+    removed_orphans: Annotated[list[dict[str, Any]], Field(title="Removed Orphans")]
+    reordered_outputs: Annotated[list[dict[str, Any]], Field(title="Reordered Outputs")]
+    deduplicated_outputs: Annotated[list[dict[str, Any]], Field(title="Deduplicated Outputs")]
+    stripped_media: Annotated[list[dict[str, Any]], Field(title="Stripped Media")]
+    truncated_outputs: Annotated[list[dict[str, Any]], Field(title="Truncated Outputs")]
+    excluded: Annotated[list[dict[str, Any]], Field(title="Excluded")]
+    """
+    Items kept out: by admission (`index` in the input) and by the output format (`foreign_reasoning`, `not_expressible`: `index` in the normalized list).
+    """
+    dropped_fields: Annotated[list[DroppedFieldBody], Field(title="Dropped Fields")]
+    placeholders: Annotated[list[PlaceholderBody], Field(title="Placeholders")]
+
+
+class NormalizeRequest(BaseModel):
+    """
+    Either `items` (stateless) or `session_id` (that session's active history).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    items: Annotated[list[dict[str, Any]] | None, Field(title="Items")] = None
+    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
+    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
+        "responses"
+    )
+    output_format: Annotated[
+        Literal["responses", "chat", "anthropic"] | None, Field(title="Output Format")
+    ] = None
+    input_modalities: Annotated[
+        list[Literal["text", "image", "audio"]], Field(title="Input Modalities")
+    ] = ["text", "image"]
+    truncation: TruncationSpec | None = None
+    encoding: Annotated[Literal["o200k_base", "cl100k_base"] | None, Field(title="Encoding")] = None
+
+
+class NormalizeResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    items: Annotated[list[dict[str, Any]], Field(title="Items")]
+    system: Annotated[list[dict[str, Any]] | None, Field(title="System")]
+    """
+    Anthropic output: the leading system and developer messages as the top-level `system` text blocks to send. Null for `chat` and `responses`, which keep them as messages.
+    """
+    tokens: Annotated[int, Field(title="Tokens")]
+    """
+    Exact tokens of the returned items' model-visible text.
+    """
+    report: NormalizeReportBody
+    untranslated: Annotated[list[int], Field(title="Untranslated")]
+    """
+    Indices of normalized Responses-form items the output format cannot carry; they are left out and listed in `report.excluded`.
+    """
+
+
+class ReplayOverrides(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    budget: BudgetSpec | None = None
+    policy: Annotated[Literal["balanced", "compact", "expansive"] | None, Field(title="Policy")] = (
+        None
+    )
+    placement: Annotated[Literal["edges", "input_order"] | None, Field(title="Placement")] = None
+    min_relevance: Annotated[MinRelevance | None, Field(title="Min Relevance")] = None
+    drop_sources: Annotated[list[DropSource] | None, Field(title="Drop Sources")] = None
+    replace_sources: Annotated[list[SourceSpec] | None, Field(title="Replace Sources")] = None
+
+
+class ReplayRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    overrides: ReplayOverrides | None = None
+
+
+class SessionDetailResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[str, Field(title="Session Id")]
+    encoding: Annotated[str, Field(title="Encoding")]
+    context_window: Annotated[int, Field(title="Context Window")]
+    usable_window: Annotated[int, Field(title="Usable Window")]
+    """
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
+    """
+    model: Annotated[str | None, Field(title="Model")]
+    metadata: Annotated[dict[str, Any], Field(title="Metadata")]
+    hooks: SessionHooks
+    compaction: CompactionOptions
+    tokenizer: TokenizerBody
+    created_at: Annotated[AwareDatetime, Field(title="Created At")]
+    last_seq: Annotated[int, Field(title="Last Seq")]
+    item_count: Annotated[int, Field(title="Item Count")]
+    active_tokens: Annotated[int, Field(title="Active Tokens")]
+    provider_tokens_estimate: Annotated[int, Field(title="Provider Tokens Estimate")]
+    """
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
+    """
+    goal: Annotated[dict[str, Any] | None, Field(title="Goal")]
+    world_state_version: Annotated[int, Field(title="World State Version")]
+    compactions: Annotated[int, Field(title="Compactions")]
+
+
+class SessionResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[str, Field(title="Session Id")]
+    encoding: Annotated[str, Field(title="Encoding")]
+    context_window: Annotated[int, Field(title="Context Window")]
+    usable_window: Annotated[int, Field(title="Usable Window")]
+    """
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
+    """
+    model: Annotated[str | None, Field(title="Model")]
+    metadata: Annotated[dict[str, Any], Field(title="Metadata")]
+    hooks: SessionHooks
+    compaction: CompactionOptions
+    tokenizer: TokenizerBody
+    created_at: Annotated[AwareDatetime, Field(title="Created At")]
+    last_seq: Annotated[int, Field(title="Last Seq")]
+
+
+class AssembleResponse(BaseModel):
+    """
+    `items` carry each selected candidate (history items in Responses form); `messages` is
+    the whole selected context converted to the requested `output_format`.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    assembly_id: Annotated[str, Field(title="Assembly Id")]
+    plan_hash: Annotated[str, Field(title="Plan Hash")]
+    total_tokens: Annotated[int, Field(title="Total Tokens")]
+    provider_tokens_estimate: Annotated[int | None, Field(title="Provider Tokens Estimate")] = None
+    """
+    Session mode: estimate (not exact) of the provider's count of the whole request `total_tokens` are sent in, ceil(`tokenizer.overhead_tokens` + total_tokens × `tokenizer.ratio`), the overhead included.
+    """
+    encoding: Annotated[str | None, Field(title="Encoding")] = None
+    """
+    The encoding `total_tokens` and every count here are in.
+    """
+    tokenizer: TokenizerBody | None = None
+    """
+    Session mode: the session's tokenizer as of this call.
+    """
+    truncated: Annotated[bool, Field(title="Truncated")]
+    over_budget: Annotated[bool, Field(title="Over Budget")]
+    items: Annotated[list[AssembledItem], Field(title="Items")]
+    plan: Annotated[list[PlanEntryBody], Field(title="Plan")]
+    by_source_class: Annotated[dict[str, int], Field(title="By Source Class")]
+    cache: CacheBody
+    advice: AdviceBody
+    budget: BudgetSpec
+    """
+    The effective budget after policy and overrides.
+    """
+    startup_tokens: Annotated[int, Field(title="Startup Tokens")]
+    """
+    Tokens of the required stable prefix.
+    """
+    unit: Annotated[str | None, Field(title="Unit")]
+    """
+    Execution unit the tokens are accounted to.
+    """
+    messages: Annotated[list[dict[str, Any]], Field(title="Messages")]
+    """
+    Every selected item in position order, in `output_format`, ready to send: text candidates as developer messages, history items as they are. Anthropic: the leading ones are in `system`, later ones are user-turn text blocks.
+    """
+    system: Annotated[list[dict[str, Any]] | None, Field(title="System")]
+    """
+    Anthropic output: the top-level `system` text blocks (instructions, rules, the pinned goal, world state). Null for `chat` and `responses`.
+    """
+    cache_breakpoints: Annotated[list[CacheBreakpointBody], Field(title="Cache Breakpoints")]
+    """
+    Anthropic output: the blocks given `cache_control` (at most four with any the client sent), and why.
+    """
+    prompt_cache_key: Annotated[str | None, Field(title="Prompt Cache Key")]
+    """
+    `chat`/`responses` output of a session: a stable key per session and unit to pass as the request's `prompt_cache_key`, so calls of one lineage share a cache.
+    """
+    conversion: ConversionReportBody
+
+
+class CompactResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    compaction_id: Annotated[str | None, Field(title="Compaction Id")]
+    strategy: Annotated[str, Field(title="Strategy")]
+    requested_strategy: Annotated[str, Field(title="Requested Strategy")]
+    declares: Annotated[dict[str, list[str]], Field(title="Declares")]
+    tokens_before: Annotated[int, Field(title="Tokens Before")]
+    tokens_after: Annotated[int, Field(title="Tokens After")]
+    summary: Annotated[dict[str, Any] | None, Field(title="Summary")]
+    notes: Annotated[dict[str, Any] | None, Field(title="Notes")]
+    working_set: Annotated[list[WorkingSetEntry], Field(title="Working Set")]
+    history: Annotated[list[dict[str, Any]], Field(title="History")]
+    system: Annotated[list[dict[str, Any]] | None, Field(title="System")]
+    """
+    Anthropic output: the history's leading system and developer messages (the re-anchored invariants) as top-level `system` text blocks.
+    """
+    conversion: ConversionReportBody
+    loss_check: LossCheck
+    hooks: Annotated[list[dict[str, Any]], Field(title="Hooks")]
+    summarization_prompt: Annotated[str | None, Field(title="Summarization Prompt")] = None
+    summarizer: Annotated[dict[str, Any], Field(title="Summarizer")]
+    noop: Annotated[bool, Field(title="Noop")]
+    dry_run: Annotated[bool, Field(title="Dry Run")]
+    applied: Annotated[bool, Field(title="Applied")]
+    """
+    Whether a compaction fact was written.
+    """
+    not_applied_because: Annotated[
+        Literal["dry_run", "stateless", "noop", "too_little_gain"] | None,
+        Field(title="Not Applied Because"),
+    ]
+    """
+    Why nothing was written: `dry_run`, `stateless` (items given), `noop` (nothing to compact) or `too_little_gain` (the plan frees less than `CTX_COMPACTION_MIN_GAIN` of the active history).
+    """
+
+
+class HistoryResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    items: Annotated[list[dict[str, Any]], Field(title="Items")]
+    system: Annotated[list[dict[str, Any]] | None, Field(title="System")]
+    """
+    Anthropic output: the leading system and developer messages as the top-level `system` text blocks to send. Null for `chat` and `responses`, which keep them as messages.
+    """
+    tokens: Annotated[int, Field(title="Tokens")]
+    """
+    Exact tokens of the returned items' model-visible text.
+    """
+    report: NormalizeReportBody
+    untranslated: Annotated[list[int], Field(title="Untranslated")]
+    """
+    Indices of normalized Responses-form items the output format cannot carry; they are left out and listed in `report.excluded`.
+    """
+    compaction_id: Annotated[str | None, Field(title="Compaction Id")]
+
+
+class ReplayResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    assembly: AssembleResponse
+    diff: AssemblyDiffBody
+
+
+class StoredAssemblyResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    assembly_id: Annotated[str, Field(title="Assembly Id")]
+    created_at: Annotated[AwareDatetime, Field(title="Created At")]
+    session_id: Annotated[str | None, Field(title="Session Id")]
+    request: Annotated[dict[str, Any], Field(title="Request")]
+    response: AssembleResponse

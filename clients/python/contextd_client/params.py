@@ -1,0 +1,784 @@
+# The same bodies as TypedDicts: the keyword arguments of the client's methods, generated from
+# openapi.yaml by `make client-models`; do not edit.
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+class AdviceBody(TypedDict):
+    should_compact: bool
+    pressure: float
+    reasons: list[dict[str, Any]]
+    turns_until_full: NotRequired[int | None]
+    recommended_strategy: NotRequired[str | None]
+
+
+class AppendMetadata(TypedDict):
+    """
+    Provenance of a batch; unknown keys are kept with the facts.
+    """
+
+    harness_authored: NotRequired[bool]
+    truncation_token_limit: NotRequired[int | None]
+
+
+class AppendRequest(TypedDict):
+    items: list[dict[str, Any]]
+    format: NotRequired[Literal["responses", "chat", "anthropic"]]
+    expected_last_seq: NotRequired[int | None]
+    idempotency_key: NotRequired[str | None]
+    unit: NotRequired[str | None]
+    phase: NotRequired[str | None]
+    metadata: NotRequired[AppendMetadata]
+
+
+class AppendedItem(TypedDict):
+    seq: int
+    type: str
+    tokens: int
+
+
+class AssembledItem(TypedDict):
+    id: str
+    source: str
+    layer: str
+    source_class: str
+    form: str
+    position: int
+    tokens: int
+    content: NotRequired[str | None]
+    item: NotRequired[dict[str, Any] | None]
+
+
+class BudgetSpec(TypedDict):
+    max_items: NotRequired[int | None]
+    max_tokens: NotRequired[int | None]
+    max_items_per_source: NotRequired[int | None]
+    max_tokens_per_source: NotRequired[int | None]
+
+
+class CacheBody(TypedDict):
+    """
+    The predicted prompt-cache reuse against the previous assembly of the same session and
+    unit: its leading items, while each is byte-identical to the one at the same position.
+    """
+
+    reused_prefix_tokens: int
+    new_tokens: int
+    reused_prefix_items: int
+    """
+    Leading items reused; also the `position` of the first item not reused.
+    """
+    last_reused_item_id: str | None
+    """
+    `id` of the last reused item (at position `reused_prefix_items` - 1); null when nothing is reused.
+    """
+
+
+class CacheBreakpointBody(TypedDict):
+    reason: Literal["stable_prefix", "previous_call", "history_end"]
+    """
+    `stable_prefix`: the end of the system content; `previous_call`: the last block the previous call of this session and unit shares; `history_end`: the end of the history, which the next call is expected to share.
+    """
+    position: int
+    """
+    Position of the selected item the breakpoint closes.
+    """
+    item_id: str
+    message: int | None
+    """
+    Index in `messages`; null: in `system`.
+    """
+    block: int
+    """
+    Index of the marked block in that content list.
+    """
+
+
+class CandidateSpec(TypedDict):
+    """
+    One candidate: `id` and exactly one of `content` and `item`; any other field may be
+    left out. `source_class` defaults to the source's name.
+    """
+
+    id: str
+    content: NotRequired[str | None]
+    item: NotRequired[dict[str, Any] | None]
+    layer: NotRequired[Literal["prefix", "task", "recent", "memory", "retrieval"]]
+    source_class: NotRequired[str | None]
+    form: NotRequired[Literal["raw"]]
+    forms: NotRequired[dict[Literal["skeleton", "reference"], str]]
+    locator: NotRequired[str | None]
+    required: NotRequired[bool]
+    priority: NotRequired[float]
+    relevance: NotRequired[float]
+    trust: NotRequired[float]
+    freshness: NotRequired[float]
+    tokens: NotRequired[int | None]
+
+
+class ChildSessionRequest(TypedDict):
+    """
+    `goal` and `items` (the brief) are for delegates; forks see the parent's history.
+    """
+
+    session_id: NotRequired[str | None]
+    goal: NotRequired[str | None]
+    items: NotRequired[list[dict[str, Any]]]
+    format: NotRequired[Literal["responses", "chat", "anthropic"]]
+    inherit: NotRequired[dict[str, bool]]
+    unit: NotRequired[str | None]
+
+
+class ChildSessionResponse(TypedDict):
+    session_id: str
+    parent_id: str
+    kind: Literal["delegate", "fork"]
+    inherit: dict[str, bool]
+    unit: str | None
+    fork_seq: int | None
+    last_seq: int
+
+
+class ClientSummary(TypedDict):
+    text: str
+
+
+class CompactParams(TypedDict):
+    keep_recent: NotRequired[int]
+    clear_at_least_tokens: NotRequired[int]
+    exclude_tools: NotRequired[list[str]]
+    clear_tool_inputs: NotRequired[bool]
+    target_tokens: NotRequired[int | None]
+    summarizer: NotRequired[Literal["builtin", "llm", "client"]]
+
+
+class CompactRequest(TypedDict):
+    """
+    Either `session_id` (writes a compaction fact) or `items` (stateless, writes nothing).
+    """
+
+    session_id: NotRequired[str | None]
+    items: NotRequired[list[dict[str, Any]] | None]
+    format: NotRequired[Literal["responses", "chat", "anthropic"]]
+    output_format: NotRequired[Literal["responses", "chat", "anthropic"] | None]
+    strategy: Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"]
+    params: NotRequired[CompactParams]
+    summary: NotRequired[ClientSummary | None]
+    goal: NotRequired[str | None]
+    """
+    Stateless mode only: the goal to pin (sessions use their own).
+    """
+    dry_run: NotRequired[bool]
+    encoding: NotRequired[Literal["o200k_base", "cl100k_base"] | None]
+
+
+class CompactionOptions(TypedDict):
+    """
+    A session's compaction watermarks, as shares of its usable window; a field left out takes
+    the service's setting (`CTX_COMPACTION_HIGH_WATERMARK`, `CTX_COMPACTION_LOW_WATERMARK`).
+    """
+
+    high_watermark: NotRequired[float | None]
+    """
+    Pressure at which compaction is advised.
+    """
+    low_watermark: NotRequired[float | None]
+    """
+    Pressure a compaction brings the context down to.
+    """
+
+
+class ConclusionRequest(TypedDict):
+    conclusion: dict[str, Any]
+    format: NotRequired[Literal["responses", "chat", "anthropic"]]
+
+
+class ConclusionResponse(TypedDict):
+    parent_id: str
+    seq: int
+
+
+class DroppedFieldBody(TypedDict):
+    index: int
+    field: str
+    """
+    Path of the provider field, e.g. `is_error`.
+    """
+
+
+class EndSessionRequest(TypedDict):
+    conclusion: NotRequired[dict[str, Any] | None]
+    """
+    For a child session: the one item appended to its parent.
+    """
+    format: NotRequired[Literal["responses", "chat", "anthropic"]]
+
+
+class EndSessionResponse(TypedDict):
+    compaction_id: str | None
+    hooks: list[dict[str, Any]]
+    conclusion_seq: NotRequired[int | None]
+
+
+class ErrorBody(TypedDict):
+    code: str
+    message: str
+    details: NotRequired[Any]
+
+
+class ErrorResponse(TypedDict):
+    error: ErrorBody
+
+
+class ExcludedItem(TypedDict):
+    seq: int
+    type: str
+    reason: str
+
+
+class GoalRequest(TypedDict):
+    text: str
+
+
+class GoalResponse(TypedDict):
+    version: int
+    seq: int
+
+
+class HealthResponse(TypedDict):
+    status: str
+
+
+class LoggedItem(TypedDict):
+    seq: int
+    item: dict[str, Any]
+    type: str
+    recorded_at: str
+    unit: str | None
+    phase: str | None
+    tokens: int
+    metadata: dict[str, Any]
+    original: dict[str, Any] | None
+    """
+    For an item appended as `chat` or `anthropic`: on the first item a message became, `{format, message, parts}` with the message exactly as sent; on the others, `{format, part, message_seq}`. Null for items appended as `responses` (`item` is exactly as sent).
+    """
+
+
+class LossCheck(TypedDict):
+    missing: list[str]
+    fell_back: bool
+
+
+class ManifestEntrySpec(TypedDict):
+    id: str
+    kind: NotRequired[Literal["rule", "source"]]
+    content: str
+    index: NotRequired[str | None]
+    locator: NotRequired[str | None]
+    links: NotRequired[list[str]]
+    environments: NotRequired[list[str]]
+
+
+class ManifestVersionResponse(TypedDict):
+    name: str
+    version: int
+
+
+MovedItem = TypedDict(
+    "MovedItem",
+    {
+        "id": str,
+        "from": int,
+        "to": int,
+    },
+)
+
+
+class PlaceholderBody(TypedDict):
+    index: int
+    kind: Literal["empty_output", "tool_output_image", "unsupported_part", "leading_user_turn"]
+
+
+class PlanEntryBody(TypedDict):
+    id: str
+    source: str
+    layer: str
+    source_class: str
+    decision: Literal["selected", "dropped"]
+    reason: str | None
+    form: str
+    tokens: int
+    score: float | None
+    position: int | None
+
+
+class ResetResponse(TypedDict):
+    seq: int
+    """
+    The reset fact's seq; the active history starts after it.
+    """
+
+
+class RetractionRequest(TypedDict):
+    seq: int
+    """
+    The item to hide.
+    """
+
+
+class RetractionResponse(TypedDict):
+    seq: int
+    """
+    The retraction fact's own seq.
+    """
+    retracted: list[int]
+    """
+    Every seq hidden: the one asked for, and the call or outputs paired with it.
+    """
+
+
+class RoleViewSpec(TypedDict):
+    include: NotRequired[list[str] | None]
+    exclude: NotRequired[list[str]]
+
+
+class SessionHooks(TypedDict):
+    pre_compact: NotRequired[str | None]
+    session_end: NotRequired[str | None]
+    failure_policy: NotRequired[Literal["fail_open", "fail_closed"]]
+    """
+    What a hook timeout or error means for the compaction.
+    """
+
+
+class SourceSpec(TypedDict):
+    source: str
+    items: list[CandidateSpec]
+
+
+class TokenizerBody(TypedDict):
+    """
+    How the session's provider counts against the session's encoding: every window is in
+    provider tokens, every exact count in the encoding, and a whole request is estimated as
+    `overhead_tokens` + `ratio` × its exact tokens.
+    """
+
+    family: Literal["openai", "anthropic", "google", "other"]
+    """
+    Tokenizer family, from the session's `model`.
+    """
+    ratio: float
+    """
+    Provider tokens per encoding token: the family's default until usage reports naming their assembly, spread over enough sizes, identify it.
+    """
+    overhead_tokens: int
+    """
+    Provider tokens every request has beyond what contextd assembled (tool definitions, system prompt framing, per-message formatting), fitted from usage reports; 0 until they show one. At most half of `usable_window`.
+    """
+    calibrated: bool
+    """
+    Whether any usage report has calibrated the session.
+    """
+    samples: int
+    """
+    Usage reports that calibrated the session.
+    """
+    exact: bool
+    """
+    An OpenAI model counted in its own encoding: `ratio` is 1, always (`overhead_tokens` is still fitted).
+    """
+
+
+class TruncationSpec(TypedDict):
+    mode: NotRequired[Literal["tokens", "bytes"]]
+    limit: NotRequired[int]
+    serialization_margin: NotRequired[float]
+
+
+class UsageRequest(TypedDict):
+    input_tokens: NotRequired[int]
+    cached_tokens: NotRequired[int]
+    output_tokens: NotRequired[int]
+    unit: NotRequired[str | None]
+    phase: NotRequired[str | None]
+    assembly_id: NotRequired[str | None]
+
+
+class WorkingSetEntry(TypedDict):
+    seq: int
+    reason: str
+
+
+class WorldStateRequest(TypedDict):
+    sections: dict[str, Any]
+    """
+    The whole current world state, by section id; a section left out is removed. A null member of an object means absent (as in a merge patch), except inside an array, which is kept whole.
+    """
+
+
+class WorldStateResponse(TypedDict):
+    version: int
+    updates: list[dict[str, Any]]
+    changes: list[dict[str, str]]
+    patch: dict[str, Any] | None
+
+
+class AdviceResponse(TypedDict):
+    should_compact: bool
+    pressure: float
+    reasons: list[dict[str, Any]]
+    turns_until_full: int | None
+    recommended_strategy: str | None
+    active_tokens: int
+    """
+    Exact tokens the pressure weighs: the history without state fragments and the pinned state (goal, its restatement, world state).
+    """
+    provider_tokens_estimate: int
+    """
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
+    """
+    tokenizer: TokenizerBody
+
+
+class AppendResponse(TypedDict):
+    first_seq: int
+    last_seq: int
+    items: list[AppendedItem]
+    excluded: list[ExcludedItem]
+    """
+    Appended items kept in the log but excluded from model-visible history.
+    """
+
+
+class AssembleRequest(TypedDict):
+    session_id: NotRequired[str | None]
+    sources: NotRequired[list[SourceSpec]]
+    budget: NotRequired[BudgetSpec | None]
+    policy: NotRequired[Literal["balanced", "compact", "expansive"]]
+    placement: NotRequired[Literal["edges", "input_order"]]
+    min_relevance: NotRequired[float]
+    encoding: NotRequired[Literal["o200k_base", "cl100k_base"] | None]
+    unit: NotRequired[str | None]
+    phase: NotRequired[str | None]
+    output_format: NotRequired[Literal["responses", "chat", "anthropic"]]
+    input_modalities: NotRequired[list[Literal["text", "image", "audio"]]]
+    manifest: NotRequired[str | None]
+    role: NotRequired[str | None]
+    environment: NotRequired[str | None]
+
+
+class AssemblyDiffBody(TypedDict):
+    added: list[str]
+    removed: list[str]
+    moved: list[MovedItem]
+    tokens_delta: int
+
+
+class ContextWindowResponse(TypedDict):
+    """
+    The current active context against the session's window.
+    """
+
+    session_id: str
+    context_window: int
+    usable_window: int
+    """
+    Provider tokens a session-mode call may fill.
+    """
+    window_tokens: int
+    """
+    The usable window in the session's encoding, beside the overhead: floor((usable_window - overhead_tokens) / ratio), what assembly fits.
+    """
+    active_tokens: int
+    """
+    Exact tokens of the active context.
+    """
+    provider_tokens_estimate: int
+    """
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
+    """
+    by_source_class: dict[str, int]
+    """
+    `active_tokens` by source class: `history` (without state fragments), `goal` (with its restatement), `world_state`.
+    """
+    pressure: float
+    """
+    active_tokens / window_tokens, as advice weighs it.
+    """
+    tokenizer: TokenizerBody
+
+
+class ConversionReportBody(TypedDict):
+    """
+    What the output format could not carry. `index` is the item's position in the
+    Responses-form list converted (for `/assemble`, its `position`).
+    """
+
+    excluded: list[dict[str, Any]]
+    """
+    Items left out: `{index, type, reason}`, reason `foreign_reasoning` (opaque reasoning of another provider) or `not_expressible`.
+    """
+    dropped_fields: list[DroppedFieldBody]
+    """
+    Provider fields of items read in another format that this format has no place for (e.g. Anthropic `is_error` written as Chat).
+    """
+    placeholders: list[PlaceholderBody]
+    """
+    Content replaced by a short text the provider accepts: an empty tool output, an image in a Chat tool output (the image follows in a user message), a part the format cannot carry, or the user turn opening an Anthropic history.
+    """
+
+
+class CreateSessionRequest(TypedDict):
+    session_id: NotRequired[str | None]
+    encoding: NotRequired[Literal["o200k_base", "cl100k_base"] | None]
+    context_window: NotRequired[int | None]
+    model: NotRequired[str | None]
+    metadata: NotRequired[dict[str, Any]]
+    hooks: NotRequired[SessionHooks]
+    compaction: NotRequired[CompactionOptions]
+
+
+class ItemsPageResponse(TypedDict):
+    items: list[LoggedItem]
+    next_after_seq: int | None
+
+
+class ManifestRequest(TypedDict):
+    entries: list[ManifestEntrySpec]
+    roles: NotRequired[dict[str, RoleViewSpec]]
+    priorities: NotRequired[list[str]]
+
+
+class ManifestResponse(TypedDict):
+    entries: list[ManifestEntrySpec]
+    roles: NotRequired[dict[str, RoleViewSpec]]
+    priorities: NotRequired[list[str]]
+    name: str
+    version: int
+
+
+class NormalizeReportBody(TypedDict):
+    synthesized_outputs: list[dict[str, Any]]
+    removed_orphans: list[dict[str, Any]]
+    reordered_outputs: list[dict[str, Any]]
+    deduplicated_outputs: list[dict[str, Any]]
+    stripped_media: list[dict[str, Any]]
+    truncated_outputs: list[dict[str, Any]]
+    excluded: list[dict[str, Any]]
+    """
+    Items kept out: by admission (`index` in the input) and by the output format (`foreign_reasoning`, `not_expressible`: `index` in the normalized list).
+    """
+    dropped_fields: list[DroppedFieldBody]
+    placeholders: list[PlaceholderBody]
+
+
+class NormalizeRequest(TypedDict):
+    """
+    Either `items` (stateless) or `session_id` (that session's active history).
+    """
+
+    items: NotRequired[list[dict[str, Any]] | None]
+    session_id: NotRequired[str | None]
+    format: NotRequired[Literal["responses", "chat", "anthropic"]]
+    output_format: NotRequired[Literal["responses", "chat", "anthropic"] | None]
+    input_modalities: NotRequired[list[Literal["text", "image", "audio"]]]
+    truncation: NotRequired[TruncationSpec]
+    encoding: NotRequired[Literal["o200k_base", "cl100k_base"] | None]
+
+
+class NormalizeResponse(TypedDict):
+    items: list[dict[str, Any]]
+    system: list[dict[str, Any]] | None
+    """
+    Anthropic output: the leading system and developer messages as the top-level `system` text blocks to send. Null for `chat` and `responses`, which keep them as messages.
+    """
+    tokens: int
+    """
+    Exact tokens of the returned items' model-visible text.
+    """
+    report: NormalizeReportBody
+    untranslated: list[int]
+    """
+    Indices of normalized Responses-form items the output format cannot carry; they are left out and listed in `report.excluded`.
+    """
+
+
+class ReplayOverrides(TypedDict):
+    budget: NotRequired[BudgetSpec | None]
+    policy: NotRequired[Literal["balanced", "compact", "expansive"] | None]
+    placement: NotRequired[Literal["edges", "input_order"] | None]
+    min_relevance: NotRequired[float | None]
+    drop_sources: NotRequired[list[str]]
+    replace_sources: NotRequired[list[SourceSpec]]
+
+
+class ReplayRequest(TypedDict):
+    overrides: NotRequired[ReplayOverrides]
+
+
+class SessionDetailResponse(TypedDict):
+    session_id: str
+    encoding: str
+    context_window: int
+    usable_window: int
+    """
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
+    """
+    model: str | None
+    metadata: dict[str, Any]
+    hooks: SessionHooks
+    compaction: CompactionOptions
+    tokenizer: TokenizerBody
+    created_at: str
+    last_seq: int
+    item_count: int
+    active_tokens: int
+    provider_tokens_estimate: int
+    """
+    Estimate (not exact) of the provider's count of a whole request made of the exact tokens beside it: ceil(`tokenizer.overhead_tokens` + tokens × `tokenizer.ratio`), the overhead included.
+    """
+    goal: dict[str, Any] | None
+    world_state_version: int
+    compactions: int
+
+
+class SessionResponse(TypedDict):
+    session_id: str
+    encoding: str
+    context_window: int
+    usable_window: int
+    """
+    Provider tokens a session-mode call may fill (the window less the output reserve): assembly fits, and advice weighs against, floor((usable_window - overhead_tokens) / ratio) exact tokens.
+    """
+    model: str | None
+    metadata: dict[str, Any]
+    hooks: SessionHooks
+    compaction: CompactionOptions
+    tokenizer: TokenizerBody
+    created_at: str
+    last_seq: int
+
+
+class AssembleResponse(TypedDict):
+    """
+    `items` carry each selected candidate (history items in Responses form); `messages` is
+    the whole selected context converted to the requested `output_format`.
+    """
+
+    assembly_id: str
+    plan_hash: str
+    total_tokens: int
+    provider_tokens_estimate: NotRequired[int | None]
+    """
+    Session mode: estimate (not exact) of the provider's count of the whole request `total_tokens` are sent in, ceil(`tokenizer.overhead_tokens` + total_tokens × `tokenizer.ratio`), the overhead included.
+    """
+    encoding: NotRequired[str | None]
+    """
+    The encoding `total_tokens` and every count here are in.
+    """
+    tokenizer: NotRequired[TokenizerBody | None]
+    """
+    Session mode: the session's tokenizer as of this call.
+    """
+    truncated: bool
+    over_budget: bool
+    items: list[AssembledItem]
+    plan: list[PlanEntryBody]
+    by_source_class: dict[str, int]
+    cache: CacheBody
+    advice: AdviceBody
+    budget: BudgetSpec
+    """
+    The effective budget after policy and overrides.
+    """
+    startup_tokens: int
+    """
+    Tokens of the required stable prefix.
+    """
+    unit: str | None
+    """
+    Execution unit the tokens are accounted to.
+    """
+    messages: list[dict[str, Any]]
+    """
+    Every selected item in position order, in `output_format`, ready to send: text candidates as developer messages, history items as they are. Anthropic: the leading ones are in `system`, later ones are user-turn text blocks.
+    """
+    system: list[dict[str, Any]] | None
+    """
+    Anthropic output: the top-level `system` text blocks (instructions, rules, the pinned goal, world state). Null for `chat` and `responses`.
+    """
+    cache_breakpoints: list[CacheBreakpointBody]
+    """
+    Anthropic output: the blocks given `cache_control` (at most four with any the client sent), and why.
+    """
+    prompt_cache_key: str | None
+    """
+    `chat`/`responses` output of a session: a stable key per session and unit to pass as the request's `prompt_cache_key`, so calls of one lineage share a cache.
+    """
+    conversion: ConversionReportBody
+
+
+class CompactResponse(TypedDict):
+    compaction_id: str | None
+    strategy: str
+    requested_strategy: str
+    declares: dict[str, list[str]]
+    tokens_before: int
+    tokens_after: int
+    summary: dict[str, Any] | None
+    notes: dict[str, Any] | None
+    working_set: list[WorkingSetEntry]
+    history: list[dict[str, Any]]
+    system: list[dict[str, Any]] | None
+    """
+    Anthropic output: the history's leading system and developer messages (the re-anchored invariants) as top-level `system` text blocks.
+    """
+    conversion: ConversionReportBody
+    loss_check: LossCheck
+    hooks: list[dict[str, Any]]
+    summarization_prompt: NotRequired[str | None]
+    summarizer: dict[str, Any]
+    noop: bool
+    dry_run: bool
+    applied: bool
+    """
+    Whether a compaction fact was written.
+    """
+    not_applied_because: Literal["dry_run", "stateless", "noop", "too_little_gain"] | None
+    """
+    Why nothing was written: `dry_run`, `stateless` (items given), `noop` (nothing to compact) or `too_little_gain` (the plan frees less than `CTX_COMPACTION_MIN_GAIN` of the active history).
+    """
+
+
+class HistoryResponse(TypedDict):
+    items: list[dict[str, Any]]
+    system: list[dict[str, Any]] | None
+    """
+    Anthropic output: the leading system and developer messages as the top-level `system` text blocks to send. Null for `chat` and `responses`, which keep them as messages.
+    """
+    tokens: int
+    """
+    Exact tokens of the returned items' model-visible text.
+    """
+    report: NormalizeReportBody
+    untranslated: list[int]
+    """
+    Indices of normalized Responses-form items the output format cannot carry; they are left out and listed in `report.excluded`.
+    """
+    compaction_id: str | None
+
+
+class ReplayResponse(TypedDict):
+    assembly: AssembleResponse
+    diff: AssemblyDiffBody
+
+
+class StoredAssemblyResponse(TypedDict):
+    assembly_id: str
+    created_at: str
+    session_id: str | None
+    request: dict[str, Any]
+    response: AssembleResponse
