@@ -41,7 +41,7 @@ test: lint typecheck pytest
 
 # A larger schemathesis campaign than the bounded one `make test` runs.
 fuzz: $(STAMP) postgres
-	CTX_FUZZ_EXAMPLES=300 $(BIN)/pytest -q -p no:cacheprovider tests/api/test_contract_fuzz.py
+	CTX_FUZZ_EXAMPLES=600 $(BIN)/pytest -q -p no:cacheprovider tests/api/test_contract_fuzz.py
 
 load: $(STAMP) postgres
 	$(BIN)/python -m bench.load
