@@ -21,7 +21,7 @@ from app.api.models import (
     ChildSessionResponse,
     ConclusionRequest,
     ConclusionResponse,
-    Label,
+    ManifestName,
     ManifestRequest,
     ManifestResponse,
     ManifestVersionResponse,
@@ -159,7 +159,7 @@ def merge(
 
 @router.put("/manifests/{name}", response_model=ManifestVersionResponse)
 def put_manifest(
-    name: Annotated[Label, Path()], body: ManifestRequest, tenant_id: TenantId, db: Db
+    name: Annotated[ManifestName, Path()], body: ManifestRequest, tenant_id: TenantId, db: Db
 ) -> ManifestVersionResponse:
     document = body.model_dump(mode="json")
     manifest_from_document(document)

@@ -45,6 +45,9 @@ Label = Annotated[
     str, Field(min_length=1, max_length=names.MAX_LENGTH, pattern=names.LABEL_PATTERN)
 ]
 """A caller-chosen name (see `app.domain.names`)."""
+ManifestName = Annotated[
+    str, Field(min_length=1, max_length=names.MAX_LENGTH, pattern=names.MANIFEST_NAME_PATTERN)
+]
 MAX_SEQ = 2**63 - 1
 """Sequence numbers are 64-bit in the database; larger ones are refused at the door."""
 Count = Annotated[int, Field(ge=0, le=10**12)]
@@ -379,7 +382,7 @@ class AssembleRequest(RequestModel):
     phase: Label | None = None
     output_format: Format = "responses"
     input_modalities: list[Modality] = Field(default=["text", "image"])
-    manifest: Label | None = None
+    manifest: ManifestName | None = None
     role: Label | None = None
     environment: Label | None = None
 

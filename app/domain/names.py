@@ -14,6 +14,8 @@ import re
 
 MAX_LENGTH = 200
 LABEL_PATTERN = r"^[^\x00]*$"
+MANIFEST_NAME_PATTERN = r"^[^\x00/]*$"
+"""A manifest name is a path segment (`/manifests/{name}`): a `/` would make it unreachable."""
 SESSION_ID_PATTERN = r"^(?:\.*[A-Za-z0-9_:\-][A-Za-z0-9._:\-]*|\.{3,})$"
 """Letters, digits and `._:-`, not only one or two dots (no lookaround: the schema's regex
 engine has none)."""

@@ -211,3 +211,12 @@ def test_bad_manifests_are_refused(client: TestClient, session_id: str) -> None:
     client.put(f"/manifests/{name}", json=MANIFEST)
     no_view = client.post("/assemble", json={"manifest": name, "role": "auditor"})
     assert no_view.status_code == 422
+
+
+def test_a_manifest_name_is_one_path_segment(client: TestClient) -> None:
+    # `/manifests/{name}` cannot reach a name holding a slash, so no request may use one.
+    named = client.post(
+        "/assemble", json={"session_id": "any", "manifest": "team/planner", "role": "planner"}
+    )
+    assert named.status_code == 422
+    assert named.json()["error"]["details"][0]["loc"] == ["body", "manifest"]

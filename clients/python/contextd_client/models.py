@@ -109,7 +109,7 @@ Letters, digits and `._:-`; not `.` or `..`, which URL clients drop.
 
 Manifest = TypeAliasType(
     "Manifest",
-    Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Manifest")],
+    Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00/]*$", title="Manifest")],
 )
 
 
