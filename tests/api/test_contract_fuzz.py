@@ -1,14 +1,17 @@
 """Property-based fuzzing of the committed OpenAPI contract (schemathesis), on PostgreSQL.
 
 Every generated request must get a documented status code, a body matching its schema, and
-never a 5xx. The example count is bounded here; `make fuzz` runs a larger campaign.
+never a 5xx: one operation at a time, and in sequences that chain operations through the links
+schemathesis infers from the contract (a session created, then appended to, forked, reset...).
+The example count is bounded here; `make fuzz` runs a larger campaign.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import schemathesis
@@ -56,3 +59,37 @@ def app(postgres_url: str) -> FastAPI:
 )
 def test_api_honours_its_contract(case: OpenApiCase, app: FastAPI) -> None:
     case.call_and_validate(app=app, base_url="http://localhost", checks=CHECKS)
+
+
+STATEFUL_TENANTS = 10_000
+"""Static tenants for the sequences: each run takes one, so none sees what an earlier run made
+(hypothesis replays a run and needs it to find the same state)."""
+
+
+def test_api_honours_its_contract_over_call_sequences(postgres_url: str) -> None:
+    keys = [f"fuzz-{n}:key-fuzz-{n}" for n in range(STATEFUL_TENANTS)]
+    service = create_app(Settings(database_url=postgres_url, api_keys=keys))
+    sequences: OpenApiSchema = schemathesis.openapi.from_path(OPENAPI)
+    sequences.app = service
+    tenants = itertools.count()
+
+    class Calls(sequences.as_state_machine()):  # type: ignore[misc]
+        def setup(self) -> None:
+            self.key = f"key-fuzz-{next(tenants) % STATEFUL_TENANTS}"
+
+        def before_call(self, case: OpenApiCase, **kwargs: Any) -> None:
+            case.headers["Authorization"] = f"Bearer {self.key}"
+
+        def validate_response(
+            self, response: Any, case: OpenApiCase, additional_checks: Any = (), **kwargs: Any
+        ) -> None:
+            case.validate_response(response, checks=CHECKS)
+
+    Calls.run(
+        settings=settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            stateful_step_count=8,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
