@@ -53,7 +53,7 @@ from app.domain.ids import derive_id
 from app.domain.items import developer_message
 from app.domain.json_encoding import decode_json, encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
-from app.domain.world_state import history_without_fragments, state_contributions
+from app.domain.world_state import history_without_fragments
 from app.metrics import ASSEMBLY_LATENCY, record_assembly
 from app.settings import Settings
 from app.storage import plans, repository
@@ -121,7 +121,7 @@ def _run(
             encoding=request.encoding,
             input_modalities=frozenset(request.input_modalities),
         )
-        sources += state_contributions(loaded.active.goal, loaded.active.world_state)
+        sources += loaded.state
         window = settings.session_window(session)
     requested = tuple(
         Contribution(s.source, tuple(_candidate(spec, s.source) for spec in s.items))

@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.domain.advice import Advice, advise_session
+from app.domain.assemble import Contribution
 from app.domain.calibration import SessionWindow
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
 from app.domain.items import Item
@@ -153,12 +154,18 @@ class LoadedHistory:
         return sum(self.sizes)
 
     @functools.cached_property
+    def state(self) -> tuple[Contribution, ...]:
+        """The goal and world state as the candidates session-mode assembly pins, rendered once
+        for both the assembly and the advice that weighs them."""
+        return state_contributions(self.active.goal, self.active.world_state)
+
+    @functools.cached_property
     def pinned_by_source_class(self) -> dict[str, int]:
         """Tokens, in the session's encoding, of the state session-mode assembly pins beside the
         history, by source class: the goal (and its restatement) and the world state."""
         count = token_counter(self.active.encoding)
         pinned: Counter[str] = Counter()
-        for contribution in state_contributions(self.active.goal, self.active.world_state):
+        for contribution in self.state:
             for candidate in contribution.candidates:
                 tokens = count(candidate.content or "")
                 if candidate.restate_at_end:  # restated by its restatement, else whole again
