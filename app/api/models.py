@@ -751,13 +751,29 @@ class ConclusionResponse(BaseModel):
 
 
 class RetractionRequest(RequestModel):
-    seq: Annotated[int, Field(ge=1, le=MAX_SEQ, description="The item to hide.")]
+    seq: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=MAX_SEQ,
+            description="The item to hide; left out (or null), the newest item the active "
+            "history shows.",
+        ),
+    ] = None
+
+
+class RetractedItem(BaseModel):
+    seq: int
+    item: dict[str, Any] = Field(description="The hidden item as the log holds it.")
 
 
 class RetractionResponse(BaseModel):
     seq: int = Field(description="The retraction fact's own seq.")
     retracted: list[int] = Field(
         description="Every seq hidden: the one asked for, and the call or outputs paired with it."
+    )
+    items: list[RetractedItem] = Field(
+        description="The hidden items, in seq order, as the log holds them (Responses form)."
     )
 
 

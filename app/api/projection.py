@@ -9,8 +9,8 @@ from fastapi import APIRouter, status
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.json_body import JsonRoute
-from app.api.models import ResetResponse, RetractionRequest, RetractionResponse
-from app.domain.facts import reset_fact, retraction_fact
+from app.api.models import ResetResponse, RetractedItem, RetractionRequest, RetractionResponse
+from app.domain.facts import plan_retraction, reset_fact
 from app.storage import repository
 from app.storage.history import fold_session
 
@@ -27,12 +27,17 @@ router = APIRouter(
 def retract(
     session_id: str, body: RetractionRequest, tenant_id: TenantId, db: Db
 ) -> RetractionResponse:
-    """Hides item `seq` from the active history, with its call or outputs (pairing holds)."""
+    """Hides item `seq` (the newest shown when none is given) from the active history, with
+    its call or outputs (pairing holds)."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    fact = retraction_fact(fold_session(db, session), body.seq)
-    written = repository.append_facts(db, session=session, facts=[fact])
+    retraction = plan_retraction(fold_session(db, session), body.seq)
+    written = repository.append_facts(db, session=session, facts=[retraction.fact])
     db.commit()
-    return RetractionResponse(seq=written.facts[0].seq, retracted=fact.item["seqs"])
+    return RetractionResponse(
+        seq=written.facts[0].seq,
+        retracted=[seq for seq, _ in retraction.hidden],
+        items=[RetractedItem(seq=seq, item=item) for seq, item in retraction.hidden],
+    )
 
 
 @router.post(

@@ -66,6 +66,7 @@ __all__ = [
     "Fold",
     "LoggedFact",
     "NewFact",
+    "Retraction",
     "child_link_fact",
     "client_batch",
     "client_items",
@@ -77,8 +78,8 @@ __all__ = [
     "fork_fold",
     "goal_fact",
     "item_fact",
+    "plan_retraction",
     "reset_fact",
-    "retraction_fact",
     "world_state_facts",
 ]
 
@@ -161,19 +162,34 @@ def client_items(items: list[dict[str, Any]], fmt: Format, *, field: str) -> lis
     return client_batch(items, fmt, field=field)[0]
 
 
-def retraction_fact(active: ActiveHistory, seq: int) -> NewFact:
-    """Hides item `seq` of the active history, with what it is paired with: retracting a call
-    retracts its outputs, retracting an output retracts its call (and the call's other outputs),
-    so the history stays one a provider accepts. The fact lists every seq it hides.
+@dataclass(frozen=True)
+class Retraction:
+    """A retraction to append, and the items it hides as the log holds them."""
 
-    A seq past the log is `NotFound`; one already retracted, or that the active history does
-    not show, is a conflict.
+    fact: NewFact
+    hidden: tuple[tuple[int, Item], ...]
+    """(seq, item) of every hidden item, in seq order."""
+
+
+def plan_retraction(active: ActiveHistory, seq: int | None) -> Retraction:
+    """Hides item `seq` of the active history (the newest one it shows when `seq` is None, as a
+    framework's `pop_item` asks), with what it is paired with: retracting a call retracts its
+    outputs, retracting an output retracts its call (and the call's other outputs), so the
+    history stays one a provider accepts. The fact lists every seq it hides.
+
+    A seq past the log, or no seq in an active history that shows no logged item, is
+    `NotFound`; a seq already retracted, or that the active history does not show, is a
+    conflict.
     """
+    position = {s: i for i, s in enumerate(active.seqs) if s is not None}
+    if seq is None:
+        if not position:
+            raise NotFound("the active history shows no logged item to retract")
+        seq = max(position)
     if not 1 <= seq <= active.last_seq:
         raise NotFound(f"session has no seq {seq} (its last is {active.last_seq})")
     if seq in active.retracted:
         raise AlreadyRetracted(f"seq {seq} is already retracted", details={"seq": seq})
-    position = {s: i for i, s in enumerate(active.seqs) if s is not None}
     if seq not in position:
         raise NotInActiveHistory(
             f"seq {seq} is not in the active history (compacted away, reset, or not an item "
@@ -194,7 +210,10 @@ def retraction_fact(active: ActiveHistory, seq: int) -> NewFact:
             and item_type(other) in CALL_TYPES | OUTPUT_TYPES
         }
     record = {"type": RETRACTION_FACT, "seqs": sorted(hidden), "requested": seq}
-    return NewFact(RETRACTION_FACT, record, 0, dict(HARNESS))
+    return Retraction(
+        fact=NewFact(RETRACTION_FACT, record, 0, dict(HARNESS)),
+        hidden=tuple((s, active.items[position[s]]) for s in sorted(hidden)),
+    )
 
 
 def reset_fact() -> NewFact:

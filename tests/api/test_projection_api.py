@@ -34,7 +34,14 @@ ITEMS = [
 def test_a_retraction_hides_the_item_and_its_pair(client: TestClient, session_id: str) -> None:
     _session(client, session_id, ITEMS)
     retracted = client.post(f"/sessions/{session_id}/retractions", json={"seq": 3})
-    assert (retracted.status_code, retracted.json()) == (201, {"seq": 6, "retracted": [2, 3]})
+    assert (retracted.status_code, retracted.json()) == (
+        201,
+        {
+            "seq": 6,
+            "retracted": [2, 3],
+            "items": [{"seq": 2, "item": ITEMS[1]}, {"seq": 3, "item": ITEMS[2]}],
+        },
+    )
     history = _history(client, session_id)
     assert history == [ITEMS[0], ITEMS[3], ITEMS[4]]
     assert find_pairing_violations(history) == []
@@ -44,8 +51,32 @@ def test_a_retraction_hides_the_item_and_its_pair(client: TestClient, session_id
     assert logged[5]["item"] == {"type": "contextd.retraction", "seqs": [2, 3], "requested": 3}
     # The last message goes, as a framework's pop_item asks.
     popped = client.post(f"/sessions/{session_id}/retractions", json={"seq": 5})
-    assert popped.json() == {"seq": 7, "retracted": [5]}
+    assert popped.json() == {"seq": 7, "retracted": [5], "items": [{"seq": 5, "item": ITEMS[4]}]}
     assert _history(client, session_id) == [ITEMS[0], ITEMS[3]]
+
+
+def test_a_retraction_without_a_seq_pops_the_newest_shown_item(
+    client: TestClient, session_id: str
+) -> None:
+    _session(client, session_id, ITEMS[:3])
+    # The newest item is an output: its call goes with it, and both come back as logged.
+    popped = client.post(f"/sessions/{session_id}/retractions", json={})
+    assert (popped.status_code, popped.json()) == (
+        201,
+        {
+            "seq": 4,
+            "retracted": [2, 3],
+            "items": [{"seq": 2, "item": ITEMS[1]}, {"seq": 3, "item": ITEMS[2]}],
+        },
+    )
+    # The retraction fact itself is never "the newest item": the next pop takes seq 1.
+    again = client.post(f"/sessions/{session_id}/retractions", json={"seq": None})
+    assert again.json() == {"seq": 5, "retracted": [1], "items": [{"seq": 1, "item": ITEMS[0]}]}
+    assert _history(client, session_id) == []
+    before = client.get(f"/sessions/{session_id}").json()["last_seq"]
+    empty = client.post(f"/sessions/{session_id}/retractions", json={})
+    assert (empty.status_code, empty.json()["error"]["code"]) == (404, "not_found")
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == before
 
 
 def test_bad_retractions_are_refused_and_change_nothing(

@@ -163,11 +163,21 @@ def test_retraction_and_reset_change_the_active_history(
     ctx.create_session(session_id=session_id)
     turn = _turn(1)
     ctx.append_items(session_id, items=[*turn, user_msg("thanks")])
-    assert ctx.retract(session_id, seq=3) == models.RetractionResponse(seq=6, retracted=[2, 3])
+    assert ctx.retract(session_id, seq=3) == models.RetractionResponse(
+        seq=6,
+        retracted=[2, 3],
+        items=[
+            models.RetractedItem(seq=2, item=turn[1]),
+            models.RetractedItem(seq=3, item=turn[2]),
+        ],
+    )
     assert ctx.get_history(session_id).items == [turn[0], turn[3], user_msg("thanks")]
-    assert ctx.reset(session_id) == models.ResetResponse(seq=7)
+    assert ctx.retract(session_id) == models.RetractionResponse(
+        seq=7, retracted=[5], items=[models.RetractedItem(seq=5, item=user_msg("thanks"))]
+    )
+    assert ctx.reset(session_id) == models.ResetResponse(seq=8)
     assert ctx.get_history(session_id).items == []
-    assert [entry.seq for entry in ctx.iter_items(session_id)] == [1, 2, 3, 4, 5, 6, 7]
+    assert [entry.seq for entry in ctx.iter_items(session_id)] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_assemble_replay_usage_and_advice(

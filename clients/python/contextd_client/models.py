@@ -629,13 +629,30 @@ class ResetResponse(BaseModel):
     """
 
 
+class RetractedItem(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    item: Annotated[dict[str, Any], Field(title="Item")]
+    """
+    The hidden item as the log holds it.
+    """
+
+
+Seq = TypeAliasType("Seq", Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")])
+"""
+The item to hide; left out (or null), the newest item the active history shows.
+"""
+
+
 class RetractionRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    seq: Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")]
+    seq: Annotated[Seq | None, Field(title="Seq")] = None
     """
-    The item to hide.
+    The item to hide; left out (or null), the newest item the active history shows.
     """
 
 
@@ -650,6 +667,10 @@ class RetractionResponse(BaseModel):
     retracted: Annotated[list[int], Field(title="Retracted")]
     """
     Every seq hidden: the one asked for, and the call or outputs paired with it.
+    """
+    items: Annotated[list[RetractedItem], Field(title="Items")]
+    """
+    The hidden items, in seq order, as the log holds them (Responses form).
     """
 
 

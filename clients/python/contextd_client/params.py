@@ -322,10 +322,18 @@ class ResetResponse(TypedDict):
     """
 
 
-class RetractionRequest(TypedDict):
+class RetractedItem(TypedDict):
     seq: int
+    item: dict[str, Any]
     """
-    The item to hide.
+    The hidden item as the log holds it.
+    """
+
+
+class RetractionRequest(TypedDict):
+    seq: NotRequired[int | None]
+    """
+    The item to hide; left out (or null), the newest item the active history shows.
     """
 
 
@@ -337,6 +345,10 @@ class RetractionResponse(TypedDict):
     retracted: list[int]
     """
     Every seq hidden: the one asked for, and the call or outputs paired with it.
+    """
+    items: list[RetractedItem]
+    """
+    The hidden items, in seq order, as the log holds them (Responses form).
     """
 
 
