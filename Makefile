@@ -11,7 +11,7 @@ export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PO
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]' -e clients/python
+	$(BIN)/pip install --quiet -e '.[dev,bench]' -e 'clients/python[agents,langchain,pydantic-ai]'
 	touch $(STAMP)
 
 install: $(STAMP)
