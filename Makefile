@@ -27,11 +27,11 @@ postgres:
 		echo "PostgreSQL did not come up on $(PG_HOST):$(PG_PORT)"; exit 1
 
 lint: $(STAMP)
-	$(BIN)/ruff check app tests bench migrations clients
-	$(BIN)/ruff format --check app tests bench migrations clients
+	$(BIN)/ruff check app tests bench migrations clients examples
+	$(BIN)/ruff format --check app tests bench migrations clients examples
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict app tests bench clients/python/contextd_client
+	$(BIN)/mypy --strict app tests bench examples clients/python/contextd_client
 
 # The test suite creates (and drops) its own throwaway PostgreSQL database.
 pytest: $(STAMP) postgres

@@ -1,0 +1,557 @@
+"""The LangChain v1 adapter against a real contextd process: `langchain.agents.create_agent`
+drives its own loop with a scripted chat model replaying a recorded run, and every model call
+must receive exactly the context contextd assembled for it.
+
+The scripted model is langchain_core's `GenericFakeChatModel` (it replays a list of answers),
+extended with the two things an agent needs from a model and the fake lacks: `bind_tools`, and a
+record of every input it received. Tools answer each call with the output the run recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    UsageMetadata,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextd_client import AsyncContextdClient, ContextdClient, NotFound, models
+from contextd_client.langchain import ContextdChatMessageHistory, ContextdMiddleware
+from contextd_client.runtime import LinkOptions
+from tests.adapters.conftest import (
+    API_KEY,
+    GOAL,
+    SMALL_WINDOW,
+    Script,
+    chat_pairing_holds,
+    load_script,
+)
+from tests.e2e.servers import Server
+
+ROOT = Path(__file__).resolve().parents[2]
+GOAL_TEXT = f'<goal version="1">\n{GOAL}\n</goal>'
+GOAL_PART = {"type": "text", "text": GOAL_TEXT}
+# What examples/langchain_loop.py writes: the task, five tool turns, the final answer.
+EXAMPLE_ROLES = ["user", *["assistant", "tool"] * 5, "assistant"]
+EXAMPLE_ANSWER = "Fixed: to_milliseconds rounds instead of truncating, and all 39 tests pass."
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """Answers with the script's turns in order and keeps every input it was given."""
+
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        # The script already says which tools are called: there is nothing to bind.
+        return self
+
+
+def usage_of_turn(turn: int) -> UsageMetadata:
+    """What the scripted provider reports for turn `turn` (distinct per turn)."""
+    return {
+        "input_tokens": 4000 + 10 * turn,
+        "output_tokens": 50 + turn,
+        "total_tokens": 4050 + 11 * turn,
+        "input_token_details": {"cache_read": 1000 + turn},
+    }
+
+
+def scripted_model(script: Script) -> ScriptedChatModel:
+    answers = [
+        AIMessage(
+            content=turn.text,
+            tool_calls=[
+                {"name": call["name"], "args": json.loads(call["arguments"]), "id": call["call_id"]}
+                for call in turn.calls
+            ],
+            usage_metadata=usage_of_turn(n),
+        )
+        for n, turn in enumerate(script.turns)
+    ]
+    return ScriptedChatModel(messages=iter(answers))
+
+
+class RecordedCall(BaseModel):
+    """Any arguments, and the call's id, by which the tool finds the recorded output."""
+
+    model_config = ConfigDict(extra="allow")
+    call_id: Annotated[str, InjectedToolCallId]
+
+
+def recorded_tools(script: Script) -> list[BaseTool]:
+    def answer(call_id: str, **arguments: Any) -> str:
+        return script.output_for(call_id)
+
+    return [
+        StructuredTool.from_function(
+            func=answer, name=name, description=f"The recorded {name}.", args_schema=RecordedCall
+        )
+        for name in script.tool_names
+    ]
+
+
+class AssemblyLog(AgentMiddleware):
+    """Placed inside `ContextdMiddleware`: notes, per model call, the assembly it was given."""
+
+    def __init__(self, contextd: ContextdMiddleware) -> None:
+        super().__init__()
+        self.contextd = contextd
+        self.assembly_ids: list[str] = []
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        assembly = self.contextd.link(self.contextd.session_of(request.runtime)).last_assembly
+        assert assembly is not None
+        self.assembly_ids.append(assembly.assembly_id)
+        return handler(request)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        link = self.contextd.async_link(self.contextd.session_of(request.runtime))
+        assert link.last_assembly is not None
+        self.assembly_ids.append(link.last_assembly.assembly_id)
+        return await handler(request)
+
+
+def expected_input(assembled: list[dict[str, Any]], *, instructions: str) -> list[dict[str, Any]]:
+    """What the model must receive for an assembly in `chat` form: the agent's system prompt
+    and the leading developer messages as one system message, later developer messages as
+    user messages, everything else as assembled."""
+    leading = next(n for n, message in enumerate(assembled) if message["role"] != "developer")
+    system = {
+        "role": "system",
+        "content": [
+            {"type": "text", "text": instructions},
+            *(part for message in assembled[:leading] for part in message["content"]),
+        ],
+    }
+    later = [
+        {"role": "user", "content": message["content"]}
+        if message["role"] == "developer"
+        else message
+        for message in assembled[leading:]
+    ]
+    return [system, *later]
+
+
+def as_chat(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    return convert_to_openai_messages(messages, text_format="block")
+
+
+def assert_each_call_got_its_assembly(
+    ctx: ContextdClient,
+    *,
+    model: ScriptedChatModel,
+    assembly_ids: list[str],
+    script: Script,
+    state: dict[str, Any],
+) -> None:
+    """Every input the model received is its call's stored assembly (goal pinned first and
+    restated last, pairing valid), and not what the agent would have sent without contextd:
+    its system prompt and its own list up to that answer."""
+    messages: list[AnyMessage] = state["messages"]
+    answers = [n for n, message in enumerate(messages) if isinstance(message, AIMessage)]
+    raw_inputs = [as_chat([SystemMessage(script.instructions), *messages[:n]]) for n in answers]
+    assert len(model.received) == len(script.turns) == len(assembly_ids) == len(raw_inputs)
+    for received, assembly_id, raw in zip(model.received, assembly_ids, raw_inputs, strict=True):
+        assembled = ctx.get_assembly(assembly_id).response.messages
+        expected = expected_input(assembled, instructions=script.instructions)
+        got = as_chat(received)
+        assert got == as_chat(convert_to_messages(expected))
+        assert got[0]["content"][1] == GOAL_PART
+        assert got[-1] == {"role": "user", "content": [GOAL_PART]}
+        assert chat_pairing_holds(got)
+        assert got != raw
+
+
+def logged_messages(ctx: ContextdClient, session_id: str) -> list[dict[str, Any]]:
+    """Each message of the raw log as it was sent: a Chat message, or a `langchain:` item."""
+    logged: list[dict[str, Any]] = []
+    for each in ctx.iter_items(session_id):
+        if each.original is not None and "message" in each.original:
+            logged.append(each.original["message"])
+        elif each.type.startswith("langchain:"):
+            logged.append(each.item)
+    return logged
+
+
+def provider_tokens(ctx: ContextdClient, *, unit: str) -> dict[str, float]:
+    """The provider-usage counters of `unit`, by kind, and the cache counters."""
+    counters: dict[str, float] = {}
+    for family in text_string_to_metric_families(ctx.metrics()):
+        for sample in family.samples:
+            if sample.labels.get("unit") != unit or not sample.name.endswith("_total"):
+                continue
+            if sample.name == "contextd_provider_tokens_total":
+                counters[sample.labels["kind"]] = sample.value
+            elif sample.name in (
+                "contextd_cache_predicted_tokens_total",
+                "contextd_cache_actual_tokens_total",
+            ):
+                counters[sample.name] = sample.value
+    return counters
+
+
+@pytest.fixture
+def ctx(server: Server) -> Iterator[ContextdClient]:
+    with ContextdClient(server.base, api_key=API_KEY) as blocking:
+        yield blocking
+
+
+def test_invoke_gives_the_model_each_calls_assembled_context_and_logs_every_message(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    script = load_script()
+    contextd = ContextdMiddleware(
+        ctx, session_id=session_id, options=LinkOptions(session={"model": "gpt-4o"})
+    )
+    contextd.link(session_id).ensure_session()
+    ctx.put_goal(session_id, text=GOAL)
+    assembly_log = AssemblyLog(contextd)
+    model = scripted_model(script)
+    agent = create_agent(
+        model,
+        tools=recorded_tools(script),
+        system_prompt=script.instructions,
+        middleware=[contextd, assembly_log],
+    )
+
+    state = agent.invoke({"messages": [HumanMessage(script.prompt)]})
+
+    assert_each_call_got_its_assembly(
+        ctx, model=model, assembly_ids=assembly_log.assembly_ids, script=script, state=state
+    )
+    # Every state message is logged once, in order, the final answer included.
+    assert logged_messages(ctx, session_id) == convert_to_openai_messages(state["messages"])
+    assert state["messages"][-1].content == script.turns[-1].text
+    assert contextd.link(session_id).compactions == []
+
+
+def test_invoke_reports_each_calls_usage_against_the_assembly_it_was_given(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    script = load_script(turns=4)
+    unit = "langchain-usage"
+    contextd = ContextdMiddleware(
+        ctx,
+        session_id=session_id,
+        options=LinkOptions(unit=unit, session={"model": "gpt-4o"}),
+    )
+    assembly_log = AssemblyLog(contextd)
+    agent = create_agent(
+        scripted_model(script),
+        tools=recorded_tools(script),
+        system_prompt=script.instructions,
+        middleware=[contextd, assembly_log],
+    )
+    before = provider_tokens(ctx, unit=unit)
+
+    agent.invoke({"messages": [HumanMessage(script.prompt)]})
+
+    after = provider_tokens(ctx, unit=unit)
+    usages = [usage_of_turn(n) for n in range(len(script.turns))]
+    cached = sum(usage["input_token_details"]["cache_read"] for usage in usages)
+    predicted = sum(
+        ctx.get_assembly(each).response.cache.reused_prefix_tokens
+        for each in assembly_log.assembly_ids
+    )
+    assert {kind: after[kind] - before.get(kind, 0.0) for kind in after} == {
+        "cached": cached,
+        "uncached": sum(usage["input_tokens"] for usage in usages) - cached,
+        "output": sum(usage["output_tokens"] for usage in usages),
+        "contextd_cache_actual_tokens_total": cached,
+        "contextd_cache_predicted_tokens_total": predicted,
+    }
+    # Each report named a distinct assembly of this session, so each calibrated it once.
+    tokenizer = ctx.context_window(session_id).tokenizer
+    assert (tokenizer.calibrated, tokenizer.samples) == (True, len(script.turns))
+
+
+def test_small_window_run_compacts_when_advised_and_the_model_gets_the_compacted_context(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    script = load_script()
+    contextd = ContextdMiddleware(
+        ctx,
+        session_id=session_id,
+        options=LinkOptions(session={"model": "gpt-4o", "context_window": SMALL_WINDOW}),
+    )
+    contextd.link(session_id).ensure_session()
+    ctx.put_goal(session_id, text=GOAL)
+    assembly_log = AssemblyLog(contextd)
+    model = scripted_model(script)
+    agent = create_agent(
+        model,
+        tools=recorded_tools(script),
+        system_prompt=script.instructions,
+        middleware=[contextd, assembly_log],
+    )
+
+    state = agent.invoke({"messages": [HumanMessage(script.prompt)]})
+
+    assert_each_call_got_its_assembly(
+        ctx, model=model, assembly_ids=assembly_log.assembly_ids, script=script, state=state
+    )
+    compactions = contextd.link(session_id).compactions
+    applied = [compaction for compaction in compactions if compaction.applied]
+    assert applied != []
+    assert [each.not_applied_because for each in compactions if not each.applied] == [
+        "too_little_gain"
+    ] * (len(compactions) - len(applied))
+    assert ctx.get_session(session_id).compactions == len(applied)
+    # The model got less than the agent holds; the log still holds all of it.
+    assert len(model.received[-1]) < len(state["messages"])
+    assert logged_messages(ctx, session_id) == convert_to_openai_messages(state["messages"])
+
+
+def test_ainvoke_gives_the_model_each_calls_assembled_context_and_reports_usage(
+    ctx: ContextdClient, server: Server, session_id: str
+) -> None:
+    script = load_script(turns=6)
+    model = scripted_model(script)
+
+    async def run() -> tuple[dict[str, Any], list[str]]:
+        async with AsyncContextdClient(server.base, api_key=API_KEY) as async_client:
+            contextd = ContextdMiddleware(
+                async_client=async_client,
+                session_id=session_id,
+                options=LinkOptions(session={"model": "gpt-4o"}),
+            )
+            await contextd.async_link(session_id).ensure_session()
+            await async_client.put_goal(session_id, text=GOAL)
+            assembly_log = AssemblyLog(contextd)
+            agent = create_agent(
+                model,
+                tools=recorded_tools(script),
+                system_prompt=script.instructions,
+                middleware=[contextd, assembly_log],
+            )
+            state = await agent.ainvoke({"messages": [HumanMessage(script.prompt)]})
+            return state, assembly_log.assembly_ids
+
+    state, assembly_ids = asyncio.run(run())
+
+    assert_each_call_got_its_assembly(
+        ctx, model=model, assembly_ids=assembly_ids, script=script, state=state
+    )
+    assert logged_messages(ctx, session_id) == convert_to_openai_messages(state["messages"])
+    tokenizer = ctx.context_window(session_id).tokenizer
+    assert (tokenizer.calibrated, tokenizer.samples) == (True, len(script.turns))
+
+
+def test_thread_id_names_the_session_and_a_thread_resumed_appends_only_its_new_messages(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    script = load_script(turns=1)
+    call_turn, final_turn = script.turns
+    answers = [
+        AIMessage("Done."),
+        AIMessage(
+            call_turn.text,
+            tool_calls=[
+                {"name": call["name"], "args": json.loads(call["arguments"]), "id": call["call_id"]}
+                for call in call_turn.calls
+            ],
+        ),
+        AIMessage(final_turn.text),
+        AIMessage("Nothing else."),
+    ]
+    contextd = ContextdMiddleware(ctx)  # no session_id: each thread names its session
+    agent = create_agent(
+        ScriptedChatModel(messages=iter(answers)),
+        tools=recorded_tools(script),
+        system_prompt=script.instructions,
+        middleware=[contextd],
+        checkpointer=InMemorySaver(),
+    )
+    other_thread = f"{session_id}-other"
+    other = agent.invoke(
+        {"messages": [HumanMessage("Say done.")]},
+        config={"configurable": {"thread_id": other_thread}},
+    )
+    config: RunnableConfig = {"configurable": {"thread_id": session_id}}
+    first = agent.invoke({"messages": [HumanMessage(script.prompt)]}, config=config)
+
+    second = agent.invoke({"messages": [HumanMessage("Anything else?")]}, config=config)
+
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert [message.content for message in second["messages"][-2:]] == [
+        "Anything else?",
+        "Nothing else.",
+    ]
+    # Each message once: the resumed thread's earlier messages were not appended again.
+    assert logged_messages(ctx, session_id) == convert_to_openai_messages(second["messages"])
+    assert logged_messages(ctx, other_thread) == convert_to_openai_messages(other["messages"])
+
+
+def test_run_without_session_id_or_thread_id_is_refused_before_the_model_is_called(
+    ctx: ContextdClient,
+) -> None:
+    model = ScriptedChatModel(messages=iter([AIMessage("never sent")]))
+    agent = create_agent(model, middleware=[ContextdMiddleware(ctx)])
+
+    with pytest.raises(ValueError, match="thread_id"):
+        agent.invoke({"messages": [HumanMessage("hello")]})
+
+    assert model.received == []
+
+
+class Note(BaseMessage):
+    """A message type of the application's own, which no converter knows."""
+
+    type: str = "note"
+
+
+def test_unknown_messages_are_kept_in_the_log_and_reported_excluded_without_an_exception(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    critic = ChatMessage(role="critic", content="Check the rounding mode first.", id="critic-1")
+    note = Note(content="Budget: two more tool calls.", id="note-1")
+    prompt = HumanMessage("Fix the rounding.", id="prompt-1")
+    contextd = ContextdMiddleware(
+        ctx, session_id=session_id, options=LinkOptions(session={"model": "gpt-4o"})
+    )
+    model = ScriptedChatModel(messages=iter([AIMessage("Fixed.", id="answer-1")]))
+    agent = create_agent(model, system_prompt="Be brief.", middleware=[contextd])
+
+    # A Note is no `AnyMessage`: the point of the test is a message nothing knows.
+    state = agent.invoke({"messages": [prompt, critic, cast("AnyMessage", note)]})
+
+    critic_item = {"type": "langchain:chat", "message": critic.model_dump(mode="json")}
+    note_item = {"type": "langchain:note", "message": note.model_dump(mode="json")}
+    assert logged_messages(ctx, session_id) == [
+        {"role": "user", "content": "Fix the rounding."},
+        critic_item,
+        note_item,
+        {"role": "assistant", "content": "Fixed."},
+    ]
+    assert contextd.link(session_id).excluded == [
+        models.ExcludedItem(seq=2, type="langchain:chat", reason="unknown_type"),
+        models.ExcludedItem(seq=3, type="langchain:note", reason="unknown_type"),
+    ]
+    # The model saw the known message only; the agent's state still holds all four.
+    assert as_chat(model.received[0]) == [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Fix the rounding."}]},
+    ]
+    assert state["messages"][:3] == [prompt, critic, note]
+
+
+def test_chat_message_history_round_trips_messages_and_clear_keeps_the_log(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    history = ContextdChatMessageHistory(session_id, client=ctx)
+    conversation = [
+        HumanMessage("List the files."),
+        AIMessage("", tool_calls=[{"name": "bash", "args": {"command": "ls"}, "id": "c1"}]),
+        ToolMessage("a.py\nb.py", tool_call_id="c1", name="bash"),
+        AIMessage("Two files: a.py and b.py."),
+    ]
+    assert history.messages == []  # no session yet: an empty history, and none created
+    with pytest.raises(NotFound):
+        ctx.get_session(session_id)
+
+    history.add_messages(conversation)
+    history.add_message(HumanMessage("Thanks."))
+
+    written = [*conversation, HumanMessage("Thanks.")]
+    assert as_chat(history.messages) == as_chat(written)
+
+    history.clear()
+
+    assert history.messages == []
+    assert logged_messages(ctx, session_id) == convert_to_openai_messages(written)
+    history.add_messages([HumanMessage("Start over.")])
+    assert as_chat(history.messages) == as_chat([HumanMessage("Start over.")])
+
+
+def test_chat_message_history_async_methods_round_trip_and_clear(
+    ctx: ContextdClient, server: Server, session_id: str
+) -> None:
+    conversation = [HumanMessage("Which test fails?"), AIMessage("test_rounding.")]
+
+    async def run() -> tuple[list[BaseMessage], list[BaseMessage]]:
+        async with AsyncContextdClient(server.base, api_key=API_KEY) as async_client:
+            history = ContextdChatMessageHistory(session_id, async_client=async_client)
+            await history.aadd_messages(conversation)
+            written = await history.aget_messages()
+            await history.aclear()
+            return written, await history.aget_messages()
+
+    written, cleared = asyncio.run(run())
+
+    assert as_chat(written) == as_chat(conversation)
+    assert cleared == []
+    assert logged_messages(ctx, session_id) == convert_to_openai_messages(conversation)
+
+
+def test_example_runs_offline_and_writes_its_session(ctx: ContextdClient, server: Server) -> None:
+    example = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langchain_loop.py")],
+        env={**os.environ, "CONTEXTD_URL": server.base, "CONTEXTD_API_KEY": API_KEY},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert example.returncode == 0, example.stderr
+    found = re.search(r"^session (\S+)$", example.stdout, flags=re.MULTILINE)
+    assert found is not None, example.stdout
+    session = ctx.get_session(found.group(1))
+    logged = logged_messages(ctx, found.group(1))
+    assert [message["role"] for message in logged] == EXAMPLE_ROLES
+    assert logged[-1] == {"role": "assistant", "content": EXAMPLE_ANSWER}
+    assert session.compactions >= 1
+    assert session.tokenizer.samples == EXAMPLE_ROLES.count("assistant")
