@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import load_trajectory
 from tests.e2e.servers import Server, running
@@ -24,6 +25,8 @@ API_KEY = "ctx-adapter-tests-key"
 TRAJECTORIES = Path(__file__).parents[1] / "data" / "trajectories"
 TRAJECTORY = TRAJECTORIES / "swea_fncall_marshmallow-1867.jsonl"
 GOAL = "Make marshmallow's TimeDelta serialize 345 milliseconds as 345, not 344."
+GOAL_TEXT = f'<goal version="1">\n{GOAL}\n</goal>'
+"""The goal as session-mode assembly pins it (first, and restated last)."""
 # A window the trajectory outgrows part-way through, so the advice fires during the run.
 SMALL_WINDOW = 12_000
 
@@ -32,6 +35,22 @@ SMALL_WINDOW = 12_000
 def server(postgres_url: str) -> Iterator[Server]:
     with running(postgres_url, CTX_API_KEYS=f'["adapter-tests:{API_KEY}"]') as service:
         yield service
+
+
+def usage_counters(metrics: str, *, unit: str) -> dict[str, float]:
+    """From the service's `/metrics` text, `unit`'s usage counters: provider tokens by kind
+    (`cached`, `uncached`, `output`), and the cache counters of usage reported against an
+    assembly (`contextd_cache_predicted_tokens_total`, `contextd_cache_actual_tokens_total`)."""
+    counters: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.labels.get("unit") != unit or not sample.name.endswith("_total"):
+                continue
+            if sample.name == "contextd_provider_tokens_total":
+                counters[sample.labels["kind"]] = sample.value
+            elif sample.name.startswith("contextd_cache_"):
+                counters[sample.name] = sample.value
+    return counters
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
 from openai.types.responses.response_usage import InputTokensDetails
-from prometheus_client.parser import text_string_to_metric_families
 
 from contextd_client import models
 from contextd_client.agents import ContextdSession, ContextdUsageHooks
@@ -38,10 +37,12 @@ from contextd_client.runtime import LinkOptions
 from tests.adapters.conftest import (
     API_KEY,
     GOAL,
+    GOAL_TEXT,
     SMALL_WINDOW,
     Script,
     load_script,
     responses_pairing_holds,
+    usage_counters,
 )
 from tests.e2e.servers import Server
 
@@ -50,7 +51,7 @@ EXAMPLE = ROOT / "examples" / "agents_sdk_loop.py"
 GOAL_MESSAGE = {
     "type": "message",
     "role": "developer",
-    "content": [{"type": "input_text", "text": f'<goal version="1">\n{GOAL}\n</goal>'}],
+    "content": [{"type": "input_text", "text": GOAL_TEXT}],
 }
 OVERHEAD = 300
 """Provider tokens the scripted model counts beyond the assembly (instructions, tool schemas)."""
@@ -191,20 +192,6 @@ async def stored_messages(session: ContextdSession, assembly_ids: list[str]) -> 
     ]
 
 
-async def usage_counters(session: ContextdSession, *, unit: str) -> dict[str, float]:
-    """The provider-usage counters of `unit`, by kind, and the cache counters."""
-    counters: dict[str, float] = {}
-    for family in text_string_to_metric_families(await session.client.metrics()):
-        for sample in family.samples:
-            if sample.labels.get("unit") != unit or not sample.name.endswith("_total"):
-                continue
-            if sample.name == "contextd_provider_tokens_total":
-                counters[sample.labels["kind"]] = sample.value
-            elif sample.name.startswith("contextd_cache_"):
-                counters[sample.name] = sample.value
-    return counters
-
-
 def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(scenario())
 
@@ -251,11 +238,11 @@ def test_usage_is_reported_against_the_assembly_each_call_was_given(
         async with contextd_session(server, session_id, unit=unit) as session:
             await set_goal(session)
             replay = Replay(session, load_script(turns=4))
-            before = await usage_counters(session, unit=unit)
+            before = usage_counters(await session.client.metrics(), unit=unit)
 
             await replay.run(streamed=False)
 
-            after = await usage_counters(session, unit=unit)
+            after = usage_counters(await session.client.metrics(), unit=unit)
             cached = sum(usage.input_tokens_details.cached_tokens for usage in replay.usages)
             assert {kind: after[kind] - before.get(kind, 0.0) for kind in after} == {
                 "cached": cached,

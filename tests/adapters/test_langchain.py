@@ -41,7 +41,6 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextd_client import AsyncContextdClient, ContextdClient, NotFound, models
@@ -50,15 +49,16 @@ from contextd_client.runtime import LinkOptions
 from tests.adapters.conftest import (
     API_KEY,
     GOAL,
+    GOAL_TEXT,
     SMALL_WINDOW,
     Script,
     chat_pairing_holds,
     load_script,
+    usage_counters,
 )
 from tests.e2e.servers import Server
 
 ROOT = Path(__file__).resolve().parents[2]
-GOAL_TEXT = f'<goal version="1">\n{GOAL}\n</goal>'
 GOAL_PART = {"type": "text", "text": GOAL_TEXT}
 # What examples/langchain_loop.py writes: the task, five tool turns, the final answer.
 EXAMPLE_ROLES = ["user", *["assistant", "tool"] * 5, "assistant"]
@@ -226,23 +226,6 @@ def logged_messages(ctx: ContextdClient, session_id: str) -> list[dict[str, Any]
     return logged
 
 
-def provider_tokens(ctx: ContextdClient, *, unit: str) -> dict[str, float]:
-    """The provider-usage counters of `unit`, by kind, and the cache counters."""
-    counters: dict[str, float] = {}
-    for family in text_string_to_metric_families(ctx.metrics()):
-        for sample in family.samples:
-            if sample.labels.get("unit") != unit or not sample.name.endswith("_total"):
-                continue
-            if sample.name == "contextd_provider_tokens_total":
-                counters[sample.labels["kind"]] = sample.value
-            elif sample.name in (
-                "contextd_cache_predicted_tokens_total",
-                "contextd_cache_actual_tokens_total",
-            ):
-                counters[sample.name] = sample.value
-    return counters
-
-
 @pytest.fixture
 def ctx(server: Server) -> Iterator[ContextdClient]:
     with ContextdClient(server.base, api_key=API_KEY) as blocking:
@@ -295,11 +278,11 @@ def test_invoke_reports_each_calls_usage_against_the_assembly_it_was_given(
         system_prompt=script.instructions,
         middleware=[contextd, assembly_log],
     )
-    before = provider_tokens(ctx, unit=unit)
+    before = usage_counters(ctx.metrics(), unit=unit)
 
     agent.invoke({"messages": [HumanMessage(script.prompt)]})
 
-    after = provider_tokens(ctx, unit=unit)
+    after = usage_counters(ctx.metrics(), unit=unit)
     usages = [usage_of_turn(n) for n in range(len(script.turns))]
     cached = sum(usage["input_token_details"]["cache_read"] for usage in usages)
     predicted = sum(

@@ -21,7 +21,6 @@ from typing import Any
 
 import pydantic_core
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic_ai import Agent, ModelRetry, RunContext, Tool
 from pydantic_ai.messages import (
     BinaryContent,
@@ -50,16 +49,17 @@ from contextd_client.runtime import LinkOptions
 from tests.adapters.conftest import (
     API_KEY,
     GOAL,
+    GOAL_TEXT,
     SMALL_WINDOW,
     Script,
     Turn,
     chat_pairing_holds,
     load_script,
+    usage_counters,
 )
 from tests.e2e.servers import Server
 
 ROOT = Path(__file__).resolve().parents[2]
-GOAL_TEXT = f'<goal version="1">\n{GOAL}\n</goal>'
 # Provider tokens beyond the assembled context (tool schemas, message framing): the scripted
 # provider reports the assembled tokens plus this, so calibration must find exactly it.
 OVERHEAD = 300
@@ -286,21 +286,6 @@ def script_messages(script: Script) -> list[dict[str, Any]]:
     return messages
 
 
-def provider_counters(client: ContextdClient, *, unit: str) -> dict[str, float]:
-    """The usage counters of `unit`: provider tokens by kind, and cached tokens reported
-    against an assembly."""
-    counters: dict[str, float] = {}
-    for family in text_string_to_metric_families(client.metrics()):
-        for sample in family.samples:
-            if sample.labels.get("unit") != unit:
-                continue
-            if sample.name == "contextd_provider_tokens_total":
-                counters[sample.labels["kind"]] = sample.value
-            elif sample.name == "contextd_cache_actual_tokens_total":
-                counters["cached_against_assembly"] = sample.value
-    return counters
-
-
 def start_session(client: ContextdClient, session_id: str, *, window: int = 200_000) -> None:
     client.create_session(session_id=session_id, context_window=window)
     client.put_goal(session_id, text=GOAL)
@@ -332,19 +317,20 @@ def test_each_calls_usage_is_reported_against_the_assembly_it_was_sent(
     script = load_script()
     start_session(client, session_id)
     unit = "pydantic-ai-usage"
-    before = provider_counters(client, unit=unit)
+    before = usage_counters(client.metrics(), unit=unit)
 
     run = asyncio.run(replay(server, session_id, script, options=LinkOptions(unit=unit)))
 
     stored = [client.get_assembly(call.assembly_id).response for call in run.calls]
-    after = provider_counters(client, unit=unit)
+    after = usage_counters(client.metrics(), unit=unit)
     cached = sum(assembly.cache.reused_prefix_tokens for assembly in stored)
     inputs = sum(assembly.total_tokens + OVERHEAD for assembly in stored)
     reported = {
         "cached": cached,
         "uncached": inputs - cached,
         "output": sum(map(output_tokens, script.turns)),
-        "cached_against_assembly": cached,
+        "contextd_cache_actual_tokens_total": cached,
+        "contextd_cache_predicted_tokens_total": cached,
     }
     assert {kind: after[kind] - before.get(kind, 0.0) for kind in after} == reported
     # Each call's input tokens were its own assembly's tokens plus the overhead: the session's
