@@ -33,6 +33,7 @@ from openai.types.responses.response_usage import InputTokensDetails
 from contextd_client import models
 from contextd_client.agents import ContextdSession, ContextdUsageHooks
 from contextd_client.items import Item
+from contextd_client.params import CreateSessionRequest
 from contextd_client.runtime import LinkOptions
 from tests.adapters.conftest import (
     API_KEY,
@@ -61,7 +62,7 @@ SUMMARY_MARK = "[contextd:summary]"
 def contextd_session(
     server: Server, session_id: str, *, unit: str | None = None, context_window: int | None = None
 ) -> ContextdSession:
-    attributes: dict[str, Any] = {"model": "gpt-4o"}
+    attributes: CreateSessionRequest = {"model": "gpt-4o"}
     if context_window is not None:
         attributes["context_window"] = context_window
     return ContextdSession(

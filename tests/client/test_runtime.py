@@ -110,7 +110,7 @@ def test_the_context_is_compacted_first_when_advised(server: Server, session_id:
     )
     with ContextdClient(server.base, api_key=API_KEY) as client:
         link = ContextLink(client, session_id, options=options)
-        client.create_session(session_id=session_id, **options.session)
+        client.create_session(**options.create_body(session_id))
         client.put_goal(session_id, text="List every file.")
         link.record(_entries(6))
         advised = client.compaction_advice(session_id)

@@ -29,7 +29,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, cast
+from typing import Literal, TypeAlias, cast
 
 from contextd_client import models
 from contextd_client import params as p
@@ -123,7 +123,11 @@ class LinkOptions:
     phase: str | None = None
     compact: bool = True
     compact_strategy: Strategy | None = None
-    session: dict[str, Any] = field(default_factory=dict)
+    session: p.CreateSessionRequest = field(default_factory=lambda: p.CreateSessionRequest())
+
+    def create_body(self, session_id: str) -> p.CreateSessionRequest:
+        body: p.CreateSessionRequest = {**self.session, "session_id": session_id}
+        return body
 
     def append_body(self, entry: Entry, idempotency_key: str | None) -> p.AppendRequest:
         body: p.AppendRequest = {"items": list(entry.items), "format": entry.format}
@@ -200,7 +204,7 @@ class ContextLink:
         try:
             self.client.get_session(self.session_id)
         except NotFound:
-            self.client.create_session(session_id=self.session_id, **self.options.session)
+            self.client.create_session(**self.options.create_body(self.session_id))
         self._session_known = True
 
     def append(self, entry: Entry, *, idempotency_key: str | None = None) -> models.AppendResponse:
@@ -269,7 +273,7 @@ class AsyncContextLink:
         try:
             await self.client.get_session(self.session_id)
         except NotFound:
-            await self.client.create_session(session_id=self.session_id, **self.options.session)
+            await self.client.create_session(**self.options.create_body(self.session_id))
         self._session_known = True
 
     async def append(
