@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from contextd_client import ContextdClient
 from tests.conftest import load_trajectory
 from tests.e2e.servers import Server, running
 
@@ -35,6 +36,20 @@ SMALL_WINDOW = 12_000
 def server(postgres_url: str) -> Iterator[Server]:
     with running(postgres_url, CTX_API_KEYS=f'["adapter-tests:{API_KEY}"]') as service:
         yield service
+
+
+def logged_as_sent(
+    client: ContextdClient, session_id: str, *, unknown_prefix: str
+) -> list[dict[str, Any]]:
+    """The raw log as the adapter sent it: each chat message once (as the service keeps its
+    original), and the items of unknown type whose type starts with `unknown_prefix`."""
+    logged: list[dict[str, Any]] = []
+    for each in client.iter_items(session_id):
+        if each.original is not None and "message" in each.original:
+            logged.append(each.original["message"])
+        elif each.type.startswith(unknown_prefix):
+            logged.append(each.item)
+    return logged
 
 
 def usage_counters(metrics: str, *, unit: str) -> dict[str, float]:

@@ -54,6 +54,7 @@ from tests.adapters.conftest import (
     Script,
     chat_pairing_holds,
     load_script,
+    logged_as_sent,
     usage_counters,
 )
 from tests.e2e.servers import Server
@@ -216,14 +217,7 @@ def assert_each_call_got_its_assembly(
 
 
 def logged_messages(ctx: ContextdClient, session_id: str) -> list[dict[str, Any]]:
-    """Each message of the raw log as it was sent: a Chat message, or a `langchain:` item."""
-    logged: list[dict[str, Any]] = []
-    for each in ctx.iter_items(session_id):
-        if each.original is not None and "message" in each.original:
-            logged.append(each.original["message"])
-        elif each.type.startswith("langchain:"):
-            logged.append(each.item)
-    return logged
+    return logged_as_sent(ctx, session_id, unknown_prefix="langchain:")
 
 
 @pytest.fixture

@@ -55,6 +55,7 @@ from tests.adapters.conftest import (
     Turn,
     chat_pairing_holds,
     load_script,
+    logged_as_sent,
     usage_counters,
 )
 from tests.e2e.servers import Server
@@ -249,14 +250,7 @@ def assert_each_call_got_its_assembly(
 
 
 def logged_messages(client: ContextdClient, session_id: str) -> list[dict[str, Any]]:
-    """The raw log as sent: each chat message once, and the items of unknown type."""
-    logged: list[dict[str, Any]] = []
-    for each in client.iter_items(session_id):
-        if each.original is not None and "message" in each.original:
-            logged.append(each.original["message"])
-        elif each.type.startswith("pydantic_ai:"):
-            logged.append(each.item)
-    return logged
+    return logged_as_sent(client, session_id, unknown_prefix="pydantic_ai:")
 
 
 def script_messages(script: Script) -> list[dict[str, Any]]:
