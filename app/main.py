@@ -11,7 +11,17 @@ from contextlib import asynccontextmanager, suppress
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import assembly, compaction, history, isolation, ops, projection, sessions, world
+from app.api import (
+    assembly,
+    compaction,
+    history,
+    isolation,
+    ops,
+    projection,
+    recall,
+    sessions,
+    world,
+)
 from app.api.deps import TenantCache
 from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
@@ -82,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops.router)
     app.include_router(sessions.router)
     app.include_router(projection.router)
+    app.include_router(recall.router)
     app.include_router(history.router)
     app.include_router(assembly.router)
     app.include_router(world.router)

@@ -202,6 +202,17 @@ COMPACTION_TOKENS_SAVED = Counter(
     "Active-history tokens removed by compactions, by strategy.",
     ["strategy"],
 )
+RECALLS = Counter(
+    "contextd_recalls_total",
+    "Recalls answered, by execution unit, mode (window|search) and outcome: found (a window, "
+    "or a search with matches), no_match (a search without) or not_found (no such seq).",
+    ["unit", "mode", "outcome"],
+)
+RECALL_TOKENS = Counter(
+    "contextd_recall_tokens_total",
+    "Tokens of the recall tool outputs handed back (session encoding), by execution unit.",
+    ["unit"],
+)
 HOOK_CALLS = Counter(
     "contextd_hook_calls_total", "Lifecycle hook calls, by event and outcome.", ["event", "outcome"]
 )
@@ -318,3 +329,10 @@ def record_compaction(
 
 def record_hook(event: str, outcome: str) -> None:
     HOOK_CALLS.labels(event, outcome).inc()
+
+
+def record_recall(*, mode: str, outcome: str, tokens: int, unit: str | None, tenant: int) -> None:
+    unit_label = UNIT_LABEL(unit, tenant=tenant)
+    RECALLS.labels(unit_label, mode, outcome).inc()
+    if tokens:
+        RECALL_TOKENS.labels(unit_label).inc(tokens)

@@ -133,6 +133,21 @@ class Settings(BaseSettings):
         description="Hook calls of one tenant in flight per process; beyond, a hook is not"
         " called and the session's failure policy applies.",
     )
+    recall_max_tokens: int = Field(
+        default=16_000, ge=16, description="Tokens one recall window may hold, at most."
+    )
+    recall_max_lines: int = Field(
+        default=2_000, ge=1, description="Lines one recall window may hold, at most."
+    )
+    recall_max_matches: int = Field(
+        default=200, ge=1, description="Matching lines one recall search may list, at most."
+    )
+    recall_max_scan_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1,
+        description="Bytes of text one recall search reads before it stops and says where to"
+        " go on.",
+    )
     summarizer_url: str | None = Field(
         default=None,
         description="OpenAI-compatible base URL (…/v1) of the `llm` summarizer; unset: disabled.",

@@ -74,6 +74,7 @@ __all__ = [
     "conclusion_fact",
     "conclusion_item",
     "delegate_brief",
+    "fact_text",
     "fold_facts",
     "fork_fold",
     "goal_fact",
@@ -354,7 +355,17 @@ def compaction_fact(
     return NewFact(COMPACTION_FACT, record, result.tokens_after, dict(HARNESS))
 
 
-# Reading: the fold.
+# Reading: one fact's text, and the fold.
+
+
+def fact_text(kind: str, item: dict[str, Any]) -> str:
+    """What recall reads back of a fact: a client item's model-visible text exactly as
+    appended, a goal version's text, and nothing for the service's bookkeeping."""
+    if kind == GOAL_FACT:
+        return str(item.get("text", ""))
+    if kind.startswith(INTERNAL_TYPE_PREFIX):
+        return ""
+    return visible_text(item)
 
 
 class LoggedFact(Protocol):

@@ -407,6 +407,13 @@ def read_facts(
     return db.execute(query).all()
 
 
+def get_fact(db: Session, *, session_id: int, seq: int) -> Row[Any] | None:
+    """Fact `seq` of the session, as a read-only row; None when the log has no such seq."""
+    facts = Fact.__table__
+    query = select(facts).where(facts.c.session_id == session_id, facts.c.seq == seq)
+    return db.execute(query).first()
+
+
 def put_manifest(db: Session, *, tenant_id: int, name: str, document: dict[str, Any]) -> int:
     """Store a new version of a manifest and return its version number."""
     latest = db.scalar(

@@ -24,6 +24,7 @@ ALLOWED_ROOTS = {
     "operator",
     "orjson",
     "re",
+    "re2",
     "string",
     "textwrap",
     "types",

@@ -609,6 +609,155 @@ class PlanEntryBody(BaseModel):
     position: Annotated[int | None, Field(title="Position")]
 
 
+class RecallMatchBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int, Field(title="Seq")]
+    line: Annotated[int, Field(title="Line")]
+    """
+    Line number in the fact's text, counted from 1.
+    """
+    text: Annotated[str, Field(title="Text")]
+    """
+    The matching line, or an excerpt around the match.
+    """
+
+
+Seq = TypeAliasType("Seq", Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")])
+"""
+The fact to read (or to search).
+"""
+
+
+Pattern = TypeAliasType(
+    "Pattern", Annotated[str, Field(max_length=1000, min_length=1, title="Pattern")]
+)
+"""
+An RE2 regular expression (no backreferences or lookaround); `^` and `$` match at line ends. With it, the answer lists matching lines instead of a window.
+"""
+
+
+FromSeq = TypeAliasType(
+    "FromSeq", Annotated[int, Field(ge=1, le=9223372036854776000, title="From Seq")]
+)
+"""
+First fact a search covers.
+"""
+
+
+ToSeq = TypeAliasType("ToSeq", Annotated[int, Field(ge=1, le=9223372036854776000, title="To Seq")])
+"""
+Last fact a search covers.
+"""
+
+
+class RecallRequest(BaseModel):
+    """
+    One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[Seq | None, Field(title="Seq")] = None
+    """
+    The fact to read (or to search).
+    """
+    from_line: Annotated[int, Field(ge=1, le=9223372036854776000, title="From Line")] = 1
+    """
+    First line of the window, counted from 1.
+    """
+    from_char: Annotated[int, Field(ge=0, le=9223372036854776000, title="From Char")] = 0
+    """
+    Where in `from_line` the window starts: 0 unless paging through a line longer than `max_tokens` (the previous answer's `next_from_char`).
+    """
+    max_lines: Annotated[int, Field(ge=1, le=1000000000, title="Max Lines")] = 200
+    """
+    Lines in the window, capped by the service.
+    """
+    max_tokens: Annotated[int, Field(ge=16, le=1000000000, title="Max Tokens")] = 2000
+    """
+    Tokens in the window (exact, session encoding), capped by the service.
+    """
+    pattern: Annotated[Pattern | None, Field(title="Pattern")] = None
+    """
+    An RE2 regular expression (no backreferences or lookaround); `^` and `$` match at line ends. With it, the answer lists matching lines instead of a window.
+    """
+    from_seq: Annotated[FromSeq | None, Field(title="From Seq")] = None
+    """
+    First fact a search covers.
+    """
+    to_seq: Annotated[ToSeq | None, Field(title="To Seq")] = None
+    """
+    Last fact a search covers.
+    """
+    max_matches: Annotated[int, Field(ge=1, le=1000000000, title="Max Matches")] = 50
+    """
+    Matching lines listed, capped by the service.
+    """
+
+
+class RecallResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    seq: Annotated[int | None, Field(title="Seq")]
+    """
+    The fact read or searched; null for a range search.
+    """
+    type: Annotated[str | None, Field(title="Type")]
+    """
+    That fact's type.
+    """
+    text: Annotated[str | None, Field(title="Text")]
+    """
+    The window: the fact's text exactly as logged, whole lines; null for a search.
+    """
+    from_line: Annotated[int | None, Field(title="From Line")]
+    from_char: Annotated[int | None, Field(title="From Char")]
+    to_line: Annotated[int | None, Field(title="To Line")]
+    total_lines: Annotated[int | None, Field(title="Total Lines")]
+    tokens: Annotated[int | None, Field(title="Tokens")]
+    """
+    Exact tokens of `text` in the session's encoding.
+    """
+    next_from_line: Annotated[int | None, Field(title="Next From Line")]
+    """
+    Where the next window starts; null at the end.
+    """
+    next_from_char: Annotated[int | None, Field(title="Next From Char")]
+    matches: Annotated[list[RecallMatchBody], Field(title="Matches")]
+    from_seq: Annotated[int | None, Field(title="From Seq")]
+    """
+    First fact the search covered.
+    """
+    to_seq: Annotated[int | None, Field(title="To Seq")]
+    """
+    Last fact the search covered.
+    """
+    next_from_seq: Annotated[int | None, Field(title="Next From Seq")]
+    """
+    Where a search stopped by a bound goes on (null: it covered the range).
+    """
+    max_lines: Annotated[int, Field(title="Max Lines")]
+    """
+    The line bound applied (the request's, capped).
+    """
+    max_tokens: Annotated[int, Field(title="Max Tokens")]
+    """
+    The token bound applied (the request's, capped).
+    """
+    max_matches: Annotated[int, Field(title="Max Matches")]
+    """
+    The match bound applied (the request's, capped).
+    """
+    tool_output: Annotated[str, Field(title="Tool Output")]
+    """
+    The answer as the recall tool's output for the model: a header line naming the fact(s) and where to go on, then the window or the matching lines.
+    """
+
+
 MinRelevance = TypeAliasType(
     "MinRelevance", Annotated[float, Field(ge=0.0, le=1.0, title="Min Relevance")]
 )
@@ -640,7 +789,7 @@ class RetractedItem(BaseModel):
     """
 
 
-Seq = TypeAliasType("Seq", Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")])
+Seq1 = TypeAliasType("Seq1", Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")])
 """
 The item to hide; left out (or null), the newest item the active history shows.
 """
@@ -650,7 +799,7 @@ class RetractionRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    seq: Annotated[Seq | None, Field(title="Seq")] = None
+    seq: Annotated[Seq1 | None, Field(title="Seq")] = None
     """
     The item to hide; left out (or null), the newest item the active history shows.
     """

@@ -315,6 +315,118 @@ class PlanEntryBody(TypedDict):
     position: int | None
 
 
+class RecallMatchBody(TypedDict):
+    seq: int
+    line: int
+    """
+    Line number in the fact's text, counted from 1.
+    """
+    text: str
+    """
+    The matching line, or an excerpt around the match.
+    """
+
+
+class RecallRequest(TypedDict):
+    """
+    One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range.
+    """
+
+    seq: NotRequired[int | None]
+    """
+    The fact to read (or to search).
+    """
+    from_line: NotRequired[int]
+    """
+    First line of the window, counted from 1.
+    """
+    from_char: NotRequired[int]
+    """
+    Where in `from_line` the window starts: 0 unless paging through a line longer than `max_tokens` (the previous answer's `next_from_char`).
+    """
+    max_lines: NotRequired[int]
+    """
+    Lines in the window, capped by the service.
+    """
+    max_tokens: NotRequired[int]
+    """
+    Tokens in the window (exact, session encoding), capped by the service.
+    """
+    pattern: NotRequired[str | None]
+    """
+    An RE2 regular expression (no backreferences or lookaround); `^` and `$` match at line ends. With it, the answer lists matching lines instead of a window.
+    """
+    from_seq: NotRequired[int | None]
+    """
+    First fact a search covers.
+    """
+    to_seq: NotRequired[int | None]
+    """
+    Last fact a search covers.
+    """
+    max_matches: NotRequired[int]
+    """
+    Matching lines listed, capped by the service.
+    """
+
+
+class RecallResponse(TypedDict):
+    seq: int | None
+    """
+    The fact read or searched; null for a range search.
+    """
+    type: str | None
+    """
+    That fact's type.
+    """
+    text: str | None
+    """
+    The window: the fact's text exactly as logged, whole lines; null for a search.
+    """
+    from_line: int | None
+    from_char: int | None
+    to_line: int | None
+    total_lines: int | None
+    tokens: int | None
+    """
+    Exact tokens of `text` in the session's encoding.
+    """
+    next_from_line: int | None
+    """
+    Where the next window starts; null at the end.
+    """
+    next_from_char: int | None
+    matches: list[RecallMatchBody]
+    from_seq: int | None
+    """
+    First fact the search covered.
+    """
+    to_seq: int | None
+    """
+    Last fact the search covered.
+    """
+    next_from_seq: int | None
+    """
+    Where a search stopped by a bound goes on (null: it covered the range).
+    """
+    max_lines: int
+    """
+    The line bound applied (the request's, capped).
+    """
+    max_tokens: int
+    """
+    The token bound applied (the request's, capped).
+    """
+    max_matches: int
+    """
+    The match bound applied (the request's, capped).
+    """
+    tool_output: str
+    """
+    The answer as the recall tool's output for the model: a header line naming the fact(s) and where to go on, then the window or the matching lines.
+    """
+
+
 class ResetResponse(TypedDict):
     seq: int
     """
