@@ -34,9 +34,9 @@ from typing import Any, cast
 
 import anthropic.types
 import openai.types
-from anthropic.types import MessageParam, TextBlockParam
-from openai.types.chat import ChatCompletionMessageParam
-from openai.types.responses import ResponseInputParam
+from anthropic.types import MessageParam, TextBlockParam, ToolParam
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
+from openai.types.responses import FunctionToolParam, ResponseInputParam
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 from typing_extensions import is_typeddict
@@ -82,6 +82,7 @@ class _Adapters:
     anthropic_system: TypeAdapter[list[TextBlockParam]]
     chat_messages: TypeAdapter[list[ChatCompletionMessageParam]]
     responses_items: TypeAdapter[ResponseInputParam]
+    tools: dict[str, TypeAdapter[list[Any]]]
 
 
 def _forbid_unknown_keys(package: ModuleType) -> None:
@@ -106,6 +107,11 @@ def _adapters() -> _Adapters:
         anthropic_system=TypeAdapter(list[TextBlockParam]),
         chat_messages=TypeAdapter(list[ChatCompletionMessageParam]),
         responses_items=TypeAdapter(ResponseInputParam),
+        tools={
+            "anthropic": TypeAdapter(list[ToolParam]),
+            "chat": TypeAdapter(list[ChatCompletionFunctionToolParam]),
+            "responses": TypeAdapter(list[FunctionToolParam]),
+        },
     )
 
 
@@ -496,3 +502,14 @@ def responses_violations(items: Sequence[Any]) -> list[str]:
                 item, target="responses", where=f"items[{index}]", adapter=adapter
             )
     return found + list(_responses_rules(items))
+
+
+def tool_violations(fmt: str, tools: Sequence[Any]) -> list[str]:
+    """How `tools` fails the SDK's request type for a custom (function) tool of `fmt`: Anthropic
+    `ToolParam`, Chat `ChatCompletionFunctionToolParam`, Responses `FunctionToolParam`."""
+    adapter = _adapters().tools[fmt]
+    return [
+        violation
+        for index, tool in enumerate(tools)
+        for violation in _sdk_violations(adapter, tool, where=f"tools[{index}]")
+    ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Response, status
@@ -53,6 +53,7 @@ from app.domain.ids import derive_id
 from app.domain.items import developer_message
 from app.domain.json_encoding import decode_json, encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
+from app.domain.recall import recall_tool
 from app.domain.world_state import history_without_fragments
 from app.metrics import ASSEMBLY_LATENCY, record_assembly
 from app.settings import Settings
@@ -120,6 +121,7 @@ def _run(
             up_to_seq=as_of_seq,
             encoding=request.encoding,
             input_modalities=frozenset(request.input_modalities),
+            recall_tool=request.recall_tool,
         )
         sources += loaded.state
         window = settings.session_window(session)
@@ -128,15 +130,23 @@ def _run(
         for s in request.sources
     )
     explicit = request.budget.model_dump() if request.budget is not None else None
+    encoding = loaded.encoding if loaded else request.encoding or settings.default_encoding
+    tools = [recall_tool(request.output_format)] if loaded and loaded.recall_tool else []
+    tools_tokens = sum(token_counter(encoding)(encode_json(tool).decode()) for tool in tools)
     budget = effective_budget(
         request.policy, session_window=window.tokens if window else None, explicit=explicit
     )
-    encoding = loaded.encoding if loaded else request.encoding or settings.default_encoding
+    # The tool definitions are sent with the context, in the same window.
+    selection_budget = (
+        replace(budget, max_tokens=max(0, budget.max_tokens - tools_tokens))
+        if tools_tokens and budget.max_tokens is not None
+        else budget
+    )
     plan = assemble_plan(
         AssemblyInput(
             contributions=sources + requested,
             history=history_without_fragments(loaded.items, loaded.sizes) if loaded else (),
-            budget=budget,
+            budget=selection_budget,
             history_counts_toward_max_items=request.budget is not None or window is None,
             placement=request.placement,
             min_relevance=request.min_relevance,
@@ -216,6 +226,8 @@ def _run(
             else None
         ),
         "conversion": rendered.report(),
+        "tools": tools,
+        "tools_tokens": tools_tokens,
     }
     record = plans.NewAssembly(
         tenant_id=tenant_id,

@@ -98,6 +98,11 @@ class CreateSessionRequest(RequestModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     hooks: SessionHooks = Field(default_factory=SessionHooks)
     compaction: CompactionOptions = Field(default_factory=CompactionOptions)
+    recall_tool: bool = Field(
+        default=True,
+        description="Whether session-mode `/assemble` offers the recall tool in `tools` (a "
+        "request's own `recall_tool` overrides it).",
+    )
 
 
 class TokenizerBody(BaseModel):
@@ -146,6 +151,7 @@ class SessionResponse(BaseModel):
     metadata: dict[str, Any]
     hooks: SessionHooks
     compaction: CompactionOptions
+    recall_tool: bool = Field(description="Whether assemblies offer the recall tool.")
     """The session's watermarks in effect (its own, else the service's)."""
     tokenizer: TokenizerBody
     created_at: datetime
@@ -386,6 +392,11 @@ class AssembleRequest(RequestModel):
     manifest: ManifestName | None = None
     role: Label | None = None
     environment: Label | None = None
+    recall_tool: bool | None = Field(
+        default=None,
+        description="Offer the recall tool in `tools` (session mode); null: the session's "
+        "setting, on unless the session was created with `recall_tool: false`.",
+    )
 
 
 class AssembledItem(BaseModel):
@@ -495,6 +506,16 @@ class AssembleResponse(BaseModel):
         "to pass as the request's `prompt_cache_key`, so calls of one lineage share a cache."
     )
     conversion: ConversionReportBody
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Session mode: the tools contextd defines, in `output_format` (the recall "
+        "tool, unless `recall_tool` is off), to send beside the runtime's own. Byte-identical "
+        "on every call of a session.",
+    )
+    tools_tokens: int = Field(
+        default=0,
+        description="Tokens of `tools` as JSON, kept out of the window the context may fill.",
+    )
 
 
 class StoredAssemblyResponse(BaseModel):

@@ -61,6 +61,7 @@ def _session_response(row: SessionRow, window: SessionWindow) -> SessionResponse
         metadata=row.attributes["metadata"],
         hooks=SessionHooks.model_validate(row.attributes["hooks"]),
         compaction=CompactionOptions(high_watermark=watermarks.high, low_watermark=watermarks.low),
+        recall_tool=row.attributes.get("recall_tool", True),
         tokenizer=TokenizerBody.model_validate(window.tokenizer.as_dict()),
         created_at=row.created_at,
         last_seq=row.last_seq,
@@ -109,6 +110,7 @@ def create_session(
             "hooks": body.hooks.model_dump(mode="json"),
             # Only when set: sessions created before the option compare equal as they were.
             **({"compaction": options} if (options := _compaction_options(body, settings)) else {}),
+            **({} if body.recall_tool else {"recall_tool": False}),
         },
         derive_id=lambda internal_id: derive_id("sess", tenant_id, internal_id),
     )

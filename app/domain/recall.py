@@ -18,23 +18,30 @@ What a context leaves out stays in the log; this is how the model reads it again
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, assert_never
 
 import re2
 
 from app.domain.errors import InvalidInput
-from app.domain.items import CountTokens
+from app.domain.items import CountTokens, Format
 
 __all__ = [
     "MAX_PATTERN_LENGTH",
+    "RECALL_TOOL_NAME",
+    "TOOLS_SOURCE_CLASS",
     "Match",
     "Search",
     "Window",
     "compile_pattern",
     "line_count",
     "read_window",
+    "recall_tool",
     "search",
+    "search_output",
+    "window_output",
 ]
 
 MAX_PATTERN_LENGTH = 1_000
@@ -303,3 +310,96 @@ def search_output(pattern: str, first_seq: int, last_seq: int, found: Search) ->
     if found.next_from_seq is not None:
         lines.append(f"(stopped early: search again from_seq {found.next_from_seq} for more)")
     return "\n".join(lines)
+
+
+# The recall tool, as the model is offered it. Its definition never changes within a release:
+# tool definitions come first in a provider's prompt, so a changing one would empty the cache.
+RECALL_TOOL_NAME = "context_recall"
+TOOLS_SOURCE_CLASS = "tools"
+"""The source class the tool definitions' tokens are accounted under."""
+RECALL_TOOL_DESCRIPTION = (
+    "Read back what this conversation's context shows shortened or not at all. Everything that"
+    " happened is kept in a log of numbered facts, and the context names what it left out by"
+    " number ('fact seq 57', 'fact seqs 12–40'). Give `seq` to read that fact's full text, a"
+    " window of whole lines at a time (the answer says where the next window starts); give a"
+    " `pattern` (an RE2 regular expression) with `seq`, or with `from_seq` and `to_seq`, to list"
+    " the matching lines with their fact seq and line number."
+)
+RECALL_TOOL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "seq": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "The fact to read, or to search with `pattern`.",
+        },
+        "from_line": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "First line of the window; default 1.",
+        },
+        "from_char": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Where in `from_line` to start, when an answer said so; default 0.",
+        },
+        "max_lines": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Lines in the window; default 200.",
+        },
+        "max_tokens": {
+            "type": "integer",
+            "minimum": 16,
+            "description": "Tokens in the window; default 2000.",
+        },
+        "pattern": {
+            "type": "string",
+            "description": "An RE2 regular expression to search for, line by line.",
+        },
+        "from_seq": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "First fact to search (with `pattern`).",
+        },
+        "to_seq": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Last fact to search (with `pattern`); default the newest.",
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def recall_tool(fmt: Format) -> dict[str, Any]:
+    """The recall tool's definition in `fmt`'s request shape: a Responses function tool, a Chat
+    Completions function tool, or an Anthropic tool with `input_schema`. A new object on every
+    call, built from the same constants, so callers may change theirs freely."""
+    parameters = copy.deepcopy(RECALL_TOOL_PARAMETERS)
+    match fmt:
+        case "responses":
+            return {
+                "type": "function",
+                "name": RECALL_TOOL_NAME,
+                "description": RECALL_TOOL_DESCRIPTION,
+                "parameters": parameters,
+                "strict": False,
+            }
+        case "chat":
+            return {
+                "type": "function",
+                "function": {
+                    "name": RECALL_TOOL_NAME,
+                    "description": RECALL_TOOL_DESCRIPTION,
+                    "parameters": parameters,
+                },
+            }
+        case "anthropic":
+            return {
+                "name": RECALL_TOOL_NAME,
+                "description": RECALL_TOOL_DESCRIPTION,
+                "input_schema": parameters,
+            }
+        case _:
+            assert_never(fmt)

@@ -28,12 +28,14 @@ from app.domain.assemble import Contribution
 from app.domain.calibration import SessionWindow
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
 from app.domain.items import Item
+from app.domain.json_encoding import encode_json
 from app.domain.normalize import (
     DEFAULT_MODALITIES,
     DEFAULT_TRUNCATION_POLICY,
     NormalizeResult,
     normalize_history,
 )
+from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import state_contributions
 from app.storage import repository
@@ -117,6 +119,8 @@ class LoadedHistory:
     """The encoding the history is normalized and counted in."""
     input_modalities: frozenset[str]
     truncation: TruncationPolicy
+    recall_tool: bool = False
+    """Whether assemblies offer the recall tool: its definition is sent in the same window."""
 
     @functools.cached_property
     def normalized(self) -> NormalizeResult:
@@ -161,8 +165,9 @@ class LoadedHistory:
 
     @functools.cached_property
     def pinned_by_source_class(self) -> dict[str, int]:
-        """Tokens, in the session's encoding, of the state session-mode assembly pins beside the
-        history, by source class: the goal (and its restatement) and the world state."""
+        """Tokens, in the session's encoding, of what session-mode assembly sends beside the
+        history on every call, by source class: the goal (and its restatement), the world state
+        and the definitions of the tools it offers."""
         count = token_counter(self.active.encoding)
         pinned: Counter[str] = Counter()
         for contribution in self.state:
@@ -171,6 +176,8 @@ class LoadedHistory:
                 if candidate.restate_at_end:  # restated by its restatement, else whole again
                     tokens += count(candidate.restatement or candidate.content or "")
                 pinned[candidate.accounting_class] += tokens
+        if self.recall_tool:
+            pinned[TOOLS_SOURCE_CLASS] += count(encode_json(recall_tool("responses")).decode())
         return dict(sorted(pinned.items()))
 
     @property
@@ -199,12 +206,17 @@ def load_history(
     encoding: str | None = None,
     input_modalities: frozenset[str] = DEFAULT_MODALITIES,
     truncation: TruncationPolicy = DEFAULT_TRUNCATION_POLICY,
+    recall_tool: bool | None = None,
 ) -> LoadedHistory:
     """`session`'s active history (at `up_to_seq`), to be normalized and counted in `encoding`
-    (default: the session's) for a model that reads `input_modalities`."""
+    (default: the session's) for a model that reads `input_modalities`, with the recall tool
+    offered or not (default: as the session was created)."""
     return LoadedHistory(
         active=fold_session(db, session, up_to_seq=up_to_seq),
         encoding=encoding or session.encoding,
         input_modalities=input_modalities,
         truncation=truncation,
+        recall_tool=session.attributes.get("recall_tool", True)
+        if recall_tool is None
+        else recall_tool,
     )

@@ -61,9 +61,10 @@ def test_advice_and_assembly_weigh_one_usable_window(client: TestClient, session
         body = _assemble(client, session_id)
         advice = body["advice"]
         # Nothing is cut while the advice is calm: the pressure it reports is the assembled
-        # context (history, pinned goal and its restatement) against the window assembly fits.
+        # context (history, pinned goal and its restatement) and the tool definitions sent
+        # beside it, against the window assembly fits.
         assert all(decision == "selected" for _, decision, _ in _history(body))
-        assert advice["pressure"] == body["total_tokens"] / USABLE
+        assert advice["pressure"] == (body["total_tokens"] + body["tools_tokens"]) / USABLE
         if advice["should_compact"]:
             break
         number += 1

@@ -38,6 +38,7 @@ def test_create_session_returns_attributes_and_is_idempotent(
         "metadata": {"a": 1},
         "hooks": {"pre_compact": None, "session_end": None, "failure_policy": "fail_open"},
         "compaction": {"high_watermark": 0.9, "low_watermark": 0.25},
+        "recall_tool": True,
         # A model tiktoken does not know: the conservative default of an unknown tokenizer.
         "tokenizer": {
             "family": "other",

@@ -11,6 +11,7 @@ ALLOWED_ROOTS = {
     "abc",
     "bisect",
     "collections",
+    "copy",
     "dataclasses",
     "difflib",
     "enum",

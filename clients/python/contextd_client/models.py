@@ -1017,6 +1017,10 @@ class AssembleRequest(BaseModel):
     manifest: Annotated[Manifest | None, Field(title="Manifest")] = None
     role: Annotated[Role | None, Field(title="Role")] = None
     environment: Annotated[Environment | None, Field(title="Environment")] = None
+    recall_tool: Annotated[bool | None, Field(title="Recall Tool")] = None
+    """
+    Offer the recall tool in `tools` (session mode); null: the session's setting, on unless the session was created with `recall_tool: false`.
+    """
 
 
 class AssemblyDiffBody(BaseModel):
@@ -1100,6 +1104,10 @@ class CreateSessionRequest(BaseModel):
     metadata: Annotated[dict[str, Any] | None, Field(title="Metadata")] = None
     hooks: SessionHooks | None = None
     compaction: CompactionOptions | None = None
+    recall_tool: Annotated[bool, Field(title="Recall Tool")] = True
+    """
+    Whether session-mode `/assemble` offers the recall tool in `tools` (a request's own `recall_tool` overrides it).
+    """
 
 
 class ItemsPageResponse(BaseModel):
@@ -1241,6 +1249,10 @@ class SessionDetailResponse(BaseModel):
     metadata: Annotated[dict[str, Any], Field(title="Metadata")]
     hooks: SessionHooks
     compaction: CompactionOptions
+    recall_tool: Annotated[bool, Field(title="Recall Tool")]
+    """
+    Whether assemblies offer the recall tool.
+    """
     tokenizer: TokenizerBody
     created_at: Annotated[AwareDatetime, Field(title="Created At")]
     last_seq: Annotated[int, Field(title="Last Seq")]
@@ -1270,6 +1282,10 @@ class SessionResponse(BaseModel):
     metadata: Annotated[dict[str, Any], Field(title="Metadata")]
     hooks: SessionHooks
     compaction: CompactionOptions
+    recall_tool: Annotated[bool, Field(title="Recall Tool")]
+    """
+    Whether assemblies offer the recall tool.
+    """
     tokenizer: TokenizerBody
     created_at: Annotated[AwareDatetime, Field(title="Created At")]
     last_seq: Annotated[int, Field(title="Last Seq")]
@@ -1335,6 +1351,14 @@ class AssembleResponse(BaseModel):
     `chat`/`responses` output of a session: a stable key per session and unit to pass as the request's `prompt_cache_key`, so calls of one lineage share a cache.
     """
     conversion: ConversionReportBody
+    tools: Annotated[list[dict[str, Any]] | None, Field(title="Tools")] = None
+    """
+    Session mode: the tools contextd defines, in `output_format` (the recall tool, unless `recall_tool` is off), to send beside the runtime's own. Byte-identical on every call of a session.
+    """
+    tools_tokens: Annotated[int, Field(title="Tools Tokens")] = 0
+    """
+    Tokens of `tools` as JSON, kept out of the window the context may fill.
+    """
 
 
 class CompactResponse(BaseModel):

@@ -592,6 +592,10 @@ class AssembleRequest(TypedDict):
     manifest: NotRequired[str | None]
     role: NotRequired[str | None]
     environment: NotRequired[str | None]
+    recall_tool: NotRequired[bool | None]
+    """
+    Offer the recall tool in `tools` (session mode); null: the session's setting, on unless the session was created with `recall_tool: false`.
+    """
 
 
 class AssemblyDiffBody(TypedDict):
@@ -663,6 +667,10 @@ class CreateSessionRequest(TypedDict):
     metadata: NotRequired[dict[str, Any]]
     hooks: NotRequired[SessionHooks]
     compaction: NotRequired[CompactionOptions]
+    recall_tool: NotRequired[bool]
+    """
+    Whether session-mode `/assemble` offers the recall tool in `tools` (a request's own `recall_tool` overrides it).
+    """
 
 
 class ItemsPageResponse(TypedDict):
@@ -755,6 +763,10 @@ class SessionDetailResponse(TypedDict):
     metadata: dict[str, Any]
     hooks: SessionHooks
     compaction: CompactionOptions
+    recall_tool: bool
+    """
+    Whether assemblies offer the recall tool.
+    """
     tokenizer: TokenizerBody
     created_at: str
     last_seq: int
@@ -781,6 +793,10 @@ class SessionResponse(TypedDict):
     metadata: dict[str, Any]
     hooks: SessionHooks
     compaction: CompactionOptions
+    recall_tool: bool
+    """
+    Whether assemblies offer the recall tool.
+    """
     tokenizer: TokenizerBody
     created_at: str
     last_seq: int
@@ -843,6 +859,14 @@ class AssembleResponse(TypedDict):
     `chat`/`responses` output of a session: a stable key per session and unit to pass as the request's `prompt_cache_key`, so calls of one lineage share a cache.
     """
     conversion: ConversionReportBody
+    tools: NotRequired[list[dict[str, Any]]]
+    """
+    Session mode: the tools contextd defines, in `output_format` (the recall tool, unless `recall_tool` is off), to send beside the runtime's own. Byte-identical on every call of a session.
+    """
+    tools_tokens: NotRequired[int]
+    """
+    Tokens of `tools` as JSON, kept out of the window the context may fill.
+    """
 
 
 class CompactResponse(TypedDict):
