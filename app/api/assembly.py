@@ -33,6 +33,7 @@ from app.api.responses import AnswerThenFinish, json_response
 from app.domain.advice import budget_advice, with_history_cut
 from app.domain.assemble import (
     HISTORY_SOURCE,
+    TRUNCATED_FORM,
     AssemblyInput,
     AssemblyPlan,
     Candidate,
@@ -42,6 +43,17 @@ from app.domain.assemble import (
 )
 from app.domain.assemble import assemble as assemble_plan
 from app.domain.budget import effective_budget
+from app.domain.compaction.product import is_compaction_product
+from app.domain.elision import (
+    NOTICE_ID,
+    NOTICE_SOURCE,
+    Elided,
+    Shown,
+    elisions,
+    named_seqs,
+    notice_text,
+    unnamed,
+)
 from app.domain.errors import InvalidInput
 from app.domain.formats import (
     Rendering,
@@ -50,15 +62,15 @@ from app.domain.formats import (
     trim_cache_breakpoints,
 )
 from app.domain.ids import derive_id
-from app.domain.items import developer_message
+from app.domain.items import CountTokens, developer_message, visible_text
 from app.domain.json_encoding import decode_json, encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
-from app.domain.recall import recall_tool
-from app.domain.world_state import history_without_fragments
+from app.domain.recall import RECALL_TOOL_NAME, recall_tool
+from app.domain.world_state import history_without_fragments, is_state_fragment
 from app.metrics import ASSEMBLY_LATENCY, record_assembly
 from app.settings import Settings
 from app.storage import plans, repository
-from app.storage.history import load_history
+from app.storage.history import LoadedHistory, load_history
 from app.tokens import token_counter
 
 router = APIRouter(route_class=JsonRoute, tags=["assembly"], responses=ERROR_RESPONSES)
@@ -142,20 +154,28 @@ def _run(
         if tools_tokens and budget.max_tokens is not None
         else budget
     )
-    plan = assemble_plan(
-        AssemblyInput(
-            contributions=sources + requested,
-            history=history_without_fragments(loaded.items, loaded.sizes) if loaded else (),
-            budget=selection_budget,
-            history_counts_toward_max_items=request.budget is not None or window is None,
-            placement=request.placement,
-            min_relevance=request.min_relevance,
-            near_duplicate_threshold=settings.near_duplicate_threshold,
-            recall_cap=settings.retrieval_recall_cap,
-            history_cut_step=window.cut_step if window else None,
-        ),
-        count_tokens=token_counter(encoding),
+    assembly_input = AssemblyInput(
+        contributions=sources + requested,
+        history=history_without_fragments(loaded.items, loaded.sizes, seqs=loaded.seqs)
+        if loaded
+        else (),
+        budget=selection_budget,
+        history_counts_toward_max_items=request.budget is not None or window is None,
+        placement=request.placement,
+        min_relevance=request.min_relevance,
+        near_duplicate_threshold=settings.near_duplicate_threshold,
+        recall_cap=settings.retrieval_recall_cap,
+        history_cut_step=window.cut_step if window else None,
+        keep_newest=loaded is not None,
     )
+    count = token_counter(encoding)
+    elided: tuple[Elided, ...] = ()
+    if loaded is None:
+        plan = assemble_plan(assembly_input, count_tokens=count)
+    else:
+        plan, elided = _plan_naming_what_it_leaves_out(
+            assembly_input, loaded, count=count, tool=RECALL_TOOL_NAME if tools else None
+        )
     fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
     reused = reused_prefix(slot.previous_fingerprints, fingerprints)
     if loaded is not None and window is not None:
@@ -228,6 +248,7 @@ def _run(
         "conversion": rendered.report(),
         "tools": tools,
         "tools_tokens": tools_tokens,
+        "elided": [asdict(entry) for entry in elided],
     }
     record = plans.NewAssembly(
         tenant_id=tenant_id,
@@ -241,6 +262,94 @@ def _run(
         fingerprints=[list(pair) for pair in fingerprints],
     )
     return Assembled(response=response, plan=plan, record=record, slot=slot, encoding=encoding)
+
+
+_NOTICE_PASSES = 3
+"""Assemblies tried to settle the notice: adding it leaves the history less room, which can
+leave out more (one more pass), and what that leaves out extends a range the notice already
+names (so a third pass is rarely needed, and none after it)."""
+
+
+def _plan_naming_what_it_leaves_out(
+    assembly_input: AssemblyInput, loaded: LoadedHistory, *, count: CountTokens, tool: str | None
+) -> tuple[AssemblyPlan, tuple[Elided, ...]]:
+    """A session-mode plan, what it leaves out of the session's history, and a notice at the
+    end of the context naming whatever of that its visible text does not already name."""
+    notice: Contribution | None = None
+    for _ in range(_NOTICE_PASSES):
+        contributions = assembly_input.contributions + ((notice,) if notice else ())
+        plan = assemble_plan(
+            replace(assembly_input, contributions=contributions), count_tokens=count
+        )
+        elided = _elided(loaded, plan)
+        named = named_seqs(
+            item.content or "" if item.item is None else visible_text(item.item)
+            for item in plan.items
+            if item.source != NOTICE_SOURCE
+        )
+        text = notice_text(unnamed(elided, named), tool=tool)
+        wanted = (
+            None
+            if text is None
+            else Contribution(
+                NOTICE_SOURCE,
+                (
+                    Candidate(
+                        id=NOTICE_ID,
+                        source=NOTICE_SOURCE,
+                        layer="recent",
+                        source_class=NOTICE_SOURCE,
+                        content=text,
+                        required=True,
+                    ),
+                ),
+            )
+        )
+        if wanted == notice:
+            break
+        notice = wanted
+    return plan, elided
+
+
+_WINDOW_DROPS = {"max_tokens": "window", "history_cut": "window"}
+"""Both are the window's doing, seen from the model: one reason keeps the notice the same
+while a calibration or a cheaper call moves where one ends and the other starts."""
+
+
+def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
+    """What `plan` leaves out of the session's history (see `app.domain.elision`)."""
+    active = loaded.active
+    history = [
+        (seq, entry[1], entry[4] or 0)
+        for seq, entry in active.logged.items()
+        if seq > active.reset_at and seq not in active.retracted and not is_state_fragment(entry[1])
+    ]
+    offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
+    decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
+    shown = {
+        j: Shown(
+            tokens=entry["tokens"] if entry["decision"] == "selected" else 0,
+            dropped=None
+            if entry["decision"] == "selected"
+            else _WINDOW_DROPS.get(entry["reason"] or "", entry["reason"]),
+            cut=entry["form"] == TRUNCATED_FORM,
+        )
+        for j, entry in zip(offered, decisions, strict=True)
+    }
+    return elisions(
+        history=history,
+        active_items=active.items,
+        active_seqs=active.seqs,
+        normalized=loaded.items,
+        shown=shown,
+        excluded={entry.index: entry.reason for entry in loaded.normalized.report.excluded},
+        compacted_by=active.compacted_by,
+        record_tokens=sum(
+            item.tokens
+            for item in plan.items
+            if item.item is not None and is_compaction_product(item.item)
+        ),
+    )
 
 
 def _cache_breakpoints(

@@ -22,6 +22,7 @@ from app.domain.assemble import (
 from app.domain.budget import Policy
 from app.domain.calibration import Family
 from app.domain.compaction import NotAppliedReason, Strategy, Summarizer
+from app.domain.elision import ElisionForm
 from app.domain.facts import ChildKind
 from app.domain.formats import PlaceholderKind
 from app.domain.items import Format
@@ -459,6 +460,25 @@ class CacheBreakpointBody(BaseModel):
     block: int = Field(description="Index of the marked block in that content list.")
 
 
+class ElidedEntry(BaseModel):
+    first_seq: int
+    last_seq: int
+    form: ElisionForm = Field(
+        description="cleared (a placeholder), truncated (head and tail), summarized or "
+        "externalized (a compaction record stands for it), dropped (not shown: a compaction "
+        "or the window left it out), excluded (normalization left it out)."
+    )
+    tokens_full: int = Field(description="Stored tokens of the facts in the range.")
+    tokens_shown: int = Field(
+        description="Tokens the context spends on them: their reduced items, or the record "
+        "that stands for them (a record standing for several ranges counts in each)."
+    )
+    reason: str = Field(
+        description="`compaction <id>`, a plan drop reason (`max_tokens`, `history_cut`), "
+        "`truncation policy`, or `normalization: <reason>`."
+    )
+
+
 class AssembleResponse(BaseModel):
     """`items` carry each selected candidate (history items in Responses form); `messages` is
     the whole selected context converted to the requested `output_format`."""
@@ -511,6 +531,13 @@ class AssembleResponse(BaseModel):
         description="Session mode: the tools contextd defines, in `output_format` (the recall "
         "tool, unless `recall_tool` is off), to send beside the runtime's own. Byte-identical "
         "on every call of a session.",
+    )
+    elided: list[ElidedEntry] = Field(
+        default_factory=list,
+        description="Session mode: every fact of the session's history the context shows "
+        "reduced or not at all, as seq ranges of one form and reason, in seq order. The "
+        "visible text names each range's first seq; `POST /sessions/{id}/recall` reads any of "
+        "them back.",
     )
     tools_tokens: int = Field(
         default=0,

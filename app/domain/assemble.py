@@ -47,9 +47,10 @@ from typing import Any, Literal, NamedTuple, TypedDict, get_args
 
 from app.domain.budget import POLICIES, Budget
 from app.domain.history import HistoryEntry, history_cuts
-from app.domain.items import CountTokens, Item, visible_text
+from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.json_encoding import encode_json
 from app.domain.shingles import ShingleIndex, Shingles, word_shingles
+from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
 
 __all__ = [
     "CANDIDATE_DEFAULTS",
@@ -99,6 +100,8 @@ Decision = Literal["selected", "dropped"]
 RawForm = Literal["raw"]
 FallbackForm = Literal["skeleton", "reference"]
 RAW_FORM = "raw"
+TRUNCATED_FORM = "truncated"
+"""A history item shown truncated to fit (`AssemblyInput.keep_newest`)."""
 FALLBACK_FORMS: tuple[FallbackForm, ...] = get_args(FallbackForm)
 """Cheaper forms tried, in this order, when the raw form does not fit."""
 HISTORY_SOURCE = "history"
@@ -166,6 +169,10 @@ class AssemblyInput:
     history_cut_step: int | None = None
     """When the history does not fit, cut it at a stable point (see `stable_history_start`)
     placed every this many tokens from its start; None cuts at the oldest entry that fits."""
+    keep_newest: bool = False
+    """When the newest atomic group of the history does not fit what is left, show its tool
+    outputs truncated head and tail (naming the fact that holds each whole) rather than
+    nothing, leaving room for the turn back to the latest user message when it can."""
 
 
 def _canonical_hash(value: Any) -> str:
@@ -251,6 +258,59 @@ def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
     if bounds[-1] != len(items):
         bounds = (*bounds, len(items))
     return tuple(range(start, end) for start, end in itertools.pairwise(bounds))
+
+
+def _shrink_newest(
+    history: Sequence[HistoryEntry],
+    tokens: Sequence[int],
+    spans: Sequence[range],
+    *,
+    room: int,
+    count: CountTokens,
+) -> dict[int, tuple[Item, int]]:
+    """The tool outputs of the newest group (`spans[-1]`) truncated head and tail, each naming
+    the fact that holds it whole, so that the group fits `room`, and fits beside the groups
+    back to the latest user message too where that leaves each output `MIN_OUTPUT_TOKENS`.
+    Empty when even `room` cannot hold the group's calls and the least of each output."""
+    newest = spans[-1]
+    outputs = [
+        k
+        for k in newest
+        if item_type(history[k].item) in OUTPUT_TYPES
+        and isinstance(history[k].item.get("output"), str | list)
+    ]
+    fixed = sum(tokens[k] for k in newest if k not in outputs)
+    users = [
+        n
+        for n, span in enumerate(spans[:-1])
+        if any(
+            item_type(history[k].item) == "message" and history[k].item.get("role") == "user"
+            for k in span
+        )
+    ]
+    between = sum(tokens[k] for span in spans[users[-1] : -1] for k in span) if users else 0
+    floor = fixed + MIN_OUTPUT_TOKENS * len(outputs)
+    target = room - between if room - between >= floor else room
+    shrunk = shrink_outputs(
+        [
+            (
+                history[k].item["output"],
+                tokens[k],
+                f"fact seq {history[k].seq}" if history[k].seq is not None else None,
+            )
+            for k in outputs
+        ],
+        budget=target - fixed,
+        count_tokens=count,
+    )
+    if not outputs or shrunk is None:
+        return {}
+    changed: dict[int, tuple[Item, int]] = {}
+    for k, output in zip(outputs, shrunk, strict=True):
+        if output is not history[k].item["output"]:
+            item = {**history[k].item, "output": output}
+            changed[k] = (item, count(visible_text(item)))
+    return changed
 
 
 def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
@@ -420,16 +480,35 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
         entry.tokens if entry.tokens is not None else count(visible_text(entry.item))
         for entry in inp.history
     ]
+    history_items = [entry.item for entry in inp.history]
     counted_items = len(selected)
     history_start = len(inp.history)
     history_reason: DropReason | None = None
-    for span in reversed(atomic_groups([entry.item for entry in inp.history])):
+    spans = atomic_groups(history_items)
+    for newest, span in enumerate(reversed(spans), start=1):
         span_tokens = sum(history_tokens[k] for k in span)
         if inp.history_counts_toward_max_items and not fits(
             len(span), budget.max_items, used=counted_items
         ):
             history_reason = "max_items"
             break
+        if (
+            newest == 1
+            and inp.keep_newest
+            and budget.max_tokens is not None
+            and not fits(span_tokens, budget.max_tokens, used=total_tokens)
+        ):
+            shrunk = _shrink_newest(
+                inp.history,
+                history_tokens,
+                spans,
+                room=budget.max_tokens - total_tokens,
+                count=count,
+            )
+            for k, (cut_item, cut_tokens) in shrunk.items():
+                history_items[k] = cut_item
+                history_tokens[k] = cut_tokens
+            span_tokens = sum(history_tokens[k] for k in span)
         if not fits(span_tokens, budget.max_tokens, used=total_tokens):
             history_reason = "max_tokens"
             break
@@ -517,11 +596,11 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
                 source=HISTORY_SOURCE,
                 layer="recent",
                 source_class=HISTORY_SOURCE,
-                form=RAW_FORM,
+                form=RAW_FORM if history_items[k] is entry.item else TRUNCATED_FORM,
                 position=len(items),
                 tokens=history_tokens[k],
                 content=None,
-                item=entry.item,
+                item=history_items[k],
             )
         )
     place_candidates(order[leading:])
@@ -562,7 +641,7 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             else history_reason
             if k < fitting_start
             else "history_cut",
-            "form": RAW_FORM,
+            "form": RAW_FORM if history_items[k] is entry.item else TRUNCATED_FORM,
             "tokens": history_tokens[k],
             "score": None,
             "position": history_position + k - history_start if k >= history_start else None,

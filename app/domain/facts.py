@@ -421,6 +421,11 @@ class Fold:
     folds weighs it by."""
     retracted: frozenset[int] = frozenset()
     """The seqs retractions have hidden."""
+    reset_at: int = 0
+    """The seq of the last reset (0: none); the session's history is what came after it."""
+    compacted_by: Mapping[int, tuple[str, str]] = field(default_factory=dict)
+    """(compaction id, strategy) of the compaction that last took each seq out of the active
+    history or reduced it there."""
 
     @functools.cached_property
     def columns(self) -> _Columns:
@@ -446,7 +451,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
     by_seq = dict(start.by_seq)
     visible = list(start.visible)
     held_bytes = start.held_bytes
-    retracted = start.retracted
+    retracted, reset_at, compacted_by = start.retracted, start.reset_at, start.compacted_by
     for fact in facts:
         kind = fact.type
         if kind == GOAL_FACT:
@@ -469,10 +474,14 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
             compactions += 1
             compaction_id = fact.item.get("compaction_id")
             baseline = None
+            before = [entry[0] for entry in visible if entry[0] is not None]
             visible = [
                 by_seq[entry["seq"]] if "seq" in entry else (None, entry["item"], {}, None, None)
                 for entry in fact.item.get("history", [])
             ]
+            kept = {entry[0] for entry in visible}
+            mark = (str(compaction_id), str(fact.item.get("strategy")))
+            compacted_by = {**compacted_by, **{seq: mark for seq in before if seq not in kept}}
             compacted_at = len(visible)
             held_bytes += len(encode_json(fact.item))
         elif kind == RETRACTION_FACT:
@@ -485,6 +494,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
             # As a compaction to nothing: growth counts from here, and the world state last
             # sent is no longer in view.
             visible, compacted_at, baseline = [], 0, None
+            reset_at = fact.seq
         elif not kind.startswith(INTERNAL_TYPE_PREFIX):
             # Child links and other bookkeeping (the remaining `contextd.*` kinds) are skipped.
             entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
@@ -505,6 +515,8 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
         section_versions,
         held_bytes,
         retracted,
+        reset_at,
+        compacted_by,
     )
 
 
@@ -557,6 +569,12 @@ class ActiveHistory:
     unit: str | None
     retracted: frozenset[int] = frozenset()
     """The seqs retractions have hidden."""
+    logged: Mapping[int, Visible] = field(default_factory=dict)
+    """Every model-visible fact of the log by seq, whatever the active history shows of it."""
+    reset_at: int = 0
+    """The seq of the last reset (0: none)."""
+    compacted_by: Mapping[int, tuple[str, str]] = field(default_factory=dict)
+    """(compaction id, strategy) of the compaction that last took out or reduced each seq."""
 
     @classmethod
     def of(
@@ -593,6 +611,9 @@ class ActiveHistory:
             stored_tokens=columns.tokens,
             unit=unit,
             retracted=fold.retracted,
+            logged=fold.by_seq,
+            reset_at=fold.reset_at,
+            compacted_by=fold.compacted_by,
         )
 
     def token_counts(

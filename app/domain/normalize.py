@@ -241,12 +241,15 @@ def normalize_history(
     input_modalities: frozenset[str] = DEFAULT_MODALITIES,
     truncation: TruncationPolicy = DEFAULT_TRUNCATION_POLICY,
     item_metadata: Sequence[Mapping[str, Any] | None] | None = None,
+    seqs: Sequence[int | None] | None = None,
 ) -> NormalizeResult:
     """Repair `items` so that the module invariants hold, and report every repair.
 
     `item_metadata[i]` describes `items[i]`: `harness_authored` (admits a configuration update)
     and `truncation_token_limit` (a token budget for that tool output, replacing the policy and
-    its margin). Bad input never raises: it is excluded or passed through, and reported.
+    its margin). `seqs[i]` is the fact `items[i]` is in a session's log: a truncated output
+    names it, so that the model knows where to read the whole output. Bad input never raises:
+    it is excluded or passed through, and reported.
     """
     # Sizes of the same text are asked for more than once (a cut output is measured by the
     # truncation, then again for the report); each text is counted once.
@@ -423,7 +426,16 @@ def normalize_history(
             if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
                 # A per-item limit already includes the serialization margin.
                 mode, budget = "tokens", limit
-            cut = truncate_tool_output(output, budget=budget, mode=mode, count_tokens=count)
+            seq = None
+            if seqs is not None and source is not None and source < len(seqs):
+                seq = seqs[source]
+            cut = truncate_tool_output(
+                output,
+                budget=budget,
+                mode=mode,
+                count_tokens=count,
+                reference=None if seq is None else f"fact seq {seq}",
+            )
             if cut is not output:
                 cut_item = {**new_item, "output": cut}
                 named_call = item.get("call_id")

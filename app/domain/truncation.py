@@ -7,7 +7,9 @@ Invariants:
   byte).
 - A truncated text is `head + marker + tail`: the head and the tail are cut on character
   boundaries (never inside a code point), the head keeps at least one character, and the marker
-  says how much was omitted (`[… 1234 tokens omitted …]`, or `bytes` in byte mode).
+  says how much was omitted (`[… 1234 tokens omitted …]`, or `bytes` in byte mode) and, given a
+  reference, where the whole text can be read (`[… 1234 tokens omitted; the whole output is
+  fact seq 57 …]`).
 - The whole truncated text, marker included, fits `max(budget, floor)` where `floor` is the size
   of the first character followed by the widest marker. The marker is inside the budget so that
   truncating again is a no-op (a truncated text already fits), and a text no larger than the
@@ -22,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
@@ -54,14 +57,17 @@ class TruncationPolicy:
         return max(0, math.ceil(round(self.limit * self.serialization_margin, 9)))
 
 
-def omission_marker(count: int, mode: TruncationMode) -> str:
-    """The text put where the middle of an output was cut out."""
-    return f"[… {count} {mode} omitted …]"
+def omission_marker(count: int, mode: TruncationMode, reference: str | None = None) -> str:
+    """The text put where the middle of an output was cut out; `reference` names where the
+    whole output is kept."""
+    where = f"; the whole output is {reference}" if reference else ""
+    return f"[… {count} {mode} omitted{where} …]"
 
 
-def omitted_parts_notice(count: int) -> str:
+def omitted_parts_notice(count: int, reference: str | None = None) -> str:
     """The text of the part appended to a list-form output whose trailing parts were dropped."""
-    return f"[… {count} more output parts omitted …]"
+    where = f"; the whole output is {reference}" if reference else ""
+    return f"[… {count} more output parts omitted{where} …]"
 
 
 def _utf8_length(text: str) -> int:
@@ -80,7 +86,12 @@ def _measure_for(mode: TruncationMode, count_tokens: CountTokens) -> CountTokens
 
 
 def truncate_text(
-    text: str, *, budget: int, mode: TruncationMode, count_tokens: CountTokens
+    text: str,
+    *,
+    budget: int,
+    mode: TruncationMode,
+    count_tokens: CountTokens,
+    reference: str | None = None,
 ) -> str:
     """`text` itself when it fits `budget`, else its head and tail around an omission marker."""
     if _utf8_length(text) <= budget:
@@ -89,7 +100,7 @@ def truncate_text(
     size = measure(text)
     if size <= budget or len(text) <= 1:
         return text
-    target = max(budget, measure(text[:1] + omission_marker(_WIDEST_COUNT, mode)))
+    target = max(budget, measure(text[:1] + omission_marker(_WIDEST_COUNT, mode, reference)))
     if size <= target:
         return text
 
@@ -97,7 +108,7 @@ def truncate_text(
     best: str | None = None
     # `lo` kept characters is the fallback (one head character); `hi` is known not to fit.
     lo, hi = 1, length
-    guess = length * (target - measure(omission_marker(size, mode))) // size
+    guess = length * (target - measure(omission_marker(size, mode, reference))) // size
     for _ in range(_MAX_PROBES):
         kept_chars = min(max(guess, lo + 1), hi - 1)
         if kept_chars <= lo:
@@ -105,7 +116,7 @@ def truncate_text(
         head = text[: kept_chars - kept_chars // 2]
         tail = text[length - kept_chars // 2 :]
         kept = measure(head + tail)
-        candidate = f"{head}{omission_marker(max(1, size - kept), mode)}{tail}"
+        candidate = f"{head}{omission_marker(max(1, size - kept), mode, reference)}{tail}"
         candidate_size = measure(candidate)
         if kept <= target and candidate_size <= target:
             lo, best = kept_chars, candidate
@@ -116,7 +127,7 @@ def truncate_text(
         # Scale the cut by how far this probe landed from the budget (secant step).
         guess = kept_chars * (target - (candidate_size - kept)) // max(kept, 1)
     if best is None:
-        best = f"{text[:1]}{omission_marker(max(1, size - measure(text[:1])), mode)}"
+        best = f"{text[:1]}{omission_marker(max(1, size - measure(text[:1])), mode, reference)}"
     return best
 
 
@@ -129,16 +140,24 @@ def _is_text_part(part: object) -> bool:
 
 
 def truncate_tool_output(
-    output: str | list[Any], *, budget: int, mode: TruncationMode, count_tokens: CountTokens
+    output: str | list[Any],
+    *,
+    budget: int,
+    mode: TruncationMode,
+    count_tokens: CountTokens,
+    reference: str | None = None,
 ) -> str | list[Any]:
-    """`output` itself when it fits `budget`, else a new, truncated output of the same form."""
+    """`output` itself when it fits `budget`, else a new, truncated output of the same form whose
+    markers name `reference` when given."""
     if isinstance(output, str):
-        return truncate_text(output, budget=budget, mode=mode, count_tokens=count_tokens)
+        return truncate_text(
+            output, budget=budget, mode=mode, count_tokens=count_tokens, reference=reference
+        )
     if sum(_utf8_length(part["text"]) for part in output if _is_text_part(part)) <= budget:
         return output
     measure = _measure_for(mode, count_tokens)
     sizes = [measure(part["text"]) if _is_text_part(part) else 0 for part in output]
-    reserve = measure(omitted_parts_notice(_WIDEST_COUNT))
+    reserve = measure(omitted_parts_notice(_WIDEST_COUNT, reference))
     target = max(budget, reserve)
     if sum(sizes) <= target:
         return output
@@ -158,7 +177,11 @@ def truncate_tool_output(
         else:
             exhausted = True
             cut = truncate_text(
-                part["text"], budget=remaining, mode=mode, count_tokens=count_tokens
+                part["text"],
+                budget=remaining,
+                mode=mode,
+                count_tokens=count_tokens,
+                reference=reference,
             )
             # Below its floor a part cannot be cut to fit; dropping it keeps the output in budget.
             if cut is not part["text"] and measure(cut) <= remaining:
@@ -166,5 +189,33 @@ def truncate_tool_output(
             else:
                 omitted += 1
     if omitted:
-        kept.append({"type": "input_text", "text": omitted_parts_notice(omitted)})
+        kept.append({"type": "input_text", "text": omitted_parts_notice(omitted, reference)})
     return kept
+
+
+MIN_OUTPUT_TOKENS = 64
+"""The least a tool output shrunk by `shrink_outputs` keeps, marker included."""
+
+
+def shrink_outputs(
+    outputs: Sequence[tuple[str | list[Any], int, str | None]],
+    *,
+    budget: int,
+    count_tokens: CountTokens,
+) -> list[str | list[Any]] | None:
+    """Tool outputs, given as (output, tokens, reference), truncated head and tail in exact
+    tokens so that together they fit `budget`, each sharing it in proportion to its size and
+    naming its reference; None when `budget` cannot give each at least `MIN_OUTPUT_TOKENS`."""
+    if budget < MIN_OUTPUT_TOKENS * len(outputs):
+        return None
+    whole = max(sum(tokens for _, tokens, _ in outputs), 1)
+    return [
+        truncate_tool_output(
+            output,
+            budget=budget * tokens // whole,
+            mode="tokens",
+            count_tokens=count_tokens,
+            reference=reference,
+        )
+        for output, tokens, reference in outputs
+    ]

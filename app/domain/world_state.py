@@ -339,19 +339,23 @@ def state_contributions(goal: Goal | None, state: WorldState) -> tuple[Contribut
 
 
 def history_without_fragments(
-    items: Sequence[Item], sizes: Sequence[int]
+    items: Sequence[Item], sizes: Sequence[int], *, seqs: Sequence[int | None] | None = None
 ) -> tuple[HistoryEntry, ...]:
     """A session's normalized history as assembly input, named `history:<n>` in order: goal and
-    world-state fragments are left out, since `state_contributions` renders the current ones."""
+    world-state fragments are left out, since `state_contributions` renders the current ones.
+    `seqs[i]` is the fact `items[i]` stands for, when known."""
+    known = seqs if seqs is not None else [None] * len(items)
     kept = [
-        (item, size) for item, size in zip(items, sizes, strict=True) if not is_state_fragment(item)
+        (item, size, seq)
+        for item, size, seq in zip(items, sizes, known, strict=True)
+        if not is_state_fragment(item)
     ]
     # Built positionally: one entry per turn on every call, and a named tuple's keyword
     # constructor is the slower path.
     return tuple(
         [
-            HistoryEntry(None, item, True, size, f"history:{ordinal}")
-            for ordinal, (item, size) in enumerate(kept)
+            HistoryEntry(seq, item, True, size, f"history:{ordinal}")
+            for ordinal, (item, size, seq) in enumerate(kept)
         ]
     )
 

@@ -130,12 +130,19 @@ class LoadedHistory:
             input_modalities=self.input_modalities,
             truncation=self.truncation,
             item_metadata=self.active.metadata,
+            seqs=self.active.seqs,
         )
 
     @property
     def items(self) -> tuple[Item, ...]:
         """The normalized active history."""
         return self.normalized.items
+
+    @functools.cached_property
+    def seqs(self) -> list[int | None]:
+        """The fact each normalized item stands for (a truncated output: the output it cut);
+        None for items the service wrote."""
+        return [entry.seq for entry in self.active.entries(self.items)]
 
     @functools.cached_property
     def sizes(self) -> list[int]:

@@ -147,12 +147,21 @@ def test_session_mode_keeps_newest_turns_without_splitting_calls(
     items = load_trajectory(TRAJECTORIES[3])
     client.post(f"/sessions/{session_id}/items", json={"items": items})
     result = _assemble(client, session_id=session_id, budget={"max_tokens": 3000}, unit="worker")
-    history = [i["item"] for i in result["items"] if i["layer"] == "recent"]
+    history = [i["item"] for i in result["items"] if i["source"] == "history"]
     assert history
     assert find_pairing_violations(history) == []
     assert history[-1] == items[-1]
     assert result["total_tokens"] <= 3000
-    assert result["messages"] == history
+    # What it left out (the system message, the older turns) is named at the end.
+    assert result["messages"][: len(history)] == history
+    notice = result["items"][-1]
+    assert (notice["source"], notice["layer"]) == ("elision", "recent")
+    assert [(e["first_seq"], e["form"]) for e in result["elided"]] == [
+        (1, "excluded"),
+        (2, "dropped"),
+    ]
+    assert "fact seq 1 (excluded" in notice["content"]
+    assert f"fact seqs 2–{result['elided'][1]['last_seq']} (dropped" in notice["content"]
     again = _assemble(client, session_id=session_id, budget={"max_tokens": 3000}, unit="worker")
     assert again["cache"] == _all_reused(again)
 

@@ -6,14 +6,18 @@ however small the window."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.domain.items import FORMATS, Format
+from app.domain.items import FORMATS, Format, visible_text
+from app.tokens import token_counter
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 from tests.providers import tool_violations
+
+count = token_counter("o200k_base")
 
 
 def _session(client: TestClient, session_id: str, **attributes: Any) -> None:
@@ -82,3 +86,123 @@ def test_the_recall_tool_is_off_by_request_or_by_session(
         "/assemble", json={"sources": [{"source": "s", "items": [{"id": "a", "content": "x"}]}]}
     )
     assert stateless.json()["tools"] == []
+
+
+def _visible(answer: dict[str, Any]) -> str:
+    return "\n".join(
+        item["content"] if item["item"] is None else visible_text(item["item"])
+        for item in answer["items"]
+    )
+
+
+def _named(answer: dict[str, Any]) -> list[int]:
+    """The elided ranges whose first seq the context's text does not name."""
+    text = _visible(answer)
+    return [
+        e["first_seq"]
+        for e in answer["elided"]
+        if not re.search(rf"\bfact seqs? {e['first_seq']}\b", text)
+    ]
+
+
+DATA = "\n".join(f"line {n}: value_{n} = {n * 13} ok" for n in range(330))
+
+
+def test_the_newest_output_stays_in_view_in_a_small_window(
+    client: TestClient, session_id: str
+) -> None:
+    # A 4,000-token window, 2,000 of it usable: the goal, a request, and one call whose output
+    # alone is twice what is left.
+    _session(client, session_id, context_window=4000)
+    assert client.put(f"/sessions/{session_id}/goal", json={"text": "Find line 200."}).is_success
+    call = tool_call("c1", arguments='{"cmd": "cat data.txt"}')
+    _append(client, session_id, [user_msg("read the data file"), call, tool_output("c1", DATA)])
+    answer = _assemble(client, session_id)
+    history = [item for item in answer["items"] if item["source"] == "history"]
+    assert [(item["item"]["type"], item["form"]) for item in history] == [
+        ("message", "raw"),
+        ("function_call", "raw"),
+        ("function_call_output", "truncated"),
+    ]
+    assert history[1]["item"] == call
+    shown = history[2]["item"]["output"]
+    assert shown.startswith("line 0: value_0 = 0 ok\n")
+    assert shown.endswith("line 329: value_329 = 4277 ok")
+    assert "omitted; the whole output is fact seq 4 …]" in shown
+    assert answer["total_tokens"] + answer["tools_tokens"] <= answer["budget"]["max_tokens"]
+    assert not answer["over_budget"]
+    assert answer["elided"] == [
+        {
+            "first_seq": 4,
+            "last_seq": 4,
+            "form": "truncated",
+            "tokens_full": count(DATA),
+            "tokens_shown": history[2]["tokens"],
+            "reason": "max_tokens",
+        }
+    ]
+    assert _named(answer) == []
+    # The compaction the advice recommends acts: the output is cut to the target, and what the
+    # model reads names where the rest is.
+    advice = answer["advice"]
+    assert advice["should_compact"]
+    compacted = client.post(
+        "/compact",
+        json={"session_id": session_id, "strategy": advice["recommended_strategy"]},
+    )
+    assert compacted.status_code == 201, compacted.text
+    body = compacted.json()
+    assert body["tokens_after"] < body["tokens_before"]
+    after = _assemble(client, session_id)
+    assert not after["advice"]["should_compact"]
+    assert [e["form"] for e in after["elided"]] == ["truncated"]
+    assert _named(after) == []
+    # And the whole output reads back from the log.
+    recalled = client.post(
+        f"/sessions/{session_id}/recall", json={"seq": 4, "max_lines": 1000, "max_tokens": 16000}
+    )
+    assert recalled.json()["text"] == DATA
+
+
+def test_what_compactions_leave_out_is_listed_and_named(
+    client: TestClient, session_id: str
+) -> None:
+    _session(client, session_id, context_window=64_000)
+    assert client.put(f"/sessions/{session_id}/goal", json={"text": "Fix the parser."}).is_success
+    for turn in range(6):
+        _append(
+            client,
+            session_id,
+            [
+                user_msg(f"step {turn}: look at module_{turn}.py"),
+                tool_call(f"c{turn}", arguments=f'{{"cmd": "cat module_{turn}.py"}}'),
+                tool_output(f"c{turn}", f"def handler_{turn}():\n" + "    pass\n" * 300),
+                assistant_msg(f"module_{turn}.py has handler_{turn}"),
+            ],
+        )
+    cleared = client.post(
+        "/compact",
+        json={
+            "session_id": session_id,
+            "strategy": "clear_tool_results",
+            "params": {"keep_recent": 2},
+        },
+    )
+    assert cleared.status_code == 201, cleared.text
+    answer = _assemble(client, session_id)
+    # The four oldest outputs (seqs 4, 8, 12, 16: the goal is seq 1) show as placeholders.
+    assert [(e["first_seq"], e["last_seq"], e["form"]) for e in answer["elided"]] == [
+        (seq, seq, "cleared") for seq in (4, 8, 12, 16)
+    ]
+    assert _named(answer) == []
+    summary = client.post(
+        "/compact",
+        json={"session_id": session_id, "strategy": "summary", "params": {"target_tokens": 400}},
+    )
+    assert summary.status_code == 201, summary.text
+    again = _assemble(client, session_id)
+    assert again["elided"]
+    assert {e["form"] for e in again["elided"]} <= {"summarized", "cleared", "dropped"}
+    assert _named(again) == []
+    # The same log gives the same list.
+    assert _assemble(client, session_id)["elided"] == again["elided"]

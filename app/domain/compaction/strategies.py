@@ -41,6 +41,7 @@ from app.domain.compaction.product import (
 from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.normalize import find_pairing_violations
+from app.domain.truncation import shrink_outputs
 
 _CLEARED_PREFIX = "[tool output cleared by contextd"
 _GOAL_HEADING_SECTION = re.compile(
@@ -285,6 +286,8 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
     budget = target - head_size
     start = _tail_start(cuts, suffix_sizes=suffix, budget=budget, prefer=prefer, keep=keep)
     if seq_range(body[:start]) is None:
+        if suffix[start] > budget:
+            return _shrink_kept(ctx, head_size=head_size, target=target)
         return ctx.noop("every entry belongs to the newest turns it keeps")
     head: tuple[HistoryEntry, ...] = (*ctx.invariants, *ctx.products)
     product = None
@@ -369,6 +372,62 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
         is_noop=False,
         handoff=product.handoff if product else None,
         pinned_notes=product.pinned if product else (),
+    )
+
+
+def _shrink_kept(ctx: _Context, *, head_size: int, target: int) -> CompactionResult:
+    """The newest turns alone are over the target: their tool outputs, truncated head and tail
+    to reach it, each naming the fact that holds it whole (nothing else is left to compact)."""
+    body = list(ctx.body)
+    outputs = [
+        k
+        for k, entry in enumerate(body)
+        if _is_clearable(entry) and isinstance(entry.item.get("output"), str | list)
+    ]
+    fixed = ctx.total([entry for k, entry in enumerate(body) if k not in outputs])
+    shrunk = shrink_outputs(
+        [
+            (
+                body[k].item["output"],
+                ctx.size(visible_text(body[k].item)),
+                f"fact seq {body[k].seq}",
+            )
+            for k in outputs
+        ],
+        budget=target - head_size - fixed,
+        count_tokens=ctx.size,
+    )
+    if not outputs or shrunk is None:
+        return ctx.noop(
+            f"the newest turns' calls and messages alone are over the target of {target} tokens"
+        )
+    changed = []
+    for k, output in zip(outputs, shrunk, strict=True):
+        if output is not body[k].item["output"]:
+            body[k] = HistoryEntry(body[k].seq, {**body[k].item, "output": output}, verbatim=False)
+            changed.append(body[k])
+    history = (*ctx.invariants, *ctx.products, *body)
+    return CompactionResult(
+        strategy=ctx.inp.strategy,
+        declares={
+            "drops": ["the middle of the newest tool outputs, over the target on their own"],
+            "keeps": [
+                "every item; the newest tool outputs as head and tail, each naming the fact"
+                " seq that holds it whole"
+            ],
+        },
+        tokens_before=ctx.tokens_before,
+        tokens_after=ctx.total(history),
+        history=history,
+        summary=None,
+        notes=None,
+        working_set=tuple(
+            (entry.seq, "newest turn") for entry in body if entry.seq is not None and entry.verbatim
+        ),
+        loss_missing=(),
+        fell_back=False,
+        covered=seq_range(changed),
+        is_noop=not changed,
     )
 
 

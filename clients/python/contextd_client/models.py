@@ -440,6 +440,33 @@ class DroppedFieldBody(BaseModel):
     """
 
 
+class ElidedEntry(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    first_seq: Annotated[int, Field(title="First Seq")]
+    last_seq: Annotated[int, Field(title="Last Seq")]
+    form: Annotated[
+        Literal["cleared", "truncated", "summarized", "externalized", "dropped", "excluded"],
+        Field(title="Form"),
+    ]
+    """
+    cleared (a placeholder), truncated (head and tail), summarized or externalized (a compaction record stands for it), dropped (not shown: a compaction or the window left it out), excluded (normalization left it out).
+    """
+    tokens_full: Annotated[int, Field(title="Tokens Full")]
+    """
+    Stored tokens of the facts in the range.
+    """
+    tokens_shown: Annotated[int, Field(title="Tokens Shown")]
+    """
+    Tokens the context spends on them: their reduced items, or the record that stands for them (a record standing for several ranges counts in each).
+    """
+    reason: Annotated[str, Field(title="Reason")]
+    """
+    `compaction <id>`, a plan drop reason (`max_tokens`, `history_cut`), `truncation policy`, or `normalization: <reason>`.
+    """
+
+
 class EndSessionRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1354,6 +1381,10 @@ class AssembleResponse(BaseModel):
     tools: Annotated[list[dict[str, Any]] | None, Field(title="Tools")] = None
     """
     Session mode: the tools contextd defines, in `output_format` (the recall tool, unless `recall_tool` is off), to send beside the runtime's own. Byte-identical on every call of a session.
+    """
+    elided: Annotated[list[ElidedEntry] | None, Field(title="Elided")] = None
+    """
+    Session mode: every fact of the session's history the context shows reduced or not at all, as seq ranges of one form and reason, in seq order. The visible text names each range's first seq; `POST /sessions/{id}/recall` reads any of them back.
     """
     tools_tokens: Annotated[int, Field(title="Tools Tokens")] = 0
     """

@@ -209,6 +209,27 @@ class DroppedFieldBody(TypedDict):
     """
 
 
+class ElidedEntry(TypedDict):
+    first_seq: int
+    last_seq: int
+    form: Literal["cleared", "truncated", "summarized", "externalized", "dropped", "excluded"]
+    """
+    cleared (a placeholder), truncated (head and tail), summarized or externalized (a compaction record stands for it), dropped (not shown: a compaction or the window left it out), excluded (normalization left it out).
+    """
+    tokens_full: int
+    """
+    Stored tokens of the facts in the range.
+    """
+    tokens_shown: int
+    """
+    Tokens the context spends on them: their reduced items, or the record that stands for them (a record standing for several ranges counts in each).
+    """
+    reason: str
+    """
+    `compaction <id>`, a plan drop reason (`max_tokens`, `history_cut`), `truncation policy`, or `normalization: <reason>`.
+    """
+
+
 class EndSessionRequest(TypedDict):
     conclusion: NotRequired[dict[str, Any] | None]
     """
@@ -862,6 +883,10 @@ class AssembleResponse(TypedDict):
     tools: NotRequired[list[dict[str, Any]]]
     """
     Session mode: the tools contextd defines, in `output_format` (the recall tool, unless `recall_tool` is off), to send beside the runtime's own. Byte-identical on every call of a session.
+    """
+    elided: NotRequired[list[ElidedEntry]]
+    """
+    Session mode: every fact of the session's history the context shows reduced or not at all, as seq ranges of one form and reason, in seq order. The visible text names each range's first seq; `POST /sessions/{id}/recall` reads any of them back.
     """
     tools_tokens: NotRequired[int]
     """

@@ -1,0 +1,212 @@
+"""What a context leaves out of the session's history, and the notice that names it.
+
+`elisions` lists every fact of the session's history (the model-visible facts since the last
+reset, less retracted ones and world-state fragments, which the world state shows) that a
+context shows reduced or not at all, as seq ranges of one form and one reason. Invariants:
+
+- Deterministic: the same log and the same context give the same list, in seq order.
+- Every listed seq is a fact of the log, so recall can read it; a fact shown verbatim is never
+  listed. A range merges consecutive listed facts of one form and reason (a fact shown between
+  them ends it; facts that are not part of the history, such as goal versions, do not).
+- `tokens_full` is the facts' stored tokens; `tokens_shown` what the context spends on them:
+  their reduced items, or the record that stands for summarized or externalized facts (a
+  record that covers several ranges counts in each).
+
+`unnamed` picks the ranges the visible text does not already name by their first seq (a
+placeholder's "fact seq 57", a record's "fact seqs 12–40"), and `notice_text` names those in
+one short text, which assembly places at the end of the context, after the history, so that it
+never moves the history's bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from app.domain.compaction.strategies import is_cleared_output
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
+
+__all__ = [
+    "NOTICE_ID",
+    "NOTICE_SOURCE",
+    "Elided",
+    "ElisionForm",
+    "Shown",
+    "elisions",
+    "named_seqs",
+    "notice_text",
+    "unnamed",
+]
+
+ElisionForm = Literal["cleared", "truncated", "summarized", "externalized", "dropped", "excluded"]
+NOTICE_SOURCE = "elision"
+NOTICE_ID = "elided"
+_NAMED = re.compile(r"\bfact seqs? (\d+)\b")
+_STRATEGY_FORMS: Mapping[str, ElisionForm] = {
+    "summary": "summarized",
+    "notes": "summarized",
+    "handoff": "externalized",
+    "truncate": "dropped",
+    "clear_tool_results": "cleared",
+}
+
+
+@dataclass(frozen=True)
+class Elided:
+    first_seq: int
+    last_seq: int
+    form: ElisionForm
+    tokens_full: int
+    tokens_shown: int
+    reason: str
+
+
+class Shown(NamedTuple):
+    """What the context made of one item of the normalized history."""
+
+    tokens: int
+    """Its tokens in the context; 0 when dropped."""
+    dropped: str | None
+    """Why the assembly left it out (a plan drop reason); None when shown."""
+    cut: bool = False
+    """Shown truncated by the assembly to fit what was left of the window."""
+
+
+class _Status(NamedTuple):
+    form: ElisionForm
+    reason: str
+    tokens_shown: int
+
+
+def _call_key(item: Item) -> tuple[str, object] | None:
+    kind = item_type(item)
+    if kind in CALL_TYPES or kind in OUTPUT_TYPES:
+        return kind, item.get("call_id")
+    return None
+
+
+def elisions(
+    *,
+    history: Sequence[tuple[int, Item, int]],
+    active_items: Sequence[Item],
+    active_seqs: Sequence[int | None],
+    normalized: Sequence[Item],
+    shown: Mapping[int, Shown],
+    excluded: Mapping[int, str],
+    compacted_by: Mapping[int, tuple[str, str]],
+    record_tokens: int,
+) -> tuple[Elided, ...]:
+    """The elided ranges of a context; see the module docstring.
+
+    `history`: the session's history facts as (seq, item as logged, stored tokens), in seq
+    order. `active_items` / `active_seqs`: the active history before normalization and the
+    fact each item is verbatim (None for items a compaction wrote). `normalized`: that history
+    normalized. `shown[j]`: what the context made of `normalized[j]` (missing: a world-state
+    fragment, shown as state). `excluded[i]`: why normalization left out `active_items[i]`.
+    `compacted_by[seq]`: (compaction id, strategy) of the compaction that took the fact out or
+    reduced it. `record_tokens`: tokens of the compaction records the context shows.
+    """
+    in_history = {seq for seq, _, _ in history}
+    by_key: dict[tuple[str, object], int] = {}
+    for logged_seq, logged_item, _ in history:
+        logged_key = _call_key(logged_item)
+        if logged_key is not None:
+            by_key.setdefault(logged_key, logged_seq)
+    position_of = {id(item): j for j, item in enumerate(normalized)}
+    normalized_by_key = {
+        key: j for j, item in enumerate(normalized) if (key := _call_key(item)) is not None
+    }
+    status: dict[int, _Status | None] = {}
+    for i, (item, verbatim_seq) in enumerate(zip(active_items, active_seqs, strict=True)):
+        reduced = verbatim_seq is None
+        seq = verbatim_seq
+        if reduced:  # a compaction's placeholder for a fact it cleared, or its own record
+            key = _call_key(item)
+            seq = by_key.get(key) if key is not None else None
+        if seq is None or seq not in in_history:
+            continue
+        if i in excluded:
+            status[seq] = _Status("excluded", f"normalization: {excluded[i]}", 0)
+            continue
+        j = position_of.get(id(item))
+        untouched = j is not None
+        if j is None:
+            key = _call_key(item)
+            j = normalized_by_key.get(key) if key is not None else None
+        if j is None:  # an orphan output normalization removed
+            status[seq] = _Status("excluded", "normalization: removed", 0)
+            continue
+        seen = shown.get(j)
+        if seen is None:  # not offered to the assembly: shown another way
+            status[seq] = None
+            continue
+        compaction = compacted_by.get(seq, ("", ""))[0]
+        if seen.dropped is not None:
+            status[seq] = _Status("dropped", seen.dropped, 0)
+        elif reduced:
+            form: ElisionForm = "cleared" if is_cleared_output(item) else "truncated"
+            status[seq] = _Status(form, f"compaction {compaction}", seen.tokens)
+        elif not untouched:
+            status[seq] = _Status("truncated", "truncation policy", seen.tokens)
+        elif seen.cut:
+            status[seq] = _Status("truncated", "max_tokens", seen.tokens)
+        else:
+            status[seq] = None
+    entries: list[Elided] = []
+    extends = False  # whether the previous history fact was listed: a shown one ends a range
+    for seq, _, tokens in history:
+        if seq in status:
+            found = status[seq]
+            if found is None:
+                extends = False
+                continue
+        else:  # not in the active history: a compaction took it out
+            compaction, strategy = compacted_by.get(seq, ("", "truncate"))
+            form = _STRATEGY_FORMS.get(strategy, "dropped")
+            shown_tokens = record_tokens if form in ("summarized", "externalized") else 0
+            found = _Status(form, f"compaction {compaction}", shown_tokens)
+        last = entries[-1] if entries and extends else None
+        extends = True
+        if last is not None and (last.form, last.reason) == (found.form, found.reason):
+            shared = found.form in ("summarized", "externalized")
+            entries[-1] = Elided(
+                first_seq=last.first_seq,
+                last_seq=seq,
+                form=last.form,
+                tokens_full=last.tokens_full + tokens,
+                tokens_shown=last.tokens_shown + (0 if shared else found.tokens_shown),
+                reason=last.reason,
+            )
+        else:
+            entries.append(Elided(seq, seq, found.form, tokens, found.tokens_shown, found.reason))
+    return tuple(entries)
+
+
+def named_seqs(texts: Iterable[str]) -> frozenset[int]:
+    """The seqs the texts name as "fact seq N" or "fact seqs N–M" (the first of a range)."""
+    return frozenset(int(number) for text in texts for number in _NAMED.findall(text))
+
+
+def unnamed(entries: Sequence[Elided], named: frozenset[int]) -> tuple[Elided, ...]:
+    """The entries whose first seq the visible text does not name."""
+    return tuple(entry for entry in entries if entry.first_seq not in named)
+
+
+def notice_text(entries: Sequence[Elided], *, tool: str | None) -> str | None:
+    """One short text naming `entries` by seq, and how to read them back (`tool`, when the
+    context offers a recall tool); None when there is nothing to name."""
+    if not entries:
+        return None
+    parts = [
+        f"fact seq {e.first_seq}"
+        if e.first_seq == e.last_seq
+        else f"fact seqs {e.first_seq}–{e.last_seq}"
+        for e in entries
+    ]
+    described = "; ".join(
+        f"{part} ({entry.form}, {entry.reason})" for part, entry in zip(parts, entries, strict=True)
+    )
+    how = f"read any of them with {tool}" if tool else "they are kept whole in the session log"
+    return f"[contextd: not shown in this context: {described}. Nothing is lost: {how}.]"
