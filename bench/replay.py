@@ -17,7 +17,12 @@ Per call, from the `messages` a provider would receive (Responses form):
 - the goal present (its text a substring of the visible text), pairing valid
   (`find_pairing_violations`), over budget (input above the usable window), and the tokens of
   the goal's restatement at the end; and whether assembly had to cut the history (it no longer
-  fit: the oldest items left the context without a compaction's record of them).
+  fit: the oldest items left the context without a compaction's record of them);
+- next-action grounding (`bench.grounding`): the identifiers the call's own output went on to
+  use that the history before it holds (less the goal's), and how many of them the messages show
+  (visible) or an `elided` fact holds (recallable). For contextd, also: the calls whose context
+  hides anything, how many of them name every elided entry's first seq in the visible text, and
+  how many recallable identifiers `POST /sessions/{id}/recall` hands back over the entry's range.
 
 In the same run, two baselines over the same calls: the whole normalized history (no management),
 and LangChain's `trim_messages` (strategy `last`, `include_system`, `start_on="human"`) to the
@@ -30,10 +35,12 @@ Run: `make bench` (or `.venv/bin/python -m bench.replay [DIR ...]`).
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -50,6 +57,14 @@ from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_
 from app.domain.normalize import find_pairing_violations, normalize_history
 from app.tokens import token_counter
 from bench.common import TRAJECTORIES, bench_database, running_server
+from bench.grounding import (
+    Grounding,
+    ground,
+    item_text,
+    items_text,
+    names_every_seq,
+    needed_identifiers,
+)
 
 WINDOW_SHARE = 0.3
 MIN_WINDOW = 4_000
@@ -92,6 +107,16 @@ class Tally:
     over_budget: int = 0
     restated: int = 0
     cut: int = 0
+    needing: int = 0
+    needed: int = 0
+    visible: int = 0
+    recallable: int = 0
+    all_visible: int = 0
+    hiding: int = 0
+    seqs_named: int = 0
+    recall_checked: int = 0
+    recall_confirmed: int = 0
+    recall_unchecked: int = 0
     previous: list[bytes] = field(default_factory=list)
 
     def call(
@@ -100,6 +125,7 @@ class Tally:
         *,
         goal: str,
         window: int,
+        grounding: Grounding,
         service_reused: int = 0,
         restated: int = 0,
         cut: bool = False,
@@ -122,6 +148,11 @@ class Tally:
         self.over_budget += total > window
         self.restated += restated
         self.cut += cut
+        self.needing += bool(grounding.needed)
+        self.needed += len(grounding.needed)
+        self.visible += len(grounding.visible)
+        self.recallable += len(grounding.recallable)
+        self.all_visible += bool(grounding.needed) and grounding.is_all_visible
 
     def add(self, other: Tally) -> None:
         for name in (f.name for f in fields(self) if f.name != "previous"):
@@ -141,10 +172,33 @@ class Tally:
             f"{self.over_budget:>5} {self.restated / calls:>8.0f} {self.cut:>5}"
         )
 
+    def grounding_row(self, label: str, *, acceptance: bool) -> str:
+        needed = max(self.needed, 1)
+        row = (
+            f"{label:<52} {self.calls:>5} {self.needing:>5} {self.needed:>7,} "
+            f"{self.visible / needed:>8.1%} {(self.visible + self.recallable) / needed:>8.1%} "
+            f"{self.all_visible / max(self.needing, 1):>8.1%}"
+        )
+        if not acceptance:
+            return row
+        recall = f"{self.recall_confirmed}/{self.recall_checked}"
+        return f"{row} {self.hiding:>6} {self.seqs_named:>6} {recall:>9} {self.recall_unchecked:>9}"
+
 
 HEADER = (
     f"{'':<52} {'calls':>5} {'reused':>7} {'service':>7} {'fresh':>10} {'cost':>11} "
     f"{'cmp/100':>8} {'goal':>6} {'paired':>6} {'over':>5} {'restate':>8} {'cut':>5}"
+)
+GROUNDING_HEADER = (
+    f"{'grounding':<52} {'calls':>5} {'need':>5} {'needed':>7} {'visible':>8} {'+recall':>8} "
+    f"{'all vis':>8} {'hiding':>6} {'seqs':>6} {'recall':>9} {'unchecked':>9}"
+)
+GROUNDING_LEGEND = (
+    "need: calls that need any identifier; needed: identifiers needed; visible, +recall: shares"
+    " of them visible, visible or recallable; all vis: share of the calls that need any with"
+    " all visible;\nhiding: calls with `elided` entries; seqs: those naming every entry's first"
+    " seq; recall: recallable identifiers the recall search hands back, of those checked;"
+    " unchecked: no recall endpoint"
 )
 
 
@@ -225,6 +279,63 @@ def concatenated(runs: dict[str, list[Item]]) -> list[Item]:
     return items
 
 
+@dataclass
+class FactLog:
+    """A session's raw log as the replay has read it, and the recall of what a context elides."""
+
+    client: httpx.Client
+    session_id: str
+    texts: dict[int, str] = field(default_factory=dict)
+    read_up_to: int = 0
+    has_recall: bool = True
+    recalled: dict[tuple[str, int, int], bool] = field(default_factory=dict)
+
+    def elided_text(self, entry: Mapping[str, Any]) -> str:
+        """The text of the facts of an `elided` entry's seq range, reading the log on to it."""
+        first, last = int(entry["first_seq"]), int(entry["last_seq"])
+        while self.read_up_to < last:
+            page = self.client.get(
+                f"/sessions/{self.session_id}/items",
+                params={"after_seq": self.read_up_to, "limit": 1000},
+            )
+            page.raise_for_status()
+            body = page.json()
+            for fact in body["items"]:
+                self.texts[fact["seq"]] = item_text(fact["item"])
+                self.read_up_to = fact["seq"]
+            if body["next_after_seq"] is None:  # the log ends here
+                self.read_up_to = max(self.read_up_to, last)
+        return "\n".join(self.texts[s] for s in range(first, last + 1) if s in self.texts)
+
+    def recalls(self, identifier: str, entry: Mapping[str, Any]) -> bool | None:
+        """Whether a recall search of the entry's range for `identifier` hands it back; None when
+        the service has no recall endpoint."""
+        first, last = int(entry["first_seq"]), int(entry["last_seq"])
+        key = (identifier, first, last)
+        if not self.has_recall:
+            return None
+        if key in self.recalled:
+            return self.recalled[key]
+        found, start = False, first
+        while not found and start is not None:
+            answer = self.client.post(
+                f"/sessions/{self.session_id}/recall",
+                json={"from_seq": start, "to_seq": last, "pattern": re.escape(identifier)},
+            )
+            if answer.status_code == 405 or (
+                # The router's own 404 (no such path), not the service's (no such seq).
+                answer.status_code == 404 and answer.json()["error"]["message"] == "Not Found"
+            ):
+                self.has_recall = False
+                return None
+            answer.raise_for_status()
+            body = answer.json()
+            found = any(identifier in match["text"] for match in body["matches"])
+            start = body.get("next_from_seq")
+        self.recalled[key] = found
+        return found
+
+
 def replay(
     client: httpx.Client,
     name: str,
@@ -242,26 +353,58 @@ def replay(
     ).raise_for_status()
     client.put(f"/sessions/{session_id}/goal", json={"text": goal}).raise_for_status()
     managed, whole, trimmed = Tally(), Tally(), Tally()
+    log = FactLog(client, session_id)
     appended = 0
+    before = ""  # the text of the items before the call
     for point in call_points(items):
         if point > appended:
             batch = {"items": items[appended:point], "idempotency_key": f"{session_id}-{point}"}
             client.post(f"/sessions/{session_id}/items", json=batch).raise_for_status()
+            # System messages travel as instructions, beside whatever history a manager keeps.
+            sent = [i for i in items[appended:point] if i.get("role") != "system"]
+            before += "\n" + items_text(sent)
             appended = point
+        end = next((n for n in range(point, len(items)) if not is_model_output(items[n])), None)
+        needed = needed_identifiers(items_text(items[point:end]), history=before, goal=goal)
         answer = client.post("/assemble", json={"session_id": session_id})
         answer.raise_for_status()
         body = answer.json()
+        # A server that does not list what it elides yet elides nothing as far as this can tell.
+        elided: list[dict[str, Any]] = body.get("elided", [])
+        shown = items_text(body["messages"])
+        grounding = ground(needed, shown=shown, elided=[log.elided_text(e) for e in elided])
         managed.call(
             body["messages"],
             goal=goal,
             window=window,
+            grounding=grounding,
             service_reused=body["cache"]["reused_prefix_tokens"],
             restated=sum(i["tokens"] for i in body["items"] if i["id"].endswith("#restated")),
             cut=any(r["signal"] == "history_cut" for r in body["advice"]["reasons"]),
         )
+        managed.hiding += bool(elided)
+        managed.seqs_named += bool(elided) and names_every_seq(
+            shown, [e["first_seq"] for e in elided]
+        )
+        for identifier, index in grounding.recallable.items():
+            recalled = log.recalls(identifier, elided[index])
+            managed.recall_unchecked += recalled is None
+            managed.recall_checked += recalled is not None
+            managed.recall_confirmed += recalled is True
         so_far = normalize_history(items[:point], count_tokens=count_tokens).items
-        whole.call(so_far, goal=goal, window=window)
-        trimmed.call(langchain_trim(so_far, window=window), goal=goal, window=window)
+        kept = langchain_trim(so_far, window=window)
+        whole.call(
+            so_far,
+            goal=goal,
+            window=window,
+            grounding=ground(needed, shown=items_text(so_far), elided=()),
+        )
+        trimmed.call(
+            kept,
+            goal=goal,
+            window=window,
+            grounding=ground(needed, shown=items_text(kept), elided=()),
+        )
         advice = body["advice"]
         if follow_advice and advice["should_compact"] and advice["recommended_strategy"]:
             compacted = client.post(
@@ -294,6 +437,12 @@ def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
         totals["trim_messages(last)"].add(result.trimmed)
     for name, tally in totals.items():
         print(tally.row(name))
+    print(GROUNDING_HEADER)
+    for result in results if verbose else ():
+        run = f"  {result.name[:40]} ({result.window:,})"
+        print(result.managed.grounding_row(run, acceptance=True))
+    for name, tally in totals.items():
+        print(tally.grounding_row(name, acceptance=name == "contextd"))
 
 
 PROFILE_WINDOW = 128_000
@@ -313,6 +462,7 @@ def main(argv: Sequence[str]) -> None:
             False,
         ),
     ]
+    print(GROUNDING_LEGEND)
     for label, chosen, follow, verbose in configurations:
         with (
             bench_database("contextd_bench_replay") as url,

@@ -1,0 +1,152 @@
+"""Next-action grounding: did the context a model call received still hold what it went on to use.
+
+A model call's *next action* is the run of model-output items it produced; the identifiers of
+that action (paths, file names, snake_case, camelCase, dotted names, codes, long numbers) that
+also occur in the history before the call, and are not the goal's, are what the call *needed*.
+A needed identifier is *visible* when it occurs in the text of the messages the call received,
+*recallable* when it is not visible but occurs in the text of a fact the context lists as elided.
+
+Pure functions over plain data: no I/O, and every pattern is linear (each one starts only where
+its run of characters starts, and has no nested quantifier), so a megabyte of tool output cannot
+make extraction slow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+SKIPPED_KEYS = frozenset(
+    {
+        "type",
+        "role",
+        "id",
+        "call_id",
+        "status",
+        "tool_call_id",
+        "tool_use_id",
+        "signature",
+        "encrypted_content",
+        "annotations",
+    }
+)
+"""Keys whose strings the model does not read as content: transport, pairing and opaque fields."""
+
+MIN_LENGTH = 4
+STRIPPED = "./-"
+
+_EXTENSIONS = (
+    "py|pyi|pyx|ipynb|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rst|txt|log|yaml|yml|toml|ini|cfg|conf"
+    "|env|lock|sh|bash|zsh|ps1|sql|csv|tsv|xml|html|htm|css|scss|rs|go|java|kt|kts|scala|swift"
+    "|c|h|cc|cpp|cxx|hpp|hh|cs|rb|php|pl|lua|r|m|mm|vue|svelte|proto|gradle|mk|cmake|tf|hcl"
+)
+PATH = re.compile(r"(?<![\w./-])[\w./-]*/[\w./-]*", re.ASCII)
+"""A whole run of path characters that holds a `/`."""
+PATTERNS = (
+    PATH,
+    # A bare file name with a common source, config or doc extension.
+    re.compile(rf"(?<![\w.-])[\w.-]*\.(?:{_EXTENSIONS})(?!\w)", re.ASCII),
+    # snake_case: a word of a letter or `_`, then an inner `_`, holding a letter.
+    re.compile(r"(?<!\w)(?=\w*[A-Za-z])[A-Za-z_]\w*_\w*", re.ASCII),
+    # camelCase and PascalCase: a word with a capital after its first character, and a lower.
+    re.compile(r"(?<!\w)(?=\w*[a-z])[A-Za-z_]\w*[A-Z]\w*", re.ASCII),
+    # Dotted names, from the first part of the name (not from inside one).
+    re.compile(r"(?<!\w)(?<!\w\.)[A-Za-z_]\w*\.\w[\w.]*", re.ASCII),
+    # Codes: 5+ alphanumerics holding a digit and a letter.
+    re.compile(
+        r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{5,}", re.ASCII
+    ),
+    # Numbers of 4+ digits.
+    re.compile(r"(?<![A-Za-z0-9])[0-9]{4,}(?![A-Za-z0-9])", re.ASCII),
+)
+
+ESCAPE = re.compile(r'(?<!\\)\\+(?:u[0-9A-Fa-f]{4}|["/bfnrt])')
+"""A string escape, JSON's or source code's (and a source escape inside JSON, `\\\\n`): call
+arguments are JSON text, and the `n` of a `\\n` would otherwise start a word (`\\nEOF` names no
+identifier `nEOF`)."""
+
+SEQ_MENTION = r"\bseqs? {}\b"
+"""How the visible text names an elided fact: "fact seq 12", "fact seqs 12–40"."""
+
+
+def _strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for element in value:
+            yield from _strings(element)
+    elif isinstance(value, dict):
+        for key, element in value.items():
+            if key not in SKIPPED_KEYS:
+                yield from _strings(element)
+
+
+def item_text(item: object) -> str:
+    """Every string the model sees in `item` (message text, call name and arguments, tool
+    output), walked through lists and objects, skipping `SKIPPED_KEYS`; joined by newlines."""
+    return "\n".join(_strings(item))
+
+
+def items_text(items: Sequence[object]) -> str:
+    """The text of each item, joined by newlines."""
+    return "\n".join(item_text(item) for item in items)
+
+
+def extract_identifiers(text: str) -> frozenset[str]:
+    """The identifiers of `text`: the union of what every pattern of `PATTERNS` finds (string
+    escapes read as separators), each stripped of leading and trailing `.`, `/`, `-` and kept
+    when `MIN_LENGTH` characters or longer (a path only while it still holds a `/`)."""
+    found: set[str] = set()
+    words = ESCAPE.sub(" ", text)
+    for pattern in PATTERNS:
+        for match in pattern.finditer(words):
+            identifier = match.group().strip(STRIPPED)
+            if len(identifier) >= MIN_LENGTH and (pattern is not PATH or "/" in identifier):
+                found.add(identifier)
+    return frozenset(found)
+
+
+def needed_identifiers(action: str, *, history: str, goal: str) -> frozenset[str]:
+    """The identifiers of the next action's text `action` that occur in the text of the history
+    before the call, less the goal's: its identifiers and any substring of it (every manager
+    keeps the goal, so they tell nothing about the context)."""
+    goal_identifiers = extract_identifiers(goal)
+    return frozenset(
+        identifier
+        for identifier in extract_identifiers(action)
+        if identifier in history and identifier not in goal_identifiers and identifier not in goal
+    )
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What one call needed, and how much of it its context held.
+
+    `recallable` maps each needed identifier that is not visible but occurs in an elided fact's
+    text to the index (in the `elided` given to `ground`) of the first such fact.
+    """
+
+    needed: frozenset[str]
+    visible: frozenset[str]
+    recallable: dict[str, int]
+
+    @property
+    def is_all_visible(self) -> bool:
+        return self.visible == self.needed
+
+
+def ground(needed: frozenset[str], *, shown: str, elided: Sequence[str]) -> Grounding:
+    """Score `needed` against the text `shown` to the model and the texts of the `elided` facts."""
+    visible = frozenset(identifier for identifier in needed if identifier in shown)
+    recallable: dict[str, int] = {}
+    for identifier in sorted(needed - visible):
+        index = next((n for n, text in enumerate(elided) if identifier in text), None)
+        if index is not None:
+            recallable[identifier] = index
+    return Grounding(needed=needed, visible=visible, recallable=recallable)
+
+
+def names_every_seq(shown: str, first_seqs: Sequence[int]) -> bool:
+    """Whether `shown` names each of `first_seqs` as "seq N" or "seqs N"."""
+    return all(re.search(SEQ_MENTION.format(seq), shown) for seq in first_seqs)
