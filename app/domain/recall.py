@@ -318,55 +318,21 @@ RECALL_TOOL_NAME = "context_recall"
 TOOLS_SOURCE_CLASS = "tools"
 """The source class the tool definitions' tokens are accounted under."""
 RECALL_TOOL_DESCRIPTION = (
-    "Read back what this conversation's context shows shortened or not at all. Everything that"
-    " happened is kept in a log of numbered facts, and the context names what it left out by"
-    " number ('fact seq 57', 'fact seqs 12–40'). Give `seq` to read that fact's full text, a"
-    " window of whole lines at a time (the answer says where the next window starts); give a"
-    " `pattern` (an RE2 regular expression) with `seq`, or with `from_seq` and `to_seq`, to list"
-    " the matching lines with their fact seq and line number."
+    "Read back what this context shows shortened or not at all: everything is kept in a log of"
+    " numbered facts, named here as 'fact seq N'. `seq` reads a fact's full text, a window of"
+    " lines at a time; `pattern` (RE2) with `seq` or `from_seq`..`to_seq` lists matching lines."
 )
+_INTEGER = {"type": "integer", "minimum": 1}
 RECALL_TOOL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "seq": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "The fact to read, or to search with `pattern`.",
-        },
-        "from_line": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "First line of the window; default 1.",
-        },
-        "from_char": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "Where in `from_line` to start, when an answer said so; default 0.",
-        },
-        "max_lines": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Lines in the window; default 200.",
-        },
-        "max_tokens": {
-            "type": "integer",
-            "minimum": 16,
-            "description": "Tokens in the window; default 2000.",
-        },
-        "pattern": {
-            "type": "string",
-            "description": "An RE2 regular expression to search for, line by line.",
-        },
-        "from_seq": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "First fact to search (with `pattern`).",
-        },
-        "to_seq": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Last fact to search (with `pattern`); default the newest.",
-        },
+        "seq": _INTEGER,
+        "from_line": _INTEGER,
+        "from_char": {"type": "integer", "minimum": 0},
+        "max_tokens": {"type": "integer", "minimum": 16},
+        "pattern": {"type": "string"},
+        "from_seq": _INTEGER,
+        "to_seq": _INTEGER,
     },
     "additionalProperties": False,
 }
