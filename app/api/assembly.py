@@ -322,7 +322,11 @@ def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
     history = [
         (seq, entry[1], entry[4] or 0)
         for seq, entry in active.logged.items()
-        if seq > active.reset_at and seq not in active.retracted and not is_state_fragment(entry[1])
+        # A fact without model-visible text (an unknown type, say) has nothing to read back.
+        if entry[4]
+        and seq > active.reset_at
+        and seq not in active.retracted
+        and not is_state_fragment(entry[1])
     ]
     offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
     decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]

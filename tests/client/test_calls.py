@@ -61,6 +61,7 @@ def test_sessions_and_the_raw_log(ctx: ContextdClient, session_id: str) -> None:
         metadata={"team": "a"},
         hooks=models.SessionHooks(pre_compact=None, session_end=None, failure_policy="fail_open"),
         compaction=models.CompactionOptions(high_watermark=0.9, low_watermark=0.25),
+        recall_tool=True,
         tokenizer=models.TokenizerBody(
             family="openai", ratio=1.0, overhead_tokens=0.0, calibrated=False, samples=0, exact=True
         ),
@@ -155,6 +156,38 @@ def test_goal_world_state_history_and_normalize(
     assert ctx.normalize(session_id=session_id) == models.NormalizeResponse.model_validate(
         _read(raw.post("/history/normalize", json={"session_id": session_id}))
     )
+
+
+def test_recall_pages_a_fact_back_byte_for_byte_and_searches_the_log(
+    ctx: ContextdClient, raw: httpx.Client, session_id: str
+) -> None:
+    ctx.create_session(session_id=session_id)
+    turns = _turn(1) + _turn(2)
+    ctx.append_items(session_id, items=turns)
+
+    first = ctx.recall(session_id, seq=3, max_lines=150)
+    assert first == models.RecallResponse.model_validate(
+        _read(raw.post(f"/sessions/{session_id}/recall", json={"seq": 3, "max_lines": 150}))
+    )
+    windows = [first]
+    while windows[-1].next_from_line is not None:
+        windows.append(ctx.recall(session_id, seq=3, from_line=windows[-1].next_from_line))
+    assert [(w.from_line, w.to_line, w.next_from_line) for w in windows] == [
+        (1, 150, 151),
+        (151, 201, None),
+    ]
+    assert "".join(w.text or "" for w in windows) == turns[2]["output"]
+    assert windows[-1].tool_output.endswith(f"\n{windows[-1].text}")
+
+    body: params.RecallRequest = {"from_seq": 1, "to_seq": 8, "pattern": r"^a\d\.py$"}
+    found = ctx.recall(session_id, **body)
+    assert found == models.RecallResponse.model_validate(
+        _read(raw.post(f"/sessions/{session_id}/recall", json=body))
+    )
+    assert found.matches == [
+        models.RecallMatchBody(seq=3, line=1, text="a1.py"),
+        models.RecallMatchBody(seq=7, line=1, text="a2.py"),
+    ]
 
 
 def test_retraction_and_reset_change_the_active_history(

@@ -123,6 +123,13 @@ def reset(session_id: str) -> Call[models.ResetResponse]:
     return Call("POST", path, _model(models.ResetResponse))
 
 
+def recall(session_id: str, body: p.RecallRequest) -> Call[models.RecallResponse]:
+    # It writes nothing: a recall whose answer was lost is asked again.
+    path = f"/sessions/{_segment(session_id)}/recall"
+    read = _model(models.RecallResponse)
+    return Call("POST", path, read, body=_json(body), is_idempotent=True)
+
+
 def normalize(body: p.NormalizeRequest) -> Call[models.NormalizeResponse]:
     return _send("POST", "/history/normalize", models.NormalizeResponse, body)
 

@@ -179,6 +179,12 @@ class ContextdClient:
         """Start the active history empty from here on; the goal and world state stay."""
         return self._run(ops.reset(session_id))
 
+    def recall(self, session_id: str, /, **body: Unpack[p.RecallRequest]) -> models.RecallResponse:
+        """Fact `seq` read back in a window of whole lines, or the lines matching `pattern` in
+        one fact or a seq range; `tool_output` is the answer as the recall tool's output.
+        Writes nothing (so it is retried like a read)."""
+        return self._run(ops.recall(session_id, body))
+
     def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return self._run(ops.normalize(body))
 
@@ -372,6 +378,14 @@ class AsyncContextdClient:
     async def reset(self, session_id: str, /) -> models.ResetResponse:
         """Start the active history empty from here on; the goal and world state stay."""
         return await self._run(ops.reset(session_id))
+
+    async def recall(
+        self, session_id: str, /, **body: Unpack[p.RecallRequest]
+    ) -> models.RecallResponse:
+        """Fact `seq` read back in a window of whole lines, or the lines matching `pattern` in
+        one fact or a seq range; `tool_output` is the answer as the recall tool's output.
+        Writes nothing (so it is retried like a read)."""
+        return await self._run(ops.recall(session_id, body))
 
     async def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return await self._run(ops.normalize(body))
