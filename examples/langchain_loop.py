@@ -5,12 +5,18 @@ records every message in a contextd session and hands the model the assembled co
 Start the service (`make run`), then run `python examples/langchain_loop.py`. `CONTEXTD_URL`
 (default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and as whom. Each turn prints
 the assembly the model was given, its exact tokens, the usage the model reported, and whether
-compaction fired first: the session's window is kept small so that it does mid-run.
+compaction fired first: the session's window is kept small so that it does mid-run, clearing
+old tool outputs. Before its answer the model wants the first test run's failure back. Its
+context names what it left out by fact seq ("the full output is fact seq 5", "not shown in
+this context: fact seqs 2–14"), so it searches those facts with the recall tool the middleware
+gives the agent, and answers with what it read, printed as `recalled`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,13 +25,22 @@ from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, UsageMetadata
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolCall,
+    ToolMessage,
+    UsageMetadata,
+    convert_to_openai_messages,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, tool
 
 from contextd_client import ContextdClient
 from contextd_client.langchain import ContextdMiddleware
+from contextd_client.recall import RECALL_TOOL_NAME
 from contextd_client.runtime import LinkOptions
 
 GOAL = "Make to_milliseconds(0.345) return 345, not 344, and keep the test suite green."
@@ -85,6 +100,8 @@ def tool_call(name: str, call_id: str, **args: Any) -> ToolCall:
     return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
 
 
+RECALL = "call-6"
+"""The model's recall call: its output holds the failure the answer after it reports."""
 ANSWERS = [
     AIMessage(
         "Let me see the failure first.",
@@ -114,13 +131,45 @@ ANSWERS = [
         "Let me read the test to be sure it asks for rounding.",
         tool_calls=[tool_call("read_file", "call-5", path="tests/test_durations.py")],
     ),
-    AIMessage("Fixed: to_milliseconds rounds instead of truncating, and all 39 tests pass."),
+    # The span to search is filled in from what the context names as left out.
+    AIMessage(
+        "The first run's failure is no longer in my context: searching what it left out.",
+        tool_calls=[tool_call(RECALL_TOOL_NAME, RECALL, pattern=" FAILED$|^E ")],
+    ),
+    AIMessage(
+        "Fixed: to_milliseconds rounds instead of truncating, so {test}, which failed with"
+        " `{error}`, passes now, and so do all 39 tests."
+    ),
 ]
+NAMED = re.compile(r"fact seqs? (\d+)(?:–(\d+))?")
+
+
+def left_out(messages: list[BaseMessage]) -> dict[str, int]:
+    """The span of facts the context names as shortened or left out ("fact seq 5", "fact
+    seqs 2–14"), as the recall tool's `from_seq` and `to_seq`."""
+    shown = json.dumps(convert_to_openai_messages(messages), ensure_ascii=False)
+    seqs = [int(seq) for found in NAMED.finditer(shown) for seq in found.groups() if seq]
+    if not seqs:
+        raise RuntimeError("compaction was to have left the first test run out by now")
+    return {"from_seq": min(seqs), "to_seq": max(seqs)}
+
+
+def failure_of(messages: list[BaseMessage]) -> dict[str, str]:
+    """The failing test and its error, as the recall's output listed them."""
+    (recalled,) = [
+        m.text for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == RECALL
+    ]
+    test = re.search(r"::(\w+) FAILED$", recalled, flags=re.MULTILINE)
+    error = re.search(r"\bE {2,}(.+)$", recalled, flags=re.MULTILINE)
+    if test is None or error is None:
+        raise RuntimeError(f"the recall did not find the failure: {recalled!r}")
+    return {"test": test.group(1), "error": error.group(1)}
 
 
 class ScriptedModel(GenericFakeChatModel):
     """Answers with the script, reporting usage as a provider would (estimated here from the
-    characters it received, about four per token)."""
+    characters it received, about four per token). A recall searches the facts the model was
+    told were left out; the answer after it uses what it read."""
 
     def _generate(
         self,
@@ -130,6 +179,19 @@ class ScriptedModel(GenericFakeChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         answer = super()._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        assert isinstance(answer, AIMessage)
+        calls = [
+            {**call, "args": {**left_out(messages), **call["args"]}}
+            if call["name"] == RECALL_TOOL_NAME
+            else call
+            for call in answer.tool_calls
+        ]
+        text: str = answer.text
+        if "{test}" in text:
+            failure = failure_of(messages)
+            print(f"recalled: {failure['test']} failed with {failure['error']}")
+            text = text.format(**failure)
+        answer = answer.model_copy(update={"content": text, "tool_calls": calls})
         input_tokens = sum(len(message.text) for message in messages) // 4
         output_tokens = len(answer.text) // 4 + 10
         usage: UsageMetadata = {
@@ -161,7 +223,11 @@ def main() -> None:
         contextd = ContextdMiddleware(
             client,
             session_id=session_id,
-            options=LinkOptions(session={"model": "gpt-4o", "context_window": WINDOW}),
+            # Old tool outputs are cleared first, each leaving a placeholder that names its seq.
+            options=LinkOptions(
+                compact_strategy="clear_tool_results",
+                session={"model": "gpt-4o", "context_window": WINDOW},
+            ),
         )
         link = contextd.link(session_id)
         link.ensure_session()
@@ -183,8 +249,9 @@ def main() -> None:
             assert assembly is not None
             answer = update["model"]["messages"][-1]
             usage = answer.usage_metadata or {}
-            fired = len(link.compactions) > compactions
-            compactions = len(link.compactions)
+            # A compaction that would free too little writes nothing: count those that applied.
+            applied = sum(compaction.applied for compaction in link.compactions)
+            fired, compactions = applied > compactions, applied
             action = ", ".join(each["name"] for each in answer.tool_calls) or "answers"
             print(
                 f"turn {turn}: assembly {assembly.assembly_id}, {assembly.total_tokens} tokens "

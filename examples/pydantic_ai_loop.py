@@ -7,23 +7,36 @@ Start the service (`make run`), then run `python examples/pydantic_ai_loop.py [S
 `CONTEXTD_URL` (default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and as whom.
 Each model call prints the assembly it was sent, its exact tokens, the usage the scripted
 model reports for it, and whether compaction ran first: the session's window is small, so it
-does part-way through. The run is driven with `run_sync`, from blocking code.
+does part-way through, clearing old tool outputs. Before its answer the model wants the first
+test run's failure back. Its context names what it left out by fact seq ("the full output is
+fact seq 5", "not shown in this context: fact seqs 2–14"), so it searches those facts with the
+recall tool `ContextdHistory` gives the agent, and answers with what it read, printed as
+`recalled`. The run is driven with `run_sync`, from blocking code.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import uuid
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RequestUsage
 
 from contextd_client import ContextdClient
 from contextd_client.pydantic_ai import ContextdHistory
+from contextd_client.recall import RECALL_TOOL_NAME
+from contextd_client.runtime import LinkOptions
 
 GOAL = "Make to_milliseconds(0.345) return 345, not 344, with the whole test suite passing."
 TASK = "tests/test_units.py fails on main: find out why and fix it."
@@ -85,7 +98,40 @@ TURNS = [
     ("The fix is in; the test that failed first.", "run_tests", {"path": "tests/test_units.py"}),
     ("And the whole suite.", "run_tests", {"path": "tests"}),
 ]
-ANSWER = f"Fixed: to_milliseconds rounds instead of truncating; all {len(UNITS) + 1} tests pass."
+RECALL_TEXT = "The first run's failure is no longer in my context: searching what it left out."
+RECALL = f"call_{len(TURNS) + 1}"
+"""The model's recall call: its output holds the failure the answer after it reports."""
+ANSWER = (
+    "Fixed: to_milliseconds rounds instead of truncating, so {test}, which failed with"
+    " `{error}`, passes now; all {passing} tests pass."
+)
+NAMED = re.compile(r"fact seqs? (\d+)(?:–(\d+))?")
+
+
+def left_out(messages: list[ModelMessage]) -> dict[str, int]:
+    """The span of facts the context names as shortened or left out ("fact seq 5", "fact
+    seqs 2–14"), as the recall tool's `from_seq` and `to_seq`."""
+    shown = [getattr(part, "content", None) for message in messages for part in message.parts]
+    text = "\n".join(each for each in shown if isinstance(each, str))
+    seqs = [int(seq) for found in NAMED.finditer(text) for seq in found.groups() if seq]
+    if not seqs:
+        raise RuntimeError("compaction was to have left the first test run out by now")
+    return {"from_seq": min(seqs), "to_seq": max(seqs)}
+
+
+def failure_of(messages: list[ModelMessage]) -> dict[str, str]:
+    """The failing test and its error, as the recall's output listed them."""
+    (recalled,) = [
+        part.model_response_str()
+        for message in messages
+        for part in message.parts
+        if isinstance(part, ToolReturnPart) and part.tool_call_id == RECALL
+    ]
+    test = re.search(r"::(\w+) FAILED$", recalled, flags=re.MULTILINE)
+    error = re.search(r"\bE {2,}(.+)$", recalled, flags=re.MULTILINE)
+    if test is None or error is None:
+        raise RuntimeError(f"the recall did not find the failure: {recalled!r}")
+    return {"test": test.group(1), "error": error.group(1)}
 
 
 def main() -> int:
@@ -96,7 +142,9 @@ def main() -> int:
         contextd.create_session(session_id=session_id, context_window=WINDOW)
         contextd.put_goal(session_id, text=GOAL)
 
-    with ContextdHistory(session_id, base_url=url, api_key=api_key) as history:
+    # Old tool outputs are cleared first, each leaving a placeholder that names its seq.
+    options = LinkOptions(compact_strategy="clear_tool_results")
+    with ContextdHistory(session_id, base_url=url, api_key=api_key, options=options) as history:
         calls = compactions = 0
 
         def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -118,11 +166,18 @@ def main() -> int:
                 f"{usage.input_tokens}/{usage.cache_read_tokens}/{usage.output_tokens}, "
                 f"compacted first: {'yes' if compacted else 'no'}"
             )
-            if calls > len(TURNS):
-                return ModelResponse(parts=[TextPart(ANSWER)], usage=usage)
-            text, tool, arguments = TURNS[calls - 1]
-            call = ToolCallPart(tool, arguments, tool_call_id=f"call_{calls}")
-            return ModelResponse(parts=[TextPart(text), call], usage=usage)
+            if calls <= len(TURNS):
+                text, tool, arguments = TURNS[calls - 1]
+                call = ToolCallPart(tool, arguments, tool_call_id=f"call_{calls}")
+                return ModelResponse(parts=[TextPart(text), call], usage=usage)
+            if calls == len(TURNS) + 1:
+                search = {**left_out(messages), "pattern": " FAILED$|^E "}
+                call = ToolCallPart(RECALL_TOOL_NAME, search, tool_call_id=RECALL)
+                return ModelResponse(parts=[TextPart(RECALL_TEXT), call], usage=usage)
+            failure = failure_of(messages)
+            print(f"recalled: {failure['test']} failed with {failure['error']}")
+            answer = ANSWER.format(**failure, passing=len(UNITS) + 1)
+            return ModelResponse(parts=[TextPart(answer)], usage=usage)
 
         agent = Agent(
             # OpenAI models take system prompts where they stand, as this profile says.

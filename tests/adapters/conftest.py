@@ -5,11 +5,16 @@ A `Script` is the model's side of a recorded run: each turn is what the assistan
 calls it made, in Responses form; the tools answer each call with the output the run recorded.
 Driving a framework's agent loop with it replays the run through the framework, so the tests can
 hold what the model received each turn against what contextd assembled.
+
+`clear_an_earlier_run` gives a session an earlier run whose long test output compaction
+cleared, for the recall tests: the model finds the output's seq in the placeholder it is shown,
+searches it with a pattern the service refuses, reads it back, and answers with what it read.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +23,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contextd_client import ContextdClient
+from contextd_client import ContextdClient, ValidationFailed
+from contextd_client.items import Item
 from tests.conftest import load_trajectory
 from tests.e2e.servers import Server, running
 
@@ -160,3 +166,68 @@ def chat_pairing_holds(messages: list[dict[str, Any]]) -> bool:
         if role == "assistant":
             waiting = {call["id"] for call in message.get("tool_calls") or []}
     return not waiting
+
+
+EARLIER_OUTPUT = (
+    "".join(f"tests/test_fields.py::test_timedelta_case_{n} PASSED\n" for n in range(60))
+    + "tests/test_fields.py::test_timedelta_rounds_milliseconds FAILED\n"
+    + "E   assert 344 == 345\n"
+    + "1 failed, 60 passed"
+)
+EARLIER_RUN: list[Item] = [
+    {"type": "message", "role": "user", "content": "Run the field tests."},
+    {
+        "type": "function_call",
+        "call_id": "earlier-1",
+        "name": "run_tests",
+        "arguments": '{"path": "tests/test_fields.py"}',
+    },
+    {"type": "function_call_output", "call_id": "earlier-1", "output": EARLIER_OUTPUT},
+    {"type": "message", "role": "assistant", "content": "One test fails; the others pass."},
+]
+RECALL_PROMPT = "Which test failed in the earlier run, and how?"
+BAD_PATTERN = "FAILED ("
+"""A pattern RE2 refuses (422): the model's mistake, answered as the tool's output."""
+SEARCH_TEXT = "The earlier output was cleared from my context; searching it for the failure."
+READ_TEXT = "That pattern was refused; reading the whole output instead."
+_PLACEHOLDER_SEQ = re.compile(r"the full output is fact seq (\d+)")
+
+
+@dataclass(frozen=True)
+class ClearedRun:
+    """An earlier run in the session whose long output compaction cleared, and the service's
+    own answers to the model's recalls of it."""
+
+    output_seq: int
+    recalled: str
+    """The service's `tool_output` for `{"seq": output_seq}`."""
+    refused: str
+    """The service's message refusing `{"seq": output_seq, "pattern": BAD_PATTERN}`."""
+
+
+def clear_an_earlier_run(client: ContextdClient, session_id: str) -> ClearedRun:
+    """Appends `EARLIER_RUN` to the (existing) session and clears its output by compaction."""
+    appended = client.append_items(session_id, items=EARLIER_RUN)
+    compaction = client.compact(
+        session_id=session_id, strategy="clear_tool_results", params={"keep_recent": 0}
+    )
+    assert compaction.applied, compaction.not_applied_because
+    output_seq = appended.first_seq + 2
+    with pytest.raises(ValidationFailed) as refused:
+        client.recall(session_id, seq=output_seq, pattern=BAD_PATTERN)
+    recalled = client.recall(session_id, seq=output_seq).tool_output
+    return ClearedRun(output_seq, recalled, refused.value.message)
+
+
+def cleared_seq(received: str) -> int:
+    """The seq of the one cleared output in what the model received, as its placeholder names
+    it ("the full output is fact seq 7")."""
+    (seq,) = _PLACEHOLDER_SEQ.findall(received)
+    return int(seq)
+
+
+def failure_answer(recalled: str) -> str:
+    """The model's final answer, built from what the recall gave it back."""
+    failed = re.search(r"^(\S+) FAILED\n(E .*)$", recalled, flags=re.MULTILINE)
+    assert failed is not None, recalled
+    return f"{failed.group(1)} failed: {failed.group(2).removeprefix('E').strip()}."

@@ -24,23 +24,33 @@ from typing import Any, cast
 import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, Tool, Usage
 from agents.items import TResponseInputItem, TResponseOutputItem
+from agents.models.openai_responses import Converter
 from agents.result import RunResultBase
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
 from openai.types.responses.response_usage import InputTokensDetails
 
-from contextd_client import models
+from contextd_client import ContextdClient, models
 from contextd_client.agents import ContextdSession, ContextdUsageHooks
 from contextd_client.items import Item
 from contextd_client.params import CreateSessionRequest
+from contextd_client.recall import RECALL_TOOL_NAME
 from contextd_client.runtime import LinkOptions
 from tests.adapters.conftest import (
     API_KEY,
+    BAD_PATTERN,
+    EARLIER_RUN,
     GOAL,
     GOAL_TEXT,
+    READ_TEXT,
+    RECALL_PROMPT,
+    SEARCH_TEXT,
     SMALL_WINDOW,
     Script,
+    clear_an_earlier_run,
+    cleared_seq,
+    failure_answer,
     load_script,
     responses_pairing_holds,
     usage_counters,
@@ -563,7 +573,87 @@ def test_unknown_items_are_kept_in_the_log_and_reported_excluded_without_an_exce
     run(scenario)
 
 
-def test_example_runs_offline_and_writes_its_session(server: Server) -> None:
+def test_the_model_recalls_an_output_compaction_cleared_and_a_refused_recall_is_its_answer(
+    server: Server, session_id: str
+) -> None:
+    with ContextdClient(server.base, api_key=API_KEY) as client:
+        client.create_session(session_id=session_id, model="gpt-4o")
+        client.put_goal(session_id, text=GOAL)
+        cleared = clear_an_earlier_run(client, session_id)
+
+    def recall_call(turn: int, arguments: dict[str, Any]) -> TResponseOutputItem:
+        return function_call(RECALL_TOOL_NAME, arguments, call_id=f"recall-{turn}")
+
+    def search(call: ModelCall) -> ModelStep:
+        seq = cleared_seq(json.dumps(call.input))
+        arguments = {"seq": seq, "pattern": BAD_PATTERN}
+        return ModelStep(output=[assistant_message(SEARCH_TEXT), recall_call(1, arguments)])
+
+    def read(call: ModelCall) -> ModelStep:
+        seq = cleared_seq(json.dumps(call.input))
+        return ModelStep(output=[assistant_message(READ_TEXT), recall_call(2, {"seq": seq})])
+
+    def answer(call: ModelCall) -> ModelStep:
+        (recalled,) = [
+            item["output"]
+            for item in call.input
+            if item.get("type") == "function_call_output" and item["call_id"] == "recall-2"
+        ]
+        return ModelStep(output=[assistant_message(failure_answer(recalled))])
+
+    async def scenario() -> None:
+        async with contextd_session(server, session_id) as session:
+            model = ScriptedModel([ModelStep.respond(each) for each in (search, read, answer)])
+            agent: Agent[Any] = Agent(name="swe", model=model, tools=[session.recall_tool()])
+            config = RunConfig(
+                call_model_input_filter=session.call_model_input_filter, tracing_disabled=True
+            )
+
+            result = await Runner.run(agent, RECALL_PROMPT, session=session, run_config=config)
+
+            # What the model was told each recall gave: the service's own text, never an error.
+            received = {
+                item["call_id"]: item["output"]
+                for item in model.calls[-1].input
+                if item.get("type") == "function_call_output"
+            }
+            assert (received["recall-1"], received["recall-2"]) == (
+                cleared.refused,
+                cleared.recalled,
+            )
+            assert result.final_output == failure_answer(cleared.recalled)
+            # The calls and their outputs are in the log like any other tool's.
+            logged = await logged_items(session)
+            assert logged == [*EARLIER_RUN, *items_of_run(RECALL_PROMPT, result)]
+            assert [
+                (item["name"], json.loads(item["arguments"]))
+                for item in logged
+                if item.get("type") == "function_call"
+            ] == [
+                ("run_tests", {"path": "tests/test_fields.py"}),
+                (RECALL_TOOL_NAME, {"seq": cleared.output_seq, "pattern": BAD_PATTERN}),
+                (RECALL_TOOL_NAME, {"seq": cleared.output_seq}),
+            ]
+            assert [
+                (item["call_id"], item["output"])
+                for item in logged
+                if item.get("type") == "function_call_output"
+            ] == [
+                ("earlier-1", EARLIER_RUN[2]["output"]),
+                ("recall-1", cleared.refused),
+                ("recall-2", cleared.recalled),
+            ]
+            # The provider is sent the tool the service offers beside the assembly.
+            assert session.link.last_assembly is not None
+            sent = Converter.convert_tools(model.calls[0].tools, []).tools
+            assert sent == session.link.last_assembly.tools
+
+    run(scenario)
+
+
+def test_example_runs_offline_recalls_what_compaction_left_out_and_writes_its_session(
+    server: Server,
+) -> None:
     # A fresh copy of the example's module: its made-up repository as it was before the run,
     # so that replaying the script's calls on it gives the outputs the run logged.
     example = runpy.run_path(str(EXAMPLE))
@@ -579,42 +669,73 @@ def test_example_runs_offline_and_writes_its_session(server: Server) -> None:
     lines = completed.stdout.splitlines()
     session_id = lines[0].removeprefix("session ")
     turns = example["TURNS"]
-    turn_lines = lines[1:-2]
+    turn_lines = [line for line in lines[1:-2] if line.startswith("turn ")]
     assert [line.split(":")[0] for line in turn_lines] == [
         f"turn {number}" for number in range(1, len(turns) + 1)
     ]
-    assert any("compaction fired" in line for line in turn_lines)
-    assert lines[-2] == f"answer: {turns[-1].text}"
-    expected: list[Item] = [{"role": "user", "content": example["TASK"]}]
-    for index, turn in enumerate(turns, start=1):
-        expected.append(
-            {
-                "id": f"msg-{index}",
-                "type": "message",
-                "role": "assistant",
-                "status": "completed",
-                "content": [
-                    {"type": "output_text", "text": turn.text, "annotations": [], "logprobs": []}
-                ],
-            }
-        )
-        call_ids = [f"call-{index}-{number}" for number in range(1, len(turn.calls) + 1)]
-        for call_id, (name, arguments) in zip(call_ids, turn.calls, strict=True):
-            expected.append(
-                {
-                    "type": "function_call",
-                    "id": call_id,
-                    "call_id": call_id,
-                    "name": name,
-                    "arguments": json.dumps(arguments, separators=(",", ":")),
-                }
-            )
-        for call_id, (name, arguments) in zip(call_ids, turn.calls, strict=True):
-            output = example[name](**arguments)
-            expected.append({"type": "function_call_output", "call_id": call_id, "output": output})
+    (recall_line,) = [line for line in turn_lines if line.endswith(f"-> {RECALL_TOOL_NAME}")]
+    assert any("compaction fired" in line for line in turn_lines[: turn_lines.index(recall_line)])
+    # What the model read back is what it goes on with: it says so before its next turn's line.
+    failure = {
+        "test": "test_parse_port_strips_whitespace",
+        "error": "ValueError: not a port: ' 8080\\n'",
+    }
+    recalled = f"recalled: {failure['test']} failed with {failure['error']}"
+    assert lines[lines.index(recall_line) + 1] == recalled
+    assert lines[-2] == f"answer: {turns[-1].text.format(**failure)}"
 
     async def scenario() -> None:
         async with contextd_session(server, session_id) as session:
-            assert await logged_items(session) == expected
+            logged = await logged_items(session)
+            expected: list[Item] = [{"role": "user", "content": example["TASK"]}]
+            for index, turn in enumerate(turns, start=1):
+                text = turn.text.format(**failure) if index == len(turns) else turn.text
+                expected.append(
+                    {
+                        "id": f"msg-{index}",
+                        "type": "message",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [
+                            {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+                        ],
+                    }
+                )
+                call_ids = [f"call-{index}-{number}" for number in range(1, len(turn.calls) + 1)]
+                outputs: list[Item] = []
+                for call_id, (name, arguments) in zip(call_ids, turn.calls, strict=True):
+                    if name == RECALL_TOOL_NAME:
+                        # The span the model searched is the one its context named.
+                        (called,) = [i for i in logged if i.get("id") == call_id]
+                        arguments = json.loads(called["arguments"])
+                        recall = await session.client.recall(session_id, **arguments)
+                        output = recall.tool_output
+                    else:
+                        output = example[name](**arguments)
+                    expected.append(
+                        {
+                            "type": "function_call",
+                            "id": call_id,
+                            "call_id": call_id,
+                            "name": name,
+                            "arguments": json.dumps(arguments, separators=(",", ":")),
+                        }
+                    )
+                    outputs.append(
+                        {"type": "function_call_output", "call_id": call_id, "output": output}
+                    )
+                expected += outputs
+            assert logged == expected
+            # The first test run's output is among the facts the model searched.
+            (searched,) = [
+                json.loads(i["arguments"]) for i in logged if i.get("name") == RECALL_TOOL_NAME
+            ]
+            (first_run,) = [
+                each.seq
+                async for each in session.client.iter_items(session_id)
+                if each.item.get("type") == "function_call_output"
+                and each.item["call_id"] == "call-1-1"
+            ]
+            assert searched["from_seq"] <= first_run <= searched["to_seq"]
 
     run(scenario)

@@ -23,7 +23,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -32,27 +32,37 @@ from langchain_core.messages import (
     ChatMessage,
     HumanMessage,
     SystemMessage,
+    ToolCall,
     ToolMessage,
     UsageMetadata,
     convert_to_messages,
     convert_to_openai_messages,
 )
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextd_client import AsyncContextdClient, ContextdClient, NotFound, models
 from contextd_client.langchain import ContextdChatMessageHistory, ContextdMiddleware
+from contextd_client.recall import RECALL_TOOL_NAME
 from contextd_client.runtime import LinkOptions
 from tests.adapters.conftest import (
     API_KEY,
+    BAD_PATTERN,
     GOAL,
     GOAL_TEXT,
+    READ_TEXT,
+    RECALL_PROMPT,
+    SEARCH_TEXT,
     SMALL_WINDOW,
     Script,
     chat_pairing_holds,
+    clear_an_earlier_run,
+    cleared_seq,
+    failure_answer,
     load_script,
     logged_as_sent,
     usage_counters,
@@ -61,9 +71,13 @@ from tests.e2e.servers import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 GOAL_PART = {"type": "text", "text": GOAL_TEXT}
-# What examples/langchain_loop.py writes: the task, five tool turns, the final answer.
-EXAMPLE_ROLES = ["user", *["assistant", "tool"] * 5, "assistant"]
-EXAMPLE_ANSWER = "Fixed: to_milliseconds rounds instead of truncating, and all 39 tests pass."
+# What examples/langchain_loop.py writes: the task, five tool turns, a recall, the final answer,
+# which reports what the recall read back.
+EXAMPLE_ROLES = ["user", *["assistant", "tool"] * 6, "assistant"]
+EXAMPLE_ANSWER = (
+    "Fixed: to_milliseconds rounds instead of truncating, so test_to_milliseconds_rounds, which"
+    " failed with `assert 344 == 345`, passes now, and so do all 39 tests."
+)
 
 
 class ScriptedChatModel(GenericFakeChatModel):
@@ -89,6 +103,39 @@ class ScriptedChatModel(GenericFakeChatModel):
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         # The script already says which tools are called: there is nothing to bind.
+        return self
+
+
+class RespondingChatModel(BaseChatModel):
+    """Answers each input with `respond(input)`, keeping every input and the tools it was
+    bound, as the provider would be sent them."""
+
+    respond: Callable[[list[BaseMessage]], AIMessage]
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    bound: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "responding"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=self.respond(messages))])
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        self.bound = [convert_to_openai_tool(each) for each in tools]
         return self
 
 
@@ -412,6 +459,98 @@ def test_thread_id_names_the_session_and_a_thread_resumed_appends_only_its_new_m
     assert logged_messages(ctx, other_thread) == convert_to_openai_messages(other["messages"])
 
 
+def recalling_model() -> RespondingChatModel:
+    """Finds the cleared output's seq in its input, searches it with a pattern the service
+    refuses, reads it back, and answers with what it read."""
+
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        received = json.dumps(as_chat(messages))
+        recalled = [
+            message.text
+            for message in messages
+            if isinstance(message, ToolMessage) and message.tool_call_id.startswith("recall-")
+        ]
+        match recalled:
+            case []:
+                arguments = {"seq": cleared_seq(received), "pattern": BAD_PATTERN}
+                return AIMessage(SEARCH_TEXT, tool_calls=[recall_call(1, arguments)])
+            case [_refused]:
+                arguments = {"seq": cleared_seq(received)}
+                return AIMessage(READ_TEXT, tool_calls=[recall_call(2, arguments)])
+            case _:
+                return AIMessage(failure_answer(recalled[-1]))
+
+    return RespondingChatModel(respond=respond)
+
+
+def recall_call(turn: int, arguments: dict[str, Any]) -> ToolCall:
+    return {
+        "name": RECALL_TOOL_NAME,
+        "args": arguments,
+        "id": f"recall-{turn}",
+        "type": "tool_call",
+    }
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_the_model_recalls_an_output_compaction_cleared_and_a_refused_recall_is_its_answer(
+    ctx: ContextdClient, server: Server, session_id: str, mode: str
+) -> None:
+    ctx.create_session(session_id=session_id, model="gpt-4o")
+    ctx.put_goal(session_id, text=GOAL)
+    cleared = clear_an_earlier_run(ctx, session_id)
+    model = recalling_model()
+    # No session_id: the thread names the session, for the recall tool too.
+    config: RunnableConfig = {"configurable": {"thread_id": session_id}}
+
+    async def ainvoke() -> dict[str, Any]:
+        async with AsyncContextdClient(server.base, api_key=API_KEY) as async_client:
+            contextd = ContextdMiddleware(async_client=async_client)
+            agent = create_agent(model, middleware=[contextd], checkpointer=InMemorySaver())
+            state: dict[str, Any] = await agent.ainvoke(
+                {"messages": [HumanMessage(RECALL_PROMPT)]}, config=config
+            )
+            return state
+
+    if mode == "invoke":
+        agent = create_agent(
+            model, middleware=[ContextdMiddleware(ctx)], checkpointer=InMemorySaver()
+        )
+        state = agent.invoke({"messages": [HumanMessage(RECALL_PROMPT)]}, config=config)
+    else:
+        state = asyncio.run(ainvoke())
+
+    # What the model was told each recall gave: the service's own text, never an error.
+    received = {m.tool_call_id: m.content for m in model.received[-1] if isinstance(m, ToolMessage)}
+    assert (received["recall-1"], received["recall-2"]) == (cleared.refused, cleared.recalled)
+    assert state["messages"][-1].content == failure_answer(cleared.recalled)
+    # The calls and their outputs are in the log like any other tool's.
+    logged = logged_messages(ctx, session_id)
+    assert logged == convert_to_openai_messages(state["messages"])
+    assert [
+        (call["id"], call["function"]["name"], json.loads(call["function"]["arguments"]))
+        for message in logged
+        for call in message.get("tool_calls", [])
+    ] == [
+        ("recall-1", RECALL_TOOL_NAME, {"seq": cleared.output_seq, "pattern": BAD_PATTERN}),
+        ("recall-2", RECALL_TOOL_NAME, {"seq": cleared.output_seq}),
+    ]
+    assert [(m["tool_call_id"], m["content"]) for m in logged if m["role"] == "tool"] == [
+        ("recall-1", cleared.refused),
+        ("recall-2", cleared.recalled),
+    ]
+    # The model is bound the tool the service offers beside every assembly (in chat form).
+    assert model.bound == ctx.assemble(session_id=session_id, output_format="chat").tools
+
+
+def test_the_recall_tool_is_offered_unless_sessions_are_made_without_it(
+    ctx: ContextdClient,
+) -> None:
+    without = LinkOptions(session={"recall_tool": False})
+    assert [tool.name for tool in ContextdMiddleware(ctx).tools] == [RECALL_TOOL_NAME]
+    assert ContextdMiddleware(ctx, options=without).tools == []
+
+
 def test_run_without_session_id_or_thread_id_is_refused_before_the_model_is_called(
     ctx: ContextdClient,
 ) -> None:
@@ -513,7 +652,9 @@ def test_chat_message_history_async_methods_round_trip_and_clear(
     assert logged_messages(ctx, session_id) == convert_to_openai_messages(conversation)
 
 
-def test_example_runs_offline_and_writes_its_session(ctx: ContextdClient, server: Server) -> None:
+def test_example_runs_offline_recalls_what_compaction_left_out_and_writes_its_session(
+    ctx: ContextdClient, server: Server
+) -> None:
     example = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "langchain_loop.py")],
         env={**os.environ, "CONTEXTD_URL": server.base, "CONTEXTD_API_KEY": API_KEY},
@@ -526,9 +667,28 @@ def test_example_runs_offline_and_writes_its_session(ctx: ContextdClient, server
     assert example.returncode == 0, example.stderr
     found = re.search(r"^session (\S+)$", example.stdout, flags=re.MULTILINE)
     assert found is not None, example.stdout
-    session = ctx.get_session(found.group(1))
-    logged = logged_messages(ctx, found.group(1))
+    session_id = found.group(1)
+    session = ctx.get_session(session_id)
+    logged = logged_messages(ctx, session_id)
     assert [message["role"] for message in logged] == EXAMPLE_ROLES
     assert logged[-1] == {"role": "assistant", "content": EXAMPLE_ANSWER}
+    assert "recalled: test_to_milliseconds_rounds failed with assert 344 == 345" in example.stdout
     assert session.compactions >= 1
     assert session.tokenizer.samples == EXAMPLE_ROLES.count("assistant")
+    # The recall searched a span holding the first test run's output, and its output is the
+    # service's answer to that search.
+    (searched,) = [
+        call["function"]
+        for message in logged
+        for call in message.get("tool_calls", [])
+        if call["function"]["name"] == RECALL_TOOL_NAME
+    ]
+    arguments = json.loads(searched["arguments"])
+    (recalled,) = [m["content"] for m in logged if m.get("tool_call_id") == "call-6"]
+    assert recalled == ctx.recall(session_id, **arguments).tool_output
+    (first_run,) = [
+        each.seq
+        for each in ctx.iter_items(session_id)
+        if each.type == "function_call_output" and each.item["call_id"] == "call-1"
+    ]
+    assert arguments["from_seq"] <= first_run <= arguments["to_seq"]

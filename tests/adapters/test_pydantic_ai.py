@@ -45,15 +45,23 @@ from pydantic_ai.usage import RequestUsage
 
 from contextd_client import ContextdClient, models
 from contextd_client.pydantic_ai import ContextdHistory
+from contextd_client.recall import RECALL_TOOL_NAME
 from contextd_client.runtime import LinkOptions
 from tests.adapters.conftest import (
     API_KEY,
+    BAD_PATTERN,
     GOAL,
     GOAL_TEXT,
+    READ_TEXT,
+    RECALL_PROMPT,
+    SEARCH_TEXT,
     SMALL_WINDOW,
     Script,
     Turn,
     chat_pairing_holds,
+    clear_an_earlier_run,
+    cleared_seq,
+    failure_answer,
     load_script,
     logged_as_sent,
     usage_counters,
@@ -606,7 +614,109 @@ def test_images_the_session_holds_reach_the_model_as_pydantic_ai_files(
     ]
 
 
-def test_example_runs_offline_and_writes_its_session(
+def test_the_model_recalls_an_output_compaction_cleared_and_a_refused_recall_is_its_answer(
+    server: Server, client: ContextdClient, session_id: str
+) -> None:
+    start_session(client, session_id)
+    cleared = clear_an_earlier_run(client, session_id)
+    received: list[list[ModelMessage]] = []
+    offered: list[dict[str, Any]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        received.append(list(messages))
+        offered[:] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters_json_schema,
+                },
+            }
+            for tool in info.function_tools
+        ]
+        seen = json.dumps(sent(messages), default=str)
+        recalled = [
+            part.model_response_str()
+            for message in messages
+            for part in message.parts
+            if isinstance(part, ToolReturnPart) and part.tool_call_id.startswith("recall-")
+        ]
+        match recalled:
+            case []:
+                arguments = {"seq": cleared_seq(seen), "pattern": BAD_PATTERN}
+                call = ToolCallPart(RECALL_TOOL_NAME, arguments, tool_call_id="recall-1")
+                return ModelResponse(parts=[TextPart(SEARCH_TEXT), call])
+            case [_refused]:
+                arguments = {"seq": cleared_seq(seen)}
+                call = ToolCallPart(RECALL_TOOL_NAME, arguments, tool_call_id="recall-2")
+                return ModelResponse(parts=[TextPart(READ_TEXT), call])
+            case _:
+                return ModelResponse(parts=[TextPart(failure_answer(recalled[-1]))])
+
+    async def run() -> str:
+        async with ContextdHistory(session_id, base_url=server.base, api_key=API_KEY) as history:
+            agent = Agent(FunctionModel(model, profile=PROFILE), capabilities=[history])
+            result = await agent.run(RECALL_PROMPT)
+        return result.output
+
+    output = asyncio.run(run())
+
+    # What the model was told each recall gave: the service's own text, never an error.
+    returned = {
+        part.tool_call_id: part.content
+        for message in received[-1]
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    }
+    assert (returned["recall-1"], returned["recall-2"]) == (cleared.refused, cleared.recalled)
+    assert output == failure_answer(cleared.recalled)
+
+    # The calls and their outputs are in the log like any other tool's.
+    def recall_call(call_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        function = {
+            "name": RECALL_TOOL_NAME,
+            "arguments": json.dumps(arguments, separators=(",", ":")),
+        }
+        return {"id": call_id, "type": "function", "function": function}
+
+    searched = {"seq": cleared.output_seq, "pattern": BAD_PATTERN}
+    assert logged_messages(client, session_id) == [
+        {"role": "user", "content": RECALL_PROMPT},
+        {
+            "role": "assistant",
+            "content": SEARCH_TEXT,
+            "tool_calls": [recall_call("recall-1", searched)],
+        },
+        {"role": "tool", "tool_call_id": "recall-1", "content": cleared.refused},
+        {
+            "role": "assistant",
+            "content": READ_TEXT,
+            "tool_calls": [recall_call("recall-2", {"seq": cleared.output_seq})],
+        },
+        {"role": "tool", "tool_call_id": "recall-2", "content": cleared.recalled},
+        {"role": "assistant", "content": output},
+    ]
+    # The model is offered the tool the service offers beside every assembly (in chat form).
+    assert offered == client.assemble(session_id=session_id, output_format="chat").tools
+
+
+def test_the_recall_tool_is_offered_unless_the_session_is_made_without_it(
+    server: Server,
+) -> None:
+    async def toolsets() -> list[list[str] | None]:
+        without = LinkOptions(session={"recall_tool": False})
+        names: list[list[str] | None] = []
+        for options in (LinkOptions(), without):
+            async with ContextdHistory("any", base_url=server.base, options=options) as history:
+                toolset = history.get_toolset()
+                names.append(None if toolset is None else list(toolset.tools))
+        return names
+
+    assert asyncio.run(toolsets()) == [[RECALL_TOOL_NAME], None]
+
+
+def test_example_runs_offline_recalls_what_compaction_left_out_and_writes_its_session(
     server: Server, client: ContextdClient, session_id: str
 ) -> None:
     example = subprocess.run(
@@ -618,7 +728,36 @@ def test_example_runs_offline_and_writes_its_session(
     )
 
     assert example.returncode == 0, example.stderr
-    roles = [message["role"] for message in logged_messages(client, session_id)]
-    assert roles == ["user", *["assistant", "tool"] * 5, "assistant"]
+    logged = logged_messages(client, session_id)
+    # The task, five tool turns, a recall, and the answer reporting what the recall read back.
+    assert [message["role"] for message in logged] == [
+        "user",
+        *["assistant", "tool"] * 6,
+        "assistant",
+    ]
     assert client.get_session(session_id).compactions >= 1
-    assert example.stdout.count("assembly ") == 6
+    assert example.stdout.count("assembly ") == 7
+    assert "recalled: test_to_milliseconds_rounds failed with assert 344 == 345" in example.stdout
+    assert logged[-1] == {
+        "role": "assistant",
+        "content": "Fixed: to_milliseconds rounds instead of truncating, so"
+        " test_to_milliseconds_rounds, which failed with `assert 344 == 345`, passes now;"
+        " all 13 tests pass.",
+    }
+    # The recall searched a span holding the first test run's output, and its output is the
+    # service's answer to that search.
+    (searched,) = [
+        call["function"]
+        for message in logged
+        for call in message.get("tool_calls", [])
+        if call["function"]["name"] == RECALL_TOOL_NAME
+    ]
+    arguments = json.loads(searched["arguments"])
+    (recalled,) = [m["content"] for m in logged if m.get("tool_call_id") == "call_6"]
+    assert recalled == client.recall(session_id, **arguments).tool_output
+    (first_run,) = [
+        each.seq
+        for each in client.iter_items(session_id)
+        if each.type == "function_call_output" and each.item["call_id"] == "call_1"
+    ]
+    assert arguments["from_seq"] <= first_run <= arguments["to_seq"]

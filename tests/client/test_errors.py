@@ -88,6 +88,31 @@ def test_an_invalid_body_fails_validation_with_its_details(ctx: ContextdClient) 
     )
 
 
+def test_a_recall_past_the_log_is_not_found_and_a_bad_pattern_fails_validation(
+    ctx: ContextdClient, session_id: str
+) -> None:
+    ctx.create_session(session_id=session_id)
+    ctx.append_items(session_id, items=[user_msg("first")])
+    with pytest.raises(NotFound) as missing:
+        ctx.recall(session_id, seq=2)
+    assert _shape(missing.value) == (
+        NotFound,
+        404,
+        "not_found",
+        "session has no seq 2 (its last is 1)",
+        None,
+    )
+    with pytest.raises(ValidationFailed) as invalid:
+        ctx.recall(session_id, seq=1, pattern="(unclosed")
+    assert _shape(invalid.value) == (
+        ValidationFailed,
+        422,
+        "validation_error",
+        "invalid pattern: missing ): (unclosed",
+        [{"loc": ["body", "pattern"], "msg": "missing ): (unclosed"}],
+    )
+
+
 @pytest.mark.parametrize("api_key", [None, "not-a-key"])
 def test_a_missing_or_unknown_key_is_unauthorized(
     server: Server, kind: str, api_key: str | None

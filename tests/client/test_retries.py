@@ -80,6 +80,18 @@ def test_a_read_whose_answer_was_lost_is_retried(
     assert [dropped for _, dropped in proxy.answers] == [True, False]
 
 
+def test_a_recall_whose_answer_was_lost_is_retried(
+    kind: str, direct: ContextdClient, proxy: AnswerDroppingProxy, session_id: str
+) -> None:
+    # A recall writes nothing, so it is asked again like a read.
+    direct.create_session(session_id=session_id)
+    direct.append_items(session_id, items=[user_msg("hello")])
+    for client in open_client(proxy.base, kind=kind, retries=QUICK):
+        proxy.drop_answers(1)
+        assert client.recall(session_id, seq=1) == direct.recall(session_id, seq=1)
+    assert [dropped for _, dropped in proxy.answers] == [True, False]
+
+
 def test_another_post_whose_answer_was_lost_is_not_sent_again(
     kind: str, direct: ContextdClient, proxy: AnswerDroppingProxy, session_id: str
 ) -> None:

@@ -1,7 +1,8 @@
 """The adapters' shared core against a real server: a framework's list is mirrored into the
 log once (across retries, restarts and a second mirror of the same thread), what the service
 does not know is kept and reported, the model gets the assembly (compacted first when advised),
-and usage is reported against the assembly the model was given."""
+usage is reported against the assembly the model was given, and the model's recall calls are
+answered with text, whatever they ask."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from contextd_client import AsyncContextdClient, ContextdClient, models
+from contextd_client import (
+    AsyncContextdClient,
+    ContextdClient,
+    NotFound,
+    Retries,
+    Unavailable,
+    ValidationFailed,
+    models,
+)
 from contextd_client.runtime import (
     AsyncContextLink,
     ContextLink,
@@ -23,6 +32,7 @@ from contextd_client.runtime import (
 )
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 from tests.client.conftest import API_KEY
+from tests.client.relays import UnavailableFront
 from tests.e2e.servers import Server
 
 
@@ -163,3 +173,75 @@ def test_idempotency_keys_are_derived_and_fit_the_service(position: int) -> None
     assert key == idempotency_key("session", position, digest)
     assert key != idempotency_key("other", position, digest)
     assert len(key) <= 200
+
+
+def test_a_recall_is_answered_with_the_services_text_in_whatever_form_the_arguments_come(
+    server: Server, session_id: str
+) -> None:
+    with ContextdClient(server.base, api_key=API_KEY) as client:
+        link = ContextLink(client, session_id)
+        link.record(_entries(1))
+        expected = client.recall(session_id, seq=3).tool_output
+
+        answers = [link.recall('{"seq": 3}'), link.recall({"seq": 3}), link.recall(' {"seq":3}\n')]
+
+        assert answers == [expected] * 3
+        # A recall writes nothing: the model's call and its output are the framework's to log.
+        assert client.get_session(session_id).last_seq == 4
+
+
+def test_a_recall_the_service_refuses_is_answered_with_its_reason_not_raised(
+    server: Server, session_id: str
+) -> None:
+    with ContextdClient(server.base, api_key=API_KEY) as client:
+        link = ContextLink(client, session_id)
+        link.record(_entries(1))
+        with pytest.raises(ValidationFailed) as bad_pattern:
+            client.recall(session_id, seq=3, pattern="(unclosed")
+        with pytest.raises(ValidationFailed) as not_a_number:
+            client.recall(session_id, seq="three")  # type: ignore[arg-type]  # the model's
+        with pytest.raises(NotFound) as past_the_log:
+            client.recall(session_id, seq=99)
+
+        answers = [
+            link.recall({"seq": 3, "pattern": "(unclosed"}),
+            link.recall('{"seq": "three"}'),
+            link.recall({"seq": 99}),
+            link.recall("[3]"),
+            link.recall("{seq: 3}"),
+        ]
+
+    # The pattern's message says it all; the generic one gets the detail naming the argument.
+    assert answers == [
+        bad_pattern.value.message,
+        f"{not_a_number.value.message}; seq: {not_a_number.value.details[0]['msg']}",
+        past_the_log.value.message,
+        "the arguments must be a JSON object, not '[3]'",
+        "the arguments are not valid JSON: Expecting property name enclosed in double quotes:"
+        " line 1 column 2 (char 1)",
+    ]
+
+
+def test_a_recall_the_service_cannot_answer_raises(server: Server, session_id: str) -> None:
+    with ContextdClient(server.base, api_key=API_KEY) as client:
+        ContextLink(client, session_id).record(_entries(1))
+    with (
+        UnavailableFront(server.base, count=100, retry_after="0") as front,
+        ContextdClient(front.base, api_key=API_KEY, retries=Retries(attempts=2)) as unavailable,
+        pytest.raises(Unavailable),
+    ):
+        ContextLink(unavailable, session_id).recall({"seq": 3})
+
+
+def test_the_async_link_answers_a_recall_alike(server: Server, session_id: str) -> None:
+    async def scenario() -> list[str]:
+        async with AsyncContextdClient(server.base, api_key=API_KEY) as client:
+            link = AsyncContextLink(client, session_id)
+            await link.record(_entries(1))
+            return [await link.recall('{"seq": 3}'), await link.recall({"seq": 99})]
+
+    answers = asyncio.run(scenario())
+    with ContextdClient(server.base, api_key=API_KEY) as client:
+        with pytest.raises(NotFound) as past_the_log:
+            client.recall(session_id, seq=99)
+        assert answers == [client.recall(session_id, seq=3).tool_output, past_the_log.value.message]

@@ -8,7 +8,8 @@
         context = ctx.assemble(session_id="demo", output_format="chat")
 
 `models` holds the response (and request) models, `params` the keyword arguments of each
-method, `items` the names of provider JSON.
+method, `items` the names of provider JSON, `recall` the recall tool as the framework adapters
+offer it.
 """
 
 from contextd_client import models, params

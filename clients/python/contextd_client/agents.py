@@ -4,6 +4,7 @@ assembled context instead of the SDK's list, and `ContextdUsageHooks` reports wh
 counted against the assembly it was given.
 
     session = ContextdSession("demo", base_url="http://127.0.0.1:8000", api_key=KEY)
+    agent = Agent(name="engineer", tools=[*my_tools, session.recall_tool()])
     result = await Runner.run(
         agent, "fix the bug", session=session, hooks=ContextdUsageHooks(session),
         run_config=RunConfig(call_model_input_filter=session.call_model_input_filter),
@@ -27,6 +28,10 @@ Invariants:
   and reported in `excluded`; the model never sees it.
 - **Usage is reported against the assembly the call used**, by `ContextdUsageHooks` (or
   `report_usage` from hooks of your own).
+- **What the context leaves out can be read back.** `recall_tool()` is the service's recall
+  tool (`context_recall`, the definition the service offers in `tools`) as the SDK's own
+  `FunctionTool`, run against this session; its call and output are run items like any other,
+  so they reach the log the same way.
 
 One `ContextdSession` serves one run at a time.
 """
@@ -39,15 +44,28 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, cast
 
-from agents import Agent, ModelResponse, RunContextWrapper, RunHooks, TResponseInputItem
+from agents import (
+    Agent,
+    FunctionTool,
+    ModelResponse,
+    RunContextWrapper,
+    RunHooks,
+    TResponseInputItem,
+)
 from agents import Usage as ModelUsage
 from agents.memory import SessionSettings
 from agents.run_config import CallModelData, ModelInputData
+from agents.tool_context import ToolContext
 
 from contextd_client import models
 from contextd_client.client import AsyncContextdClient
 from contextd_client.errors import NotFound
 from contextd_client.items import Item
+from contextd_client.recall import (
+    RECALL_TOOL_DESCRIPTION,
+    RECALL_TOOL_NAME,
+    recall_tool_parameters,
+)
 from contextd_client.runtime import AsyncContextLink, Entry, LinkOptions, Usage
 
 __all__ = ["ContextdSession", "ContextdUsageHooks"]
@@ -272,6 +290,23 @@ class ContextdSession:
         return ModelInputData(
             input=cast(list[TResponseInputItem], assembly.messages),
             instructions=data.model_data.instructions,
+        )
+
+    def recall_tool(self) -> FunctionTool:
+        """The recall tool for the agent's `tools=`, reading back from this session what the
+        context shows shortened or not at all. Name, description and parameters are the
+        service's; the output is the service's text, or its reason for refusing the
+        arguments (never an exception)."""
+
+        async def recall(context: ToolContext[Any], arguments: str) -> str:
+            return await self.link.recall(arguments)
+
+        return FunctionTool(
+            name=RECALL_TOOL_NAME,
+            description=RECALL_TOOL_DESCRIPTION,
+            params_json_schema=recall_tool_parameters(),
+            on_invoke_tool=recall,
+            strict_json_schema=False,
         )
 
     async def report_usage(self, usage: ModelUsage) -> None:

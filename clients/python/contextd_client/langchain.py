@@ -30,6 +30,11 @@ Invariants:
   without it reports nothing.
 - **One link per session id**, a blocking one for `invoke` and an asyncio one for `ainvoke`.
   Each mirrors on its own; the idempotency keys make their overlap write nothing twice.
+- **The agent can read back what the context leaves out.** The middleware's `tools` hold the
+  service's recall tool (`context_recall`, the definition the service offers in `tools`) as a
+  `StructuredTool`, run against the run's session; its call and output join the state like any
+  tool's, so they are mirrored the same way. It is left out when the sessions are created
+  without it (`LinkOptions(session={"recall_tool": False})`).
 """
 
 from __future__ import annotations
@@ -54,11 +59,17 @@ from langchain_core.messages import (
     convert_to_messages,
     convert_to_openai_messages,
 )
-from langgraph.runtime import Runtime
+from langchain_core.tools import StructuredTool
+from langgraph.runtime import Runtime, get_runtime
 
 from contextd_client.client import AsyncContextdClient, ContextdClient
 from contextd_client.errors import NotFound
 from contextd_client.items import Message
+from contextd_client.recall import (
+    RECALL_TOOL_DESCRIPTION,
+    RECALL_TOOL_NAME,
+    recall_tool_parameters,
+)
 from contextd_client.runtime import AsyncContextLink, ContextLink, Entry, LinkOptions, Usage
 
 __all__ = ["ContextdChatMessageHistory", "ContextdMiddleware", "entries_of"]
@@ -184,7 +195,8 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     `options.session`. `options.output_format` is always `chat`: that is the form LangChain
     converts. List it first in `middleware=[...]` so that it sees the agent's own messages.
     A `SystemMessage` inside the state is logged but not shown (the service keeps system
-    messages out of history): give instructions as the agent's `system_prompt`.
+    messages out of history): give instructions as the agent's `system_prompt`. `tools`
+    offers the agent the recall tool (see `recall_tool`).
     """
 
     def __init__(
@@ -205,6 +217,7 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.options = dataclasses.replace(options, output_format="chat")
         self._links: dict[str, ContextLink] = {}
         self._async_links: dict[str, AsyncContextLink] = {}
+        self.tools = [self.recall_tool()] if self.options.session.get("recall_tool", True) else []
 
     def link(self, session_id: str) -> ContextLink:
         """The blocking link of `session_id` (made on first use)."""
@@ -233,6 +246,31 @@ class ContextdMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             "ContextdMiddleware has no session: give it session_id=..., or run the agent with "
             "config={'configurable': {'thread_id': ...}}"
         )
+
+    def recall_tool(self) -> StructuredTool:
+        """The recall tool, reading back from the run's session what the context shows
+        shortened or not at all; `tools` holds it. Name, description and parameters are the
+        service's; the output is the service's text, or its reason for refusing the
+        arguments (never an exception)."""
+
+        def recall(**arguments: Any) -> str:
+            return self.link(self._tool_session()).recall(arguments)
+
+        async def arecall(**arguments: Any) -> str:
+            return await self.async_link(self._tool_session()).recall(arguments)
+
+        return StructuredTool(
+            name=RECALL_TOOL_NAME,
+            description=RECALL_TOOL_DESCRIPTION,
+            args_schema=recall_tool_parameters(),
+            func=recall,
+            coroutine=arecall,
+        )
+
+    def _tool_session(self) -> str:
+        # A tool is handed no `Runtime`: the run's is read from the context of the tool call
+        # (which a tool invoked outside a run has not, hence `session_id` first).
+        return self.session_id if self.session_id is not None else self.session_of(get_runtime())
 
     def wrap_model_call(
         self,

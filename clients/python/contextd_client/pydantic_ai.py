@@ -45,6 +45,11 @@ Invariants:
   that request's parts has a chat form, the framework's own request closes the list.
 - **Usage is reported per call,** as soon as the model answers, against the assembly that call
   was sent.
+- **The agent can read back what the context leaves out.** The capability's toolset holds the
+  service's recall tool (`context_recall`, the definition the service offers in `tools`) as a
+  `Tool`, run against the session; its call and return are parts of the run like any tool's,
+  so they are mirrored the same way. It is left out when the session is created without it
+  (`LinkOptions(session={"recall_tool": False})`).
 
 One `ContextdHistory` is one session; its runs go one after another (the mirror of the run's
 list is shared by the runs it serves, which is what lets a continued conversation append only
@@ -60,7 +65,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import pydantic_core
-from pydantic_ai import AgentRunResult, RunContext
+from pydantic_ai import AgentRunResult, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BinaryContent,
@@ -80,9 +85,15 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.toolsets import FunctionToolset
 
 from contextd_client.client import AsyncContextdClient
 from contextd_client.items import Item, Message
+from contextd_client.recall import (
+    RECALL_TOOL_DESCRIPTION,
+    RECALL_TOOL_NAME,
+    recall_tool_parameters,
+)
 from contextd_client.runtime import AsyncContextLink, Entry, LinkOptions, Usage
 
 __all__ = ["ContextdHistory", "entries_from_messages", "messages_from_chat", "system_prompt_of"]
@@ -237,7 +248,7 @@ class ContextdHistory(AbstractCapability[Any]):
     `options` says how to assemble and compact (unit, phase, strategy, and the attributes a
     missing session is created with); the assembly is read in chat form whatever its
     `output_format` says. `link` holds what happened: `last_assembly`, `compactions`,
-    `excluded`.
+    `excluded`. The capability gives the agent the recall tool (see `recall_tool`).
     """
 
     def __init__(
@@ -253,6 +264,24 @@ class ContextdHistory(AbstractCapability[Any]):
             session_id,
             options=dataclasses.replace(options, output_format="chat"),
         )
+
+    def recall_tool(self) -> Tool[Any]:
+        """The recall tool, reading back from the session what the context shows shortened or
+        not at all; the capability's toolset holds it. Name, description and parameters are
+        the service's; the output is the service's text, or its reason for refusing the
+        arguments (never an exception)."""
+
+        async def recall(**arguments: Any) -> str:
+            return await self.link.recall(arguments)
+
+        return Tool.from_schema(
+            recall, RECALL_TOOL_NAME, RECALL_TOOL_DESCRIPTION, recall_tool_parameters()
+        )
+
+    def get_toolset(self) -> FunctionToolset[Any] | None:
+        if not self.link.options.session.get("recall_tool", True):
+            return None
+        return FunctionToolset([self.recall_tool()])
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

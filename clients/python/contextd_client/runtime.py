@@ -17,6 +17,10 @@ Invariants:
   and comes back in the append's `excluded`; it is collected in `excluded` and logged.
 - **One compaction per call at most.** When the assembly advises compaction, the session is
   compacted and assembled once more; the second assembly is what the model gets.
+- **A recall answers the model, whatever it asked.** `recall` runs the model's call of the
+  recall tool against the session and returns the tool's output: the service's text, or its
+  reason for refusing the arguments (see `contextd_client.recall`). It writes nothing: the
+  call and its output are framework messages, mirrored like any other.
 
 `ContextLink` waits by blocking, `AsyncContextLink` on the event loop; what they decide is
 `Mirror`'s, which does no I/O.
@@ -27,15 +31,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias, cast
 
 from contextd_client import models
 from contextd_client import params as p
 from contextd_client.client import AsyncContextdClient, ContextdClient
-from contextd_client.errors import NotFound
+from contextd_client.errors import ContextdError, NotFound
 from contextd_client.items import Item
+from contextd_client.recall import InvalidArguments, is_refusal, recall_request, refusal_output
 
 logger = logging.getLogger("contextd_client")
 
@@ -246,6 +251,20 @@ class ContextLink:
             assembly_id = self.last_assembly.assembly_id
         self.client.report_usage(self.session_id, **self.options.usage_body(usage, assembly_id))
 
+    def recall(self, arguments: str | Mapping[str, Any]) -> str:
+        """The output of the model's recall call with `arguments` (JSON text or parsed): the
+        service's `tool_output`, or why it refused them. Raises only when the service could
+        not answer (5xx, unreachable), as every other call of the link does."""
+        try:
+            answer = self.client.recall(self.session_id, **recall_request(arguments))
+        except InvalidArguments as invalid:
+            return str(invalid)
+        except ContextdError as error:
+            if not is_refusal(error):
+                raise
+            return refusal_output(error)
+        return answer.tool_output
+
 
 class AsyncContextLink:
     """`ContextLink` for asyncio frameworks: the same calls, awaited."""
@@ -318,3 +337,17 @@ class AsyncContextLink:
         await self.client.report_usage(
             self.session_id, **self.options.usage_body(usage, assembly_id)
         )
+
+    async def recall(self, arguments: str | Mapping[str, Any]) -> str:
+        """The output of the model's recall call with `arguments` (JSON text or parsed): the
+        service's `tool_output`, or why it refused them. Raises only when the service could
+        not answer (5xx, unreachable), as every other call of the link does."""
+        try:
+            answer = await self.client.recall(self.session_id, **recall_request(arguments))
+        except InvalidArguments as invalid:
+            return str(invalid)
+        except ContextdError as error:
+            if not is_refusal(error):
+                raise
+            return refusal_output(error)
+        return answer.tool_output
