@@ -167,6 +167,7 @@ def _run(
         recall_cap=settings.retrieval_recall_cap,
         history_cut_step=window.cut_step if window else None,
         keep_newest=loaded is not None,
+        history_lead_source=NOTICE_SOURCE,
     )
     count = token_counter(encoding)
     elided: tuple[Elided, ...] = ()
@@ -273,8 +274,8 @@ names (so a third pass is rarely needed, and none after it)."""
 def _plan_naming_what_it_leaves_out(
     assembly_input: AssemblyInput, loaded: LoadedHistory, *, count: CountTokens, tool: str | None
 ) -> tuple[AssemblyPlan, tuple[Elided, ...]]:
-    """A session-mode plan, what it leaves out of the session's history, and a notice at the
-    end of the context naming whatever of that its visible text does not already name."""
+    """A session-mode plan, what it leaves out of the session's history, and a notice in the
+    stable prefix naming whatever of that its visible text does not already name."""
     notice: Contribution | None = None
     for _ in range(_NOTICE_PASSES):
         contributions = assembly_input.contributions + ((notice,) if notice else ())
@@ -297,7 +298,7 @@ def _plan_naming_what_it_leaves_out(
                     Candidate(
                         id=NOTICE_ID,
                         source=NOTICE_SOURCE,
-                        layer="recent",
+                        layer="prefix",
                         source_class=NOTICE_SOURCE,
                         content=text,
                         required=True,
@@ -348,6 +349,7 @@ def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
         shown=shown,
         excluded={entry.index: entry.reason for entry in loaded.normalized.report.excluded},
         compacted_by=active.compacted_by,
+        compaction_id=active.compaction_id,
         record_tokens=sum(
             item.tokens
             for item in plan.items

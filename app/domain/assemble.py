@@ -20,9 +20,9 @@
   With `history_cut_step`, a history that does not fit starts at a stable point
   (`stable_history_start`); what fitted but lies before it is dropped as `history_cut`.
 - The same input gives the same plan and `plan_hash`; the `prefix` layer is ordered by
-  (source, id) only, so its bytes do not change when other layers change. Under `edges` the
-  history follows the prefix directly and the other layers follow the history, so a change to
-  them never moves the history's bytes.
+  (source, id) only (candidates of `history_lead_source` last), so its bytes do not change
+  when other layers change. Under `edges` the history follows the prefix directly and the
+  other layers follow the history, so a change to them never moves the history's bytes.
 
 A non-required candidate is checked in this order: `max_items` (which ends the walk), the group's
 item quota, the token bounds (trying the raw form, then `skeleton`, then `reference`), then
@@ -169,6 +169,9 @@ class AssemblyInput:
     history_cut_step: int | None = None
     """When the history does not fit, cut it at a stable point (see `stable_history_start`)
     placed every this many tokens from its start; None cuts at the oldest entry that fits."""
+    history_lead_source: str | None = None
+    """Prefix candidates of this source close the prefix, right before the history (under
+    `edges`; under `input_order` the last contribution is there already)."""
     keep_newest: bool = False
     """When the newest atomic group of the history does not fit what is left, show its tool
     outputs truncated head and tail (naming the fact that holds each whole) rather than
@@ -538,10 +541,16 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
             by_layer[candidates[i].layer].append(i)
         middle = [i for i in selected if candidates[i].layer in ("memory", "retrieval")]
         order = [
-            # Sorted by (source, id) alone so that the prefix bytes survive any other change.
+            # Sorted by (source, id) alone so that the prefix bytes survive any other change;
+            # the history's lead closes it.
             *sorted(
                 by_layer["prefix"],
-                key=lambda i: (candidates[i].source, candidates[i].id, rank_of[i]),
+                key=lambda i: (
+                    candidates[i].source == inp.history_lead_source,
+                    candidates[i].source,
+                    candidates[i].id,
+                    rank_of[i],
+                ),
             ),
             # The strongest at the block's edges, the weakest in its middle.
             *middle[0::2],

@@ -14,8 +14,10 @@ context shows reduced or not at all, as seq ranges of one form and one reason. I
 
 `unnamed` picks the ranges the visible text does not already name by their first seq (a
 placeholder's "fact seq 57", a record's "fact seqs 12–40"), and `notice_text` names those in
-one short text, which assembly places at the end of the context, after the history, so that it
-never moves the history's bytes.
+one short text, which assembly places in the stable prefix, before the history. It changes only
+where the history's own start changes (a compaction, the window's cut moving, an item
+normalization leaves out): placed at the end it would follow the newest item, which is new on
+every call, and so be sent uncached every time.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def elisions(
     shown: Mapping[int, Shown],
     excluded: Mapping[int, str],
     compacted_by: Mapping[int, tuple[str, str]],
+    compaction_id: str | None,
     record_tokens: int,
 ) -> tuple[Elided, ...]:
     """The elided ranges of a context; see the module docstring.
@@ -106,7 +109,9 @@ def elisions(
     normalized. `shown[j]`: what the context made of `normalized[j]` (missing: a world-state
     fragment, shown as state). `excluded[i]`: why normalization left out `active_items[i]`.
     `compacted_by[seq]`: (compaction id, strategy) of the compaction that took the fact out or
-    reduced it. `record_tokens`: tokens of the compaction records the context shows.
+    reduced it. `compaction_id`: the latest compaction, whose record stands for every
+    summarized or externalized fact (records merge), so that their ranges follow the record's
+    own "fact seqs A–B". `record_tokens`: tokens of the compaction records the context shows.
     """
     in_history = {seq for seq, _, _ in history}
     by_key: dict[tuple[str, object], int] = {}
@@ -165,8 +170,10 @@ def elisions(
         else:  # not in the active history: a compaction took it out
             compaction, strategy = compacted_by.get(seq, ("", "truncate"))
             form = _STRATEGY_FORMS.get(strategy, "dropped")
-            shown_tokens = record_tokens if form in ("summarized", "externalized") else 0
-            found = _Status(form, f"compaction {compaction}", shown_tokens)
+            recorded = form in ("summarized", "externalized")
+            if recorded and compaction_id is not None:
+                compaction = compaction_id
+            found = _Status(form, f"compaction {compaction}", record_tokens if recorded else 0)
         last = entries[-1] if entries and extends else None
         extends = True
         if last is not None and (last.form, last.reason) == (found.form, found.reason):

@@ -318,21 +318,18 @@ RECALL_TOOL_NAME = "context_recall"
 TOOLS_SOURCE_CLASS = "tools"
 """The source class the tool definitions' tokens are accounted under."""
 RECALL_TOOL_DESCRIPTION = (
-    "Read back what this context shows shortened or not at all: everything is kept in a log of"
-    " numbered facts, named here as 'fact seq N'. `seq` reads a fact's full text, a window of"
-    " lines at a time; `pattern` (RE2) with `seq` or `from_seq`..`to_seq` lists matching lines."
+    "Reads back a fact this context names as 'fact seq N': `seq` gives its text, in windows of"
+    " lines; `pattern` (RE2) with `seq` or `from_seq`/`to_seq` lists the matching lines."
 )
-_INTEGER = {"type": "integer", "minimum": 1}
 RECALL_TOOL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "seq": _INTEGER,
-        "from_line": _INTEGER,
-        "from_char": {"type": "integer", "minimum": 0},
-        "max_tokens": {"type": "integer", "minimum": 16},
+        "seq": {"type": "integer"},
+        "from_line": {"type": "integer"},
+        "from_char": {"type": "integer"},
         "pattern": {"type": "string"},
-        "from_seq": _INTEGER,
-        "to_seq": _INTEGER,
+        "from_seq": {"type": "integer"},
+        "to_seq": {"type": "integer"},
     },
     "additionalProperties": False,
 }

@@ -152,10 +152,10 @@ def test_session_mode_keeps_newest_turns_without_splitting_calls(
     assert find_pairing_violations(history) == []
     assert history[-1] == items[-1]
     assert result["total_tokens"] <= 3000
-    # What it left out (the system message, the older turns) is named at the end.
-    assert result["messages"][: len(history)] == history
-    notice = result["items"][-1]
-    assert (notice["source"], notice["layer"]) == ("elision", "recent")
+    # What it left out (the system message, the older turns) is named before the history.
+    assert result["messages"][-len(history) :] == history
+    notice = result["items"][0]
+    assert (notice["source"], notice["layer"]) == ("elision", "prefix")
     assert [(e["first_seq"], e["form"]) for e in result["elided"]] == [
         (1, "excluded"),
         (2, "dropped"),
