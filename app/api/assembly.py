@@ -145,13 +145,16 @@ def _run(
     encoding = loaded.encoding if loaded else request.encoding or settings.default_encoding
     tools = [recall_tool(request.output_format)] if loaded and loaded.recall_tool else []
     tools_tokens = sum(token_counter(encoding)(encode_json(tool).decode()) for tool in tools)
+    # Usage reports count the definitions too: what the fitted overhead holds is not charged
+    # again.
+    charged_tools = window.tokenizer.beyond_overhead(tools_tokens) if window else tools_tokens
     budget = effective_budget(
         request.policy, session_window=window.tokens if window else None, explicit=explicit
     )
     # The tool definitions are sent with the context, in the same window.
     selection_budget = (
-        replace(budget, max_tokens=max(0, budget.max_tokens - tools_tokens))
-        if tools_tokens and budget.max_tokens is not None
+        replace(budget, max_tokens=max(0, budget.max_tokens - charged_tools))
+        if charged_tools and budget.max_tokens is not None
         else budget
     )
     assembly_input = AssemblyInput(

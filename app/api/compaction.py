@@ -81,7 +81,7 @@ def _low_watermark_target(loaded: LoadedHistory, window: SessionWindow) -> int:
     invariants = sum(
         count(visible_text(item)) for item in invariant_items(active.goal, active.world_state)
     )
-    target = window.watermarks.target(window.tokens) - loaded.pinned_tokens + invariants
+    target = window.watermarks.target(window.tokens) - loaded.pinned_tokens(window) + invariants
     return max(1, min(target, loaded.tokens // 2))
 
 
@@ -355,8 +355,8 @@ def context_window(
         active_tokens=advice.active_tokens,
         provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
         by_source_class={
-            HISTORY_SOURCE: advice.active_tokens - loaded.pinned_tokens,
-            **loaded.pinned_by_source_class,
+            HISTORY_SOURCE: advice.active_tokens - loaded.pinned_tokens(window),
+            **loaded.pinned_by_source_class(window),
         },
         pressure=advice.pressure,
         tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),

@@ -541,7 +541,10 @@ class AssembleResponse(BaseModel):
     )
     tools_tokens: int = Field(
         default=0,
-        description="Tokens of `tools` as JSON, kept out of the window the context may fill.",
+        description="Tokens of `tools` as JSON. They are kept out of the window the context may "
+        "fill, and counted as pinned by the advice, as far as the session's fitted overhead "
+        "(`tokenizer.overhead_tokens`, learnt from usage reports that count them) does not "
+        "hold them already.",
     )
 
 

@@ -214,6 +214,12 @@ class Tokenizer:
         overhead (rounded down, at least 1)."""
         return max(1, math.floor(round((provider_tokens - self.overhead) / self.ratio, 6)))
 
+    def beyond_overhead(self, tokens: int) -> int:
+        """Of `tokens` encoding tokens sent with every request beside the assembled context
+        (contextd's own tool definitions), those the fitted overhead does not already hold:
+        usage reports count them, so a calibrated overhead has learned them."""
+        return max(0, tokens - math.floor(self.overhead / self.ratio))
+
     def as_dict(self) -> dict[str, Any]:
         """The wire form (`tokenizer` in responses)."""
         return {

@@ -171,10 +171,7 @@ class LoadedHistory:
         return state_contributions(self.active.goal, self.active.world_state)
 
     @functools.cached_property
-    def pinned_by_source_class(self) -> dict[str, int]:
-        """Tokens, in the session's encoding, of what session-mode assembly sends beside the
-        history on every call, by source class: the goal (and its restatement), the world state
-        and the definitions of the tools it offers."""
+    def _state_by_source_class(self) -> dict[str, int]:
         count = token_counter(self.active.encoding)
         pinned: Counter[str] = Counter()
         for contribution in self.state:
@@ -183,13 +180,27 @@ class LoadedHistory:
                 if candidate.restate_at_end:  # restated by its restatement, else whole again
                     tokens += count(candidate.restatement or candidate.content or "")
                 pinned[candidate.accounting_class] += tokens
-        if self.recall_tool:
-            pinned[TOOLS_SOURCE_CLASS] += count(encode_json(recall_tool("responses")).decode())
+        return dict(pinned)
+
+    @functools.cached_property
+    def tools_tokens(self) -> int:
+        """Tokens, in the session's encoding, of the tool definitions assemblies offer."""
+        if not self.recall_tool:
+            return 0
+        return token_counter(self.active.encoding)(encode_json(recall_tool("responses")).decode())
+
+    def pinned_by_source_class(self, window: SessionWindow) -> dict[str, int]:
+        """Tokens, in the session's encoding, of what session-mode assembly sends beside the
+        history on every call, by source class: the goal (and its restatement), the world state
+        and, as far as `window`'s fitted overhead does not hold them already, the tool
+        definitions."""
+        pinned = dict(self._state_by_source_class)
+        if tools := window.tokenizer.beyond_overhead(self.tools_tokens):
+            pinned[TOOLS_SOURCE_CLASS] = tools
         return dict(sorted(pinned.items()))
 
-    @property
-    def pinned_tokens(self) -> int:
-        return sum(self.pinned_by_source_class.values())
+    def pinned_tokens(self, window: SessionWindow) -> int:
+        return sum(self.pinned_by_source_class(window).values())
 
     def advice(self, window: SessionWindow) -> Advice:
         """Compaction advice for this history against the session's usable window, weighed in
@@ -199,7 +210,7 @@ class LoadedHistory:
             self.session_sizes,
             phases=self.active.phases,
             window=window.tokens,
-            pinned_tokens=self.pinned_tokens,
+            pinned_tokens=self.pinned_tokens(window),
             watermarks=window.watermarks,
             grown_since_compaction=self.active.grown_since_compaction,
         )

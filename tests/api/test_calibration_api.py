@@ -408,3 +408,29 @@ def test_calibration_does_not_move_the_stable_cut_of_the_history(
     assert second["budget"]["max_tokens"] > first["budget"]["max_tokens"]
     assert [i["id"] for i in second["items"] if i["source"] == "history"] == kept
     assert second["cache"]["reused_prefix_tokens"] == first["total_tokens"]
+
+
+def test_the_recall_tool_is_charged_until_the_fitted_overhead_holds_it(
+    client: TestClient, session_id: str
+) -> None:
+    """Usage reports count the tool definitions the assembly handed out: once a report fits
+    an overhead that covers them, they are no longer charged beside it."""
+    _session(client, session_id, "claude-sonnet-4-5", context_window=LARGE_WINDOW, recall_tool=True)
+    _append(client, session_id, [user_msg("Fix the export."), *_turn(1, 600)])
+    first = _assemble(client, session_id)
+    tools = first["tools_tokens"]
+    assert tools > 0
+    window = _get(client, f"/sessions/{session_id}/context-window")
+    assert window["by_source_class"]["tools"] == tools
+    assert first["advice"]["pressure"] == (first["total_tokens"] + tools) / _window(
+        1.35, usable=LARGE_USABLE
+    )
+    # The provider counts the tools and its framing as 15,000 tokens of overhead.
+    _report(client, session_id, first, 1.35, overhead=TOOLS)
+    overhead = _tokenizer(client, session_id)["overhead_tokens"]
+    assert overhead >= tools
+    second = _assemble(client, session_id)
+    window_tokens = _window(1.35, overhead, usable=LARGE_USABLE)
+    assert second["tools_tokens"] == tools  # still sent, and still said
+    assert "tools" not in _get(client, f"/sessions/{session_id}/context-window")["by_source_class"]
+    assert second["advice"]["pressure"] == second["total_tokens"] / window_tokens

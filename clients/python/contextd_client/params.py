@@ -890,7 +890,7 @@ class AssembleResponse(TypedDict):
     """
     tools_tokens: NotRequired[int]
     """
-    Tokens of `tools` as JSON, kept out of the window the context may fill.
+    Tokens of `tools` as JSON. They are kept out of the window the context may fill, and counted as pinned by the advice, as far as the session's fitted overhead (`tokenizer.overhead_tokens`, learnt from usage reports that count them) does not hold them already.
     """
 
 
