@@ -36,7 +36,7 @@ from app.domain.compaction import (
     summarize_builtin,
     summary_of,
 )
-from app.domain.compaction.product import GOAL_PINNED_ABOVE
+from app.domain.compaction.product import GOAL_PINNED_ABOVE, read_product
 from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations
@@ -388,6 +388,8 @@ def test_summary_keeps_the_pinned_goal_whatever_the_summarizer_says() -> None:
 
 def test_summary_merges_into_the_previous_summary_instead_of_nesting_it() -> None:
     first = plan(WORK[:9], "summary", keep_recent=1, target_tokens=300)
+    # 230 tokens hold the newest turn but not the whole merged record: its oldest request and
+    # decision are left out, and the record says which lists it shortened.
     second = plan((*first.history, *WORK[9:]), "summary", keep_recent=1, target_tokens=230)
 
     products = [entry for entry in second.history if is_compaction_product(entry.item)]
@@ -398,11 +400,19 @@ def test_summary_merges_into_the_previous_summary_instead_of_nesting_it() -> Non
     assert first.summary is not None
     assert second.summary == replace(
         first.summary,
-        user_requests=(*first.summary.user_requests, "Run the whole suite now."),
+        user_requests=("Run the whole suite now.",),
+        decisions=first.summary.decisions[-1:],
         state="Next I will run the tests again.",
         next_steps=("Next I will run the tests again.",),
         to_seq=10,
     )
+    record = read_product(products[0].item)
+    assert record is not None
+    assert record.omitted == ("user_requests", "decisions")
+    assert (
+        "## Shortened for space (oldest entries left out, still in the fact seqs above)\n"
+        "- user requests\n- decisions\n\n```json\n"
+    ) in visible_text(products[0].item)
 
 
 @pytest.mark.parametrize(
@@ -464,8 +474,14 @@ def test_notes_after_a_summary_carry_the_summary_in_the_same_record() -> None:
     notes = plan((*first.history, *WORK[9:]), "notes", keep_recent=1, target_tokens=230)
 
     record = notes.history[len(INVARIANTS)].item
-    assert notes.summary == first.summary
-    assert (summary_of(record), notes_of(record)) == (first.summary, notes.notes)
+    assert first.summary is not None
+    # Over its budget, the record keeps the newest decision of the summary it carries and
+    # names the list it shortened.
+    assert notes.summary == replace(first.summary, decisions=first.summary.decisions[-1:])
+    assert (summary_of(record), notes_of(record)) == (notes.summary, notes.notes)
+    product = read_product(record)
+    assert product is not None
+    assert product.omitted == ("decisions",)
     assert [is_compaction_product(entry.item) for entry in notes.history].count(True) == 1
 
 

@@ -35,6 +35,11 @@ MAX_OPEN_QUESTIONS = 5
 MAX_LESSONS = 8
 MAX_REFERENCES = 20
 
+_SHORTENED = (
+    "when the record would not fit what target_tokens leaves it (at least a third of the"
+    " target), the oldest entries of its lists, the agent's bookkeeping before the user's"
+    " words, files and errors; the record names each list it shortened"
+)
 DECLARATIONS: dict[Strategy, dict[str, list[str]]] = {
     "clear_tool_results": {
         "drops": [
@@ -59,7 +64,10 @@ DECLARATIONS: dict[Strategy, dict[str, list[str]]] = {
         ],
     },
     "summary": {
-        "drops": ["the items older than the working set, replaced by one summary record"],
+        "drops": [
+            "the items older than the working set, replaced by one summary record",
+            _SHORTENED,
+        ],
         "keeps": [
             "the invariants at the top",
             "a summary record: the goal verbatim, the user's requests in their own words, files,"
@@ -70,7 +78,10 @@ DECLARATIONS: dict[Strategy, dict[str, list[str]]] = {
         ],
     },
     "handoff": {
-        "drops": ["the items older than the newest turn, externalized into one handoff record"],
+        "drops": [
+            "the items older than the newest turn, externalized into one handoff record",
+            _SHORTENED,
+        ],
         "keeps": [
             "the invariants at the top",
             "a handoff record: the summary, fact seqs to fetch from the log, and lessons from"
@@ -79,7 +90,10 @@ DECLARATIONS: dict[Strategy, dict[str, list[str]]] = {
         ],
     },
     "notes": {
-        "drops": ["the items older than the newest turns, distilled into one notes record"],
+        "drops": [
+            "the items older than the newest turns, distilled into one notes record",
+            _SHORTENED,
+        ],
         "keeps": [
             "the invariants at the top",
             "a notes record merged with earlier notes: the goal verbatim, facts (with the user's"

@@ -14,13 +14,14 @@ Every entry is written raw (the goal and the user's words stay verbatim substrin
 pinned above the record is named, not repeated) and the
 meta gives each section's entry lengths in code points, so `read_product` (and `summary_of` /
 `notes_of`) read the record back exactly, whatever the entries contain. Empty sections are left
-out.
+out. A record over its budget is shortened by `fit_product` before it is written.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.domain.compaction.model import (
@@ -58,6 +59,9 @@ class Product:
     """The goal is pinned verbatim above the record (a session's invariants): the record points
     at it instead of repeating it, so that its tokens are not paid twice on every call. Its
     goal and its summary's goal are then None."""
+    omitted: tuple[str, ...] = ()
+    """Keys of the list sections whose oldest entries this record, or one it was merged from,
+    left out to fit its budget (`fit_product`); the items they came from are in its range."""
 
 
 GOAL_PINNED_ABOVE = "Pinned verbatim at the top of this context; not repeated here."
@@ -83,9 +87,32 @@ _SECTIONS: tuple[tuple[str, str, bool], ...] = (
     ("note_decisions", "Notes: decisions the agent stated", True),
     ("open_questions", "Notes: open questions", True),
     ("note_next_steps", "Notes: next steps the agent stated", True),
+    (
+        "omitted",
+        "Shortened for space (oldest entries left out, still in the fact seqs above)",
+        True,
+    ),
 )
 _IS_LIST = {key: is_list for key, _, is_list in _SECTIONS}
 _HEADINGS = {key: heading for key, heading, _ in _SECTIONS}
+# How the `omitted` section names a list it shortened.
+_LABELS = {
+    "user_requests": "user requests",
+    "decisions": "decisions",
+    "files": "files",
+    "commands": "commands",
+    "errors": "errors",
+    "verification": "verification results",
+    "next_steps": "next steps",
+    "lessons": "lessons",
+    "references": "log references",
+    "facts": "notes: facts",
+    "note_commands": "notes: commands",
+    "note_decisions": "notes: decisions",
+    "open_questions": "notes: open questions",
+    "note_next_steps": "notes: next steps",
+}
+_KEYS_BY_LABEL = {label: key for key, label in _LABELS.items()}
 _SUMMARY_KEYS = (
     "user_requests",
     "decisions",
@@ -114,7 +141,29 @@ def _preamble(kind: ProductKind, source_range: tuple[int | None, int | None]) ->
     )
 
 
-def render_product(product: Product) -> Item:
+# The list sections a record may shorten to fit its budget, each with the newest entries it
+# keeps whatever the budget. The agent's own bookkeeping goes first; the user's words, the
+# files and the errors it works on only when that is not enough.
+_FLOORS: tuple[dict[str, int], ...] = (
+    {
+        "commands": 3,
+        "note_commands": 3,
+        "verification": 1,
+        "decisions": 1,
+        "note_decisions": 1,
+        "references": 3,
+        "lessons": 1,
+        "facts": 3,
+        "open_questions": 1,
+    },
+    {"files": 8, "errors": 2, "next_steps": 1, "note_next_steps": 1, "user_requests": 1},
+)
+# Per dropped entry beyond its text: its length in the meta's layout.
+_LAYOUT_TOKENS = 2
+
+
+def _values(product: Product) -> dict[str, tuple[str, ...]]:
+    """Every section's entries, keyed as in `_SECTIONS`."""
     values: dict[str, tuple[str, ...]] = {}
     if product.goal_pinned:
         values["goal_pinned"] = (GOAL_PINNED_ABOVE,)
@@ -134,6 +183,87 @@ def render_product(product: Product) -> Item:
         values["note_decisions"] = notes.decisions
         values["open_questions"] = notes.open_questions
         values["note_next_steps"] = notes.next_steps
+    values["omitted"] = tuple(_LABELS[key] for key in product.omitted)
+    return values
+
+
+def _with_lists(product: Product, lists: dict[str, tuple[str, ...]]) -> Product:
+    """`product` with the list sections in `lists` replaced."""
+    summary, notes, handoff = product.summary, product.notes, product.handoff
+    if summary is not None:
+        summary = replace(
+            summary,
+            user_requests=lists.get("user_requests", summary.user_requests),
+            decisions=lists.get("decisions", summary.decisions),
+            files=lists.get("files", summary.files),
+            commands=lists.get("commands", summary.commands),
+            errors=lists.get("errors", summary.errors),
+            verification=lists.get("verification", summary.verification),
+            next_steps=lists.get("next_steps", summary.next_steps),
+        )
+    if handoff is not None:
+        handoff = Handoff(
+            references=lists.get("references", handoff.references),
+            lessons=lists.get("lessons", handoff.lessons),
+        )
+    if notes is not None:
+        notes = Notes(
+            facts=lists.get("facts", notes.facts),
+            commands=lists.get("note_commands", notes.commands),
+            decisions=lists.get("note_decisions", notes.decisions),
+            open_questions=lists.get("open_questions", notes.open_questions),
+            next_steps=lists.get("note_next_steps", notes.next_steps),
+        )
+    return replace(product, summary=summary, notes=notes, handoff=handoff)
+
+
+def fit_product(product: Product, *, budget: int, count: Callable[[str], int]) -> Product:
+    """`product`, its record within `budget` tokens where the floors allow it.
+
+    The oldest entries go first, from the costliest list of the first tier of `_FLOORS` that is
+    above its floor, then of the second; the goal, the runtime's pins, the narrative and the
+    state are never cut. Every list shortened is named in the record (`omitted`, carried across
+    merges), so that the model knows to recall what it no longer lists. Deterministic: a pure
+    function of the product, the budget and the counter.
+    """
+    over = count(visible_text(render_product(product))) - budget
+    values = _values(product)
+    floors = {key: floor for tier in _FLOORS for key, floor in tier.items()}
+    lists = {key: list(values[key]) for key in floors if values.get(key)}
+    costs = {key: [count(f"- {e}\n") + _LAYOUT_TOKENS for e in lists[key]] for key in lists}
+    omitted = list(product.omitted)
+    fitted = product
+    while over > 0:
+        open_keys = next(
+            (
+                keys
+                for tier in _FLOORS
+                if (keys := [k for k in tier if len(lists.get(k, ())) > tier[k]])
+            ),
+            None,
+        )
+        if open_keys is None:
+            break
+        while over > 0 and open_keys:
+            key = max(open_keys, key=lambda k: (sum(costs[k]), k))
+            lists[key].pop(0)
+            over -= costs[key].pop(0)
+            if len(lists[key]) <= floors[key]:
+                open_keys.remove(key)
+            if key not in omitted:
+                omitted.append(key)
+                over += count(f"- {_LABELS[key]}\n") + _LAYOUT_TOKENS
+        fitted = replace(
+            _with_lists(product, {key: tuple(entries) for key, entries in lists.items()}),
+            omitted=tuple(sorted(omitted, key=list(_HEADINGS).index)),
+        )
+        # The per-entry costs estimate the rendered record's: measure it again.
+        over = count(visible_text(render_product(fitted))) - budget
+    return fitted
+
+
+def render_product(product: Product) -> Item:
+    values = _values(product)
     parts = [_MARKERS[product.kind], "\n", _preamble(product.kind, product.source_range)]
     layout: list[list[Any]] = []
     for key, heading, is_list in _SECTIONS:
@@ -157,7 +287,7 @@ def render_product(product: Product) -> Item:
         "layout": layout,
         "source_range": {"from_seq": first, "to_seq": last},
     }
-    if summary is not None:
+    if (summary := product.summary) is not None:
         # A summary carried into notes keeps the range it was written for.
         meta["summary_range"] = {"from_seq": summary.from_seq, "to_seq": summary.to_seq}
     parts.append(f"{_META_FENCE}{json.dumps(meta, separators=(',', ':'))}\n```")
@@ -218,6 +348,9 @@ def read_product(item: Item) -> Product | None:
     if position != fence:
         return None
 
+    if any(label not in _KEYS_BY_LABEL for label in values.get("omitted", ())):
+        return None
+
     def one(key: str) -> str | None:
         return values[key][0] if key in values else None
 
@@ -250,6 +383,7 @@ def read_product(item: Item) -> Product | None:
         pinned=values.get("pinned", ()),
         source_range=(first, last),
         goal_pinned=values.get("goal_pinned") == (GOAL_PINNED_ABOVE,),
+        omitted=tuple(_KEYS_BY_LABEL[label] for label in values.get("omitted", ())),
     )
 
 

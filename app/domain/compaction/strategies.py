@@ -34,6 +34,7 @@ from app.domain.compaction.model import (
 )
 from app.domain.compaction.product import (
     Product,
+    fit_product,
     is_compaction_product,
     read_product,
     render_product,
@@ -48,6 +49,8 @@ _GOAL_HEADING_SECTION = re.compile(
     r"^#{1,6}[ \t]*(?:the |original |pinned |user'?s? )?goal\b.*?(?=^#{1,6}[ \t]|\Z)",
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
 )
+_RECORD_FLOOR_SHARE = 3
+"""A compaction record may always take a third of the target."""
 _GOAL_LINE = re.compile(r"^[ \t]*[*_]*goal[*_]*[ \t]*:.*(?:\n|\Z)", re.IGNORECASE | re.MULTILINE)
 
 
@@ -253,6 +256,7 @@ def _product_for(ctx: _Context, covered: Sequence[HistoryEntry], *, kind: Produc
         pinned=merged(before.pinned if before else (), inp.pinned_notes, cap=None),
         source_range=(first if first is not None else span and span[0], span and span[1]),
         goal_pinned=goal_pinned,
+        omitted=before.omitted if before else (),
     )
 
 
@@ -292,7 +296,12 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
     head: tuple[HistoryEntry, ...] = (*ctx.invariants, *ctx.products)
     product = None
     if kind is not None:
-        product = _product_for(ctx, body[:start], kind=kind)
+        # The record gets what the kept turns leave of the target, and at least a share of it
+        # whatever they leave: a record squeezed to nothing would compact again at once.
+        record_budget = max(budget - suffix[start], target // _RECORD_FLOOR_SHARE)
+        product = fit_product(
+            _product_for(ctx, body[:start], kind=kind), budget=record_budget, count=ctx.size
+        )
         record = render_product(product)
         # The record's size is known only once it is written: make room for it once.
         record_size = ctx.size(visible_text(record))
@@ -301,7 +310,12 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
                 cuts, suffix_sizes=suffix, budget=budget - record_size, prefer=prefer, keep=keep
             )
             if later != start:
-                start, product = later, _product_for(ctx, body[:later], kind=kind)
+                start = later
+                product = fit_product(
+                    _product_for(ctx, body[:later], kind=kind),
+                    budget=record_budget,
+                    count=ctx.size,
+                )
                 record = render_product(product)
         head = (*ctx.invariants, HistoryEntry(None, record, verbatim=False))
     covered, tail = body[:start], body[start:]
