@@ -45,6 +45,7 @@ fuzz: $(STAMP) postgres
 
 load: $(STAMP) postgres
 	$(BIN)/python -m bench.load
+	$(BIN)/python -m bench.burst
 
 # A database that stalls behind a proxy: how soon every request is answered.
 stall: $(STAMP) postgres

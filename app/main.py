@@ -8,6 +8,8 @@ import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
+import anyio
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
@@ -27,7 +29,11 @@ from app.api.errors import install_error_handlers
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.hooks import HookCaller
 from app.settings import Settings
-from app.storage.database import create_db_engine, create_session_factory
+from app.storage.database import (
+    connection_capacity,
+    create_db_engine,
+    create_session_factory,
+)
 from app.storage.history import limit_fold_cache
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter
@@ -64,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # Load the default encoding's BPE ranks now, not during the first caller's request.
         await asyncio.to_thread(token_counter, settings.default_encoding)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
         _settle_heap()
         retention = asyncio.create_task(prune_periodically(session_factory, settings))
         yield
@@ -85,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = session_factory
+    app.state.after_answer_limiter = anyio.CapacityLimiter(connection_capacity(settings))
     app.state.hook_caller = HookCaller(settings)
     app.state.tenant_by_key_hash = TenantCache(ttl=settings.api_key_cache_seconds)
     app.state.keys_exist = False

@@ -74,7 +74,13 @@ class Settings(BaseSettings):
         description="How long a process trusts a key it resolved: a revoked key stops working "
         "within this time.",
     )
-    db_pool_size: int = 10
+    db_pool_size: int = Field(default=10, ge=1)
+    worker_threads: int = Field(
+        default=40,
+        ge=1,
+        description="Threads a process runs handlers in (anyio's default); work after an answer "
+        "has threads of its own, one per database connection.",
+    )
     db_timeout_seconds: float = 5.0
     retry_after_seconds: int = 5
     token_cache_entries: int = 100_000

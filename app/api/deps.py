@@ -15,12 +15,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
+import anyio.to_thread
 from cachetools import TTLCache
 from fastapi import Depends, Request
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from app.api.responses import after_answer_limiter
 from app.domain.errors import Unauthorized
 from app.hooks import HookCaller
 from app.metrics import AFTER_ANSWER_FAILURES
@@ -54,13 +57,16 @@ async def get_hook_caller(request: Request) -> HookCaller:
 async def get_db(request: Request) -> AsyncIterator[Session]:
     """A session per request, made on the event loop (no I/O until a statement runs). Closing
     it does I/O only while it still holds a transaction (a handler that did not commit, or
-    failed): that close runs in the threadpool, never on the loop, and never raises."""
+    failed): that close runs in a worker thread of the after-answer limiter, never on the loop,
+    and never raises."""
     db: Session = request.app.state.session_factory()
     try:
         yield db
     finally:
         if db.in_transaction():
-            await run_in_threadpool(_close_quietly, db)
+            # It may hold a session's locks: never behind the handlers' threads.
+            limiter = after_answer_limiter(request.scope)
+            await anyio.to_thread.run_sync(_close_quietly, db, limiter=limiter)
         else:
             db.close()
 

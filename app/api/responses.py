@@ -7,7 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+import anyio
+import anyio.to_thread
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -23,15 +24,27 @@ def json_response(content: Any, *, status_code: int = 200) -> Response:
     return Response(encode_json(content), status_code=status_code, media_type="application/json")
 
 
+def after_answer_limiter(scope: Scope) -> anyio.CapacityLimiter:
+    """The worker threads for work done after an answer, on a database connection the request
+    still holds (a deferred plan write, a session's close): as many as the engine has
+    connections, so that such work never waits for a thread — at most one per connection can
+    be pending."""
+    limiter: anyio.CapacityLimiter = scope["app"].state.after_answer_limiter
+    return limiter
+
+
 class AnswerThenFinish(Response):
     """Sends the whole body, then runs `finish`, then ends the response.
 
     The body goes out with its `Content-Length`, so the client has the complete answer before
     `finish` starts. The server reads the connection's next request only once the response has
     ended, so a client reusing the connection always sees what `finish` wrote. `finish` runs in
-    the threadpool. The response ends whatever becomes of `finish`: an error it raises is
-    logged and counted, never passed on, since the server would then cut the connection after
-    the answer (and the request in flight on it) instead of ending the response.
+    a worker thread of the after-answer limiter (`after_answer_limiter`), never of the pool the
+    handlers share: work after an answer may hold locks (a plan write holds its session's), and
+    must not wait for a thread that a request waiting on those locks holds. The response ends
+    whatever becomes of `finish`: an error it raises is logged and counted, never passed on,
+    since the server would then cut the connection after the answer (and the request in flight
+    on it) instead of ending the response.
     """
 
     def __init__(
@@ -50,7 +63,7 @@ class AnswerThenFinish(Response):
         await send({**start, "headers": self.raw_headers})
         await send({"type": "http.response.body", "body": self.body, "more_body": True})
         try:
-            await run_in_threadpool(self.finish)
+            await anyio.to_thread.run_sync(self.finish, limiter=after_answer_limiter(scope))
         except Exception:
             AFTER_ANSWER_FAILURES.labels("finish").inc()
             log.exception("the work after an answer failed; the answer stands")

@@ -78,28 +78,38 @@ class DeadlineConnection(psycopg.Connection[Any]):
             raise psycopg.OperationalError(message) from exc
 
 
+def connection_capacity(settings: Settings) -> int:
+    """The most connections the engine ever has checked out at once: its pool and as many
+    again in overflow."""
+    return 2 * settings.db_pool_size
+
+
 def create_db_engine(settings: Settings) -> Engine:
     url = settings.database_url
     json_options = {"json_serializer": dump_json, "json_deserializer": decode_json}
+    pool_options = {
+        "pool_size": settings.db_pool_size,
+        "max_overflow": connection_capacity(settings) - settings.db_pool_size,
+        "pool_timeout": settings.db_timeout_seconds,
+    }
     if url.startswith("sqlite"):
         engine = create_engine(
             url,
             connect_args={"timeout": settings.db_timeout_seconds, "check_same_thread": False},
+            **pool_options,
             **json_options,
         )
         _use_immediate_transactions(engine)
         return engine
     engine = create_engine(
         url,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_pool_size,
+        **pool_options,
         # No pre-ping (it costs a round trip per request): a dropped connection fails one
         # request with 503, and SQLAlchemy then invalidates the whole pool, so the service
         # recovers by itself when the database returns.
         pool_pre_ping=False,
         pool_recycle=1800,
         **json_options,
-        pool_timeout=settings.db_timeout_seconds,
         connect_args=_connect_args(settings),
     )
     _answer_within(engine, answer_deadline(settings))
