@@ -105,14 +105,41 @@ def visible_text(item: Item) -> str:
             return ""
 
 
-Refusal = Literal["not_an_object", "unknown_type", "system_message", "not_harness_authored"]
+Refusal = Literal[
+    "not_an_object", "unknown_type", "system_message", "not_harness_authored", "malformed"
+]
+
+
+def _is_content(value: object) -> bool:
+    """Text, or a list of content parts (objects): what a message or an output may carry."""
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(part, dict) for part in value)
+    )
+
+
+def _is_well_formed(item: Item, kind: str) -> bool:
+    """Whether the fields a provider reads have the shape every format needs: a message's
+    content and an output's output are text or parts, a call's name and arguments (or input)
+    text. Other fields pass as they are."""
+    match kind:
+        case "message":
+            return isinstance(item.get("role"), str) and _is_content(item.get("content"))
+        case "function_call_output" | "custom_tool_call_output":
+            return _is_content(item.get("output"))
+        case "function_call":
+            return isinstance(item.get("name"), str) and isinstance(item.get("arguments"), str)
+        case "custom_tool_call":
+            return isinstance(item.get("name"), str) and isinstance(item.get("input"), str)
+        case _:
+            return True
 
 
 def admission_reason(item: object, *, harness_authored: bool) -> Refusal | None:
     """Why `item` is kept out of model-visible history, or None when it is admitted.
 
     System messages travel as instructions, not history; configuration updates are admitted
-    only when the harness wrote them; unknown types stay in the log but are never shown.
+    only when the harness wrote them; unknown types, and known ones whose fields have the wrong
+    shape (`_is_well_formed`), stay in the log but are never shown.
     """
     if not isinstance(item, dict):
         return "not_an_object"
@@ -123,4 +150,6 @@ def admission_reason(item: object, *, harness_authored: bool) -> Refusal | None:
         return "not_harness_authored"
     if kind not in KNOWN_TYPES:
         return "unknown_type"
+    if not _is_well_formed(item, kind):
+        return "malformed"
     return None

@@ -364,3 +364,59 @@ def test_empty_tool_output_becomes_placeholder_text_in_chat(client: TestClient) 
     assert found == [], _verdict(found)
     [answer] = [m for m in result["items"] if m.get("tool_call_id") == "call_mv"]
     assert "".join(_texts(answer["content"])).strip() != ""
+
+
+WRONG_SHAPES: list[dict[str, Any]] = [
+    {"type": "message", "role": "user", "content": 5},
+    {"type": "message", "role": "user", "content": {"a": 1}},
+    {"type": "message", "role": "assistant", "content": [7, "bare"]},
+    tool_call("c1", "sh", '{"cmd":"ls"}'),
+    tool_output("c1", {"unexpected": "object"}),
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_content_of_the_wrong_shape_is_kept_out_of_every_format_and_reported(
+    client: TestClient, session_id: str, fmt: Format
+) -> None:
+    items = [user_msg("list the files"), *WRONG_SHAPES, assistant_msg("done")]
+    assert client.post("/sessions", json={"session_id": session_id}).status_code == 201
+    appended = client.post(f"/sessions/{session_id}/items", json={"items": items})
+    assert appended.status_code == 201, appended.text
+    malformed = [
+        {"seq": seq, "type": kind, "reason": "malformed"}
+        for seq, kind in ((2, "message"), (3, "message"), (4, "message"))
+    ] + [{"seq": 6, "type": "function_call_output", "reason": "malformed"}]
+    assert appended.json()["excluded"] == malformed
+    # The log keeps them exactly as sent.
+    logged = client.get(f"/sessions/{session_id}/items").json()["items"]
+    assert [entry["item"] for entry in logged] == items
+
+    status, body = _post(client, "/assemble", {"session_id": session_id, "output_format": fmt})
+    assert status == 201, body
+    assert provider_violations(fmt, body, key="messages") == []
+    assert not any(_contains(body["messages"], shape) for shape in (5, {"a": 1}, [7, "bare"]))
+    assert not _contains(body["messages"], {"unexpected": "object"})
+    # `elided` lists what there is to read back: only seq 4 has any text ("bare").
+    assert body["elided"] == [
+        {
+            "first_seq": 4,
+            "last_seq": 4,
+            "form": "excluded",
+            "tokens_full": 1,
+            "tokens_shown": 0,
+            "reason": "normalization: malformed",
+        }
+    ]
+
+    status, normalized = _post(
+        client, "/history/normalize", {"items": items, "format": "responses", "output_format": fmt}
+    )
+    assert status == 200, normalized
+    assert provider_violations(fmt, normalized, key="items") == []
+    assert [(e["index"], e["reason"]) for e in normalized["report"]["excluded"]] == [
+        (1, "malformed"),
+        (2, "malformed"),
+        (3, "malformed"),
+        (5, "malformed"),
+    ]

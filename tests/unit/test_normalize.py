@@ -472,7 +472,10 @@ def test_normalize_uses_the_per_item_token_limit_without_margin() -> None:
     )
 
 
-def test_normalize_passes_malformed_payloads_through() -> None:
+def test_normalize_keeps_payloads_of_the_wrong_shape_out_and_reports_them() -> None:
+    # Text that is not JSON is still text; an output that is an object, null or a list with
+    # non-objects, a message whose content is a number, a call whose arguments are an object:
+    # no format can send them as they are.
     items = [
         tool_call("a", arguments="{not json"),
         tool_output("a", {"unexpected": "object"}),
@@ -481,12 +484,39 @@ def test_normalize_passes_malformed_payloads_through() -> None:
         tool_call("c"),
         tool_output("c", [{"type": "mystery"}, 7, "bare"]),
         {"type": "message", "role": "user", "content": 42},
+        {"type": "message", "content": "no role"},
+        {"type": "function_call", "call_id": "d", "name": "sh", "arguments": {"cmd": "ls"}},
+        assistant_msg("done"),
     ]
-    result = normalize(
-        items, input_modalities=frozenset({"text"}), truncation=TruncationPolicy(limit=0)
+    ids = {c: synthetic_output_id("function", call_item_id=None, call_id=c) for c in "abc"}
+    result = normalize(items)
+
+    assert result.items == (
+        tool_call("a", arguments="{not json"),
+        synthesized("a", ids["a"]),
+        tool_call("b"),
+        synthesized("b", ids["b"]),
+        tool_call("c"),
+        synthesized("c", ids["c"]),
+        assistant_msg("done"),
     )
-    assert result.items == tuple(items)
-    assert result.report.is_empty()
+    assert result.report.as_dict() == report(
+        synthesized_outputs=[
+            {"call_id": c, "id": ids[c], "index": index}
+            for c, index in (("a", 1), ("b", 3), ("c", 5))
+        ],
+        excluded=[
+            {"index": index, "type": kind, "reason": "malformed"}
+            for index, kind in (
+                (1, "function_call_output"),
+                (3, "function_call_output"),
+                (5, "function_call_output"),
+                (6, "message"),
+                (7, "message"),
+                (8, "function_call"),
+            )
+        ],
+    )
 
 
 def test_normalize_never_mutates_its_input() -> None:
