@@ -107,7 +107,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(compaction.router)
     app.include_router(isolation.router)
     install_error_handlers(app, retry_after_seconds=settings.retry_after_seconds)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        deadline_seconds=settings.body_timeout_seconds,
+    )
     app.add_middleware(MetricsMiddleware)
     return app
 

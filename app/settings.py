@@ -74,6 +74,12 @@ class Settings(BaseSettings):
         description="How long a process trusts a key it resolved: a revoked key stops working "
         "within this time.",
     )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0.0,
+        description="How long a request's whole body may take to arrive (then 408, and the "
+        "connection is closed).",
+    )
     db_pool_size: int = Field(default=10, ge=1)
     worker_threads: int = Field(
         default=40,

@@ -1,4 +1,4 @@
-"""ASGI middleware: request body limit and per-route request metrics.
+"""ASGI middleware: request body limit and deadline, and per-route request metrics.
 
 Both are plain ASGI (not BaseHTTPMiddleware) so a 32 MiB body is streamed once, not copied.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import anyio
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -15,11 +16,19 @@ from app.metrics import HTTP_LATENCY, HTTP_REQUESTS
 
 
 class BodyLimitMiddleware:
-    """Refuses bodies over `max_bytes` with 413, by Content-Length or while streaming."""
+    """Refuses bodies over `max_bytes` with 413, by Content-Length or while streaming, and
+    bodies not whole within `deadline_seconds` of the request's start with 408.
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    The deadline is one for the whole body, not per chunk: a client trickling a byte at a time
+    holds its socket and buffers no longer than one that sends nothing. A 408 asks the server
+    to close the connection (`Connection: close`): the rest of the body would otherwise be
+    read as the next request. Once the body is whole, `receive` is not bounded (it then only
+    waits for the client to go away)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, deadline_seconds: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.deadline_seconds = deadline_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -31,14 +40,26 @@ class BodyLimitMiddleware:
             await error_response(413, "payload_too_large", message)(scope, receive, send)
             return
         seen = 0
+        whole = False
+        deadline = anyio.current_time() + self.deadline_seconds
 
         async def limited_receive() -> Message:
-            nonlocal seen
-            received = await receive()
-            seen += len(received.get("body", b""))
-            if seen > self.max_bytes:
+            nonlocal seen, whole
+            if whole:
+                return await receive()
+            with anyio.move_on_after(deadline - anyio.current_time()) as waiting:
+                received = await receive()
+            if waiting.cancelled_caught:
                 # An HTTPException: FastAPI turns anything else raised while it reads the
                 # body into a bare 400.
+                raise HTTPException(
+                    408,
+                    f"the request body did not arrive whole within {self.deadline_seconds:g} s",
+                    headers={"Connection": "close"},
+                )
+            whole = received["type"] != "http.request" or not received.get("more_body", False)
+            seen += len(received.get("body", b""))
+            if seen > self.max_bytes:
                 raise HTTPException(413, message)
             return received
 
