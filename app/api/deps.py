@@ -29,6 +29,7 @@ from app.hooks import HookCaller
 from app.metrics import AFTER_ANSWER_FAILURES
 from app.settings import Settings
 from app.storage import repository
+from app.storage.database import answer_deadline, spend_at_most
 
 log = logging.getLogger("contextd")
 
@@ -55,10 +56,13 @@ async def get_hook_caller(request: Request) -> HookCaller:
 
 
 async def get_db(request: Request) -> AsyncIterator[Session]:
-    """A session per request, made on the event loop (no I/O until a statement runs). Closing
+    """A session per request, made on the event loop (no I/O until a statement runs), with
+    one database timeout to spend waiting on the database in all (`spend_at_most`). Closing
     it does I/O only while it still holds a transaction (a handler that did not commit, or
     failed): that close runs in a worker thread of the after-answer limiter, never on the loop,
     and never raises."""
+    settings = settings_of(request)
+    spend_at_most(answer_deadline(settings))
     db: Session = request.app.state.session_factory()
     try:
         yield db

@@ -12,15 +12,22 @@ No wait on PostgreSQL is unbounded (T is `CTX_DB_TIMEOUT_SECONDS`): a checkout w
 pooled connection at most T, a new connection is made within T (at least 2 s, libpq's least),
 the server cancels any statement running longer than T, and every answer the client waits for
 (a statement's, a commit's, a rollback's) comes within `answer_deadline` (T + 0.5 s) or the
-connection is closed. So a database that stops answering without closing its connections (a
-hung host, a wedged proxy) is a disconnect: SQLAlchemy raises `OperationalError` (a 503 at the
-API) and replaces every connection the pool holds. Pinned by
-`tests/integration/test_database_deadline.py` and `tests/e2e/test_faults.py`.
+connection is closed. A request's waits together are bounded too: each draws on the request's
+`WaitBudget` of `answer_deadline` (`spend_at_most`), so a request that meets a database gone
+quiet answers 503 after one deadline in all, not one per step (a connection is not begun with
+less than libpq's 2 s left; a budget under 2 s still allows that one). So a database that stops
+answering without closing its connections (a hung host, a wedged proxy) is a disconnect:
+SQLAlchemy raises `OperationalError` (a 503 at the API) and replaces every connection the pool
+holds. Pinned by `tests/integration/test_database_deadline.py` and `tests/e2e/test_faults.py`.
 """
 
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +40,16 @@ from psycopg.abc import RV, PQGen
 from psycopg.pq import TransactionStatus
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from app.domain.json_encoding import decode_json, encode_json
 from app.settings import Settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 HOLDS_SESSION_LOCKS = "holds_session_locks"
+_LEAST_WAIT = 0.001
+LEAST_CONNECT_SECONDS = 2
+"""libpq's least connect timeout: shorter ones are raised to it."""
 ANSWER_GRACE_SECONDS = 0.5
 """How long past the statement timeout the client still waits for an answer: a server that is
 there cancels the statement itself first, and its connection stays usable."""
@@ -52,6 +63,86 @@ def dump_json(value: Any) -> str:
 def answer_deadline(settings: Settings) -> float:
     """Seconds the service waits for any one answer of the database."""
     return settings.db_timeout_seconds + ANSWER_GRACE_SECONDS
+
+
+class WaitBudget:
+    """What one request may still spend waiting on the database, in all: for a pooled
+    connection, for a new one, and for every answer. Set per request (`spend_at_most`); the
+    waits below draw on it, so a request that meets a database gone quiet waits one database
+    timeout in all, not one per step. Not thread-safe: a request's database work is
+    sequential."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent = 0.0
+        self._since: float | None = None
+
+    def left(self) -> float:
+        """What is left, the wait under way counted."""
+        ongoing = 0.0 if self._since is None else time.monotonic() - self._since
+        return max(0.0, self.seconds - self.spent - ongoing)
+
+    @contextmanager
+    def drawing(self) -> Iterator[None]:
+        """A wait that draws on the budget; a wait within a wait (the pool's checkout opening
+        a connection, or trying again) is the outer one's."""
+        if self._since is not None:
+            yield
+            return
+        self._since = time.monotonic()
+        try:
+            yield
+        finally:
+            self.spent += time.monotonic() - self._since
+            self._since = None
+
+
+_budget: ContextVar[WaitBudget | None] = ContextVar("contextd_db_wait_budget", default=None)
+
+
+def spend_at_most(seconds: float) -> None:
+    """Give the current request (its context, and the worker threads it runs work in) a wait
+    budget of `seconds` on the database."""
+    _budget.set(WaitBudget(seconds))
+
+
+def current_budget() -> WaitBudget | None:
+    """The current request's wait budget, if it has one."""
+    return _budget.get()
+
+
+def _drawing() -> AbstractContextManager[None]:
+    budget = _budget.get()
+    return budget.drawing() if budget is not None else nullcontext()
+
+
+def _within_budget(seconds: float) -> float:
+    """`seconds`, or less if the request's budget has less left."""
+    budget = _budget.get()
+    return seconds if budget is None else min(seconds, budget.left())
+
+
+class BudgetedPool(QueuePool):
+    """A queue pool whose checkout waits no longer than the request's wait budget allows (the
+    configured pool timeout otherwise), and draws on it."""
+
+    @property
+    def _timeout(self) -> float:
+        return _within_budget(self._configured_timeout)
+
+    @_timeout.setter
+    def _timeout(self, value: float) -> None:
+        self._configured_timeout = value
+
+    def _do_get(self) -> ConnectionPoolEntry:
+        with _drawing():
+            return super()._do_get()
+
+    def recreate(self) -> QueuePool:
+        # `recreate` passes on `_timeout`, which here is the budget of whoever asks.
+        pool = super().recreate()
+        pool._timeout = self._configured_timeout
+        return pool
 
 
 class DeadlineConnection(psycopg.Connection[Any]):
@@ -68,13 +159,18 @@ class DeadlineConnection(psycopg.Connection[Any]):
     answer_within: float | None = None
 
     def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
+        limit = self.answer_within if timeout is None else timeout
+        if limit is not None:
+            # A spent budget still lets the exchange start: it then gives up at once.
+            limit = max(_within_budget(limit), _LEAST_WAIT)
         try:
-            return super().wait(gen, interval, self.answer_within if timeout is None else timeout)
+            with _drawing():
+                return super().wait(gen, interval, limit)
         except psycopg.OperationalError as exc:
-            if self.pgconn.transaction_status != TransactionStatus.ACTIVE:
+            if limit is None or self.pgconn.transaction_status != TransactionStatus.ACTIVE:
                 raise
             self.pgconn.finish()
-            message = f"the database did not answer within {self.answer_within} s"
+            message = f"the database did not answer within {round(limit, 2)} s"
             raise psycopg.OperationalError(message) from exc
 
 
@@ -103,6 +199,7 @@ def create_db_engine(settings: Settings) -> Engine:
         return engine
     engine = create_engine(
         url,
+        poolclass=BudgetedPool,
         **pool_options,
         # No pre-ping (it costs a round trip per request): a dropped connection fails one
         # request with 503, and SQLAlchemy then invalidates the whole pool, so the service
@@ -124,7 +221,7 @@ def _connect_args(settings: Settings) -> dict[str, Any]:
     timeout = settings.db_timeout_seconds
     probe_every = max(1, math.ceil(timeout))
     return {
-        "connect_timeout": max(2, math.ceil(timeout)),  # libpq's least is 2 s
+        "connect_timeout": max(LEAST_CONNECT_SECONDS, math.ceil(timeout)),
         "options": f"-c statement_timeout={int(timeout * 1000)}",
         "keepalives": 1,
         "keepalives_idle": probe_every,
@@ -139,7 +236,21 @@ def _answer_within(engine: Engine, seconds: float) -> None:
     def _on_connect(
         _dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]
     ) -> DeadlineConnection:
-        connection = DeadlineConnection.connect(*cargs, **cparams)
+        timeout = int(cparams.get("connect_timeout", LEAST_CONNECT_SECONDS))
+        budget = _budget.get()
+        if budget is not None:
+            # libpq (and psycopg) wait at least 2 s for a connection whatever they are given:
+            # a request whose budget held that much and has less left gives up instead.
+            if budget.left() < LEAST_CONNECT_SECONDS <= budget.seconds:
+                raise psycopg.OperationalError(
+                    f"{budget.left():.2f} s of the request's wait on the database is left: "
+                    f"too little to open a connection (libpq takes up to {LEAST_CONNECT_SECONDS})"
+                )
+            timeout = max(LEAST_CONNECT_SECONDS, min(timeout, math.ceil(budget.left())))
+        with _drawing():
+            connection = DeadlineConnection.connect(
+                *cargs, **{**cparams, "connect_timeout": timeout}
+            )
         connection.answer_within = seconds
         return connection
 

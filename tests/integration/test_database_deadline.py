@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from app.settings import Settings
-from app.storage.database import create_db_engine
+from app.storage.database import create_db_engine, current_budget, spend_at_most
 from tests.e2e.servers import TcpProxy, with_port
 
 NOT_HUNG_SECONDS = 20
@@ -143,3 +144,91 @@ def test_a_slow_statement_is_cancelled_by_the_server_and_its_connection_kept(
         )
         connection.rollback()
         assert connection.execute(text("SELECT 2")).scalar_one() == 2
+
+
+# A request's waits on the database draw on one budget (`spend_at_most`, set per request by
+# the API): what one step waited, the next may not wait again.
+
+
+def _with_budget(seconds: float, *, spent: float, call: Callable[[], Any]) -> Callable[[], Any]:
+    """`call`, run with a wait budget of `seconds` of which `spent` is already gone (as by the
+    earlier steps of a request)."""
+
+    def run() -> Any:
+        spend_at_most(seconds)
+        budget = current_budget()
+        assert budget is not None
+        budget.spent = spent
+        return call()
+
+    return run
+
+
+def test_a_statement_waits_only_what_is_left_of_the_requests_budget(
+    stallable: Engine, proxy: TcpProxy
+) -> None:
+    assert _select_one(stallable) == 1
+    proxy.stall()
+    outcome = _outcome(_with_budget(1.0, spent=0.75, call=lambda: _select_one(stallable)))
+    assert _disconnect(outcome) == (
+        OperationalError,
+        True,
+        "the database did not answer within 0.25 s",
+    )
+
+
+def _checkout_wait(engine: Engine, budget_seconds: float, *, spent: float) -> float:
+    """How long a checkout from `engine`, its pool and overflow all out, waited before giving
+    up, in a request with `budget_seconds` of which `spent` are gone."""
+    waited: list[float] = []
+
+    def checkout() -> Any:
+        try:
+            return _select_one(engine)
+        finally:
+            budget = current_budget()
+            assert budget is not None
+            waited.append(budget.spent - spent)
+
+    with engine.connect(), engine.connect():
+        outcome = _outcome(_with_budget(budget_seconds, spent=spent, call=checkout))
+    assert isinstance(outcome, SQLAlchemyTimeoutError), outcome
+    return waited[0]
+
+
+def test_a_checkout_waits_only_what_is_left_of_the_requests_budget(postgres_url: str) -> None:
+    engine = create_db_engine(Settings(database_url=postgres_url, db_pool_size=1))
+    try:
+        # 0.3 s left of the budget, against the pool's own 5 s.
+        assert 0.3 <= _checkout_wait(engine, 1.0, spent=0.7) < 5
+    finally:
+        engine.dispose()
+
+
+def test_a_pool_recreated_within_a_request_keeps_its_own_timeout(postgres_url: str) -> None:
+    settings = Settings(database_url=postgres_url, db_pool_size=1, db_timeout_seconds=1)
+    engine = create_db_engine(settings)
+    try:
+        # What SQLAlchemy does after a disconnect, within a request: a new pool. It must not
+        # take that request's 0.1 s left for its own timeout.
+        _outcome(_with_budget(0.1, spent=0.0, call=engine.dispose))
+        assert _checkout_wait(engine, 9.0, spent=0.0) >= 1
+    finally:
+        engine.dispose()
+
+
+def test_a_new_connection_is_not_begun_with_less_than_libpqs_least_left(
+    postgres_url: str,
+) -> None:
+    engine = create_db_engine(Settings(database_url=postgres_url))
+    try:
+        outcome = _outcome(_with_budget(5.5, spent=4.0, call=lambda: _select_one(engine)))
+        assert isinstance(outcome, OperationalError), outcome
+        assert str(outcome.orig) == (
+            "1.50 s of the request's wait on the database is left: too little to open a "
+            "connection (libpq takes up to 2)"
+        )
+        # With enough left, or nothing spent yet, it connects.
+        assert _outcome(_with_budget(5.5, spent=3.0, call=lambda: _select_one(engine))) == 1
+    finally:
+        engine.dispose()
