@@ -38,7 +38,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg.abc import RV, PQGen
 from psycopg.pq import TransactionStatus
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
@@ -192,7 +192,8 @@ def create_db_engine(settings: Settings) -> Engine:
         engine = create_engine(
             url,
             connect_args={"timeout": settings.db_timeout_seconds, "check_same_thread": False},
-            **pool_options,
+            # An in-memory database is one connection, shared: it has no pool to size.
+            **({} if make_url(url).database in (None, "", ":memory:") else pool_options),
             **json_options,
         )
         _use_immediate_transactions(engine)

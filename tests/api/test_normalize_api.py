@@ -236,7 +236,7 @@ def test_normalize_bad_input_is_a_clear_4xx(client: TestClient) -> None:
     ]
 
 
-def test_malformed_items_pass_through_without_a_500(client: TestClient) -> None:
+def test_malformed_items_are_excluded_and_reported_without_a_500(client: TestClient) -> None:
     items = [
         {"type": "function_call", "name": "sh", "arguments": "not json"},
         {"type": "function_call", "call_id": "c1", "name": "sh", "arguments": "{not json"},
@@ -244,9 +244,22 @@ def test_malformed_items_pass_through_without_a_500(client: TestClient) -> None:
         {"type": "message", "role": "user", "content": [{"type": "hologram", "data": 1}]},
     ]
     result = _normalize(client, items=items)
-    assert result["items"] == items[1:]
+    output_id = synthetic_output_id("function", call_item_id=None, call_id="c1")
+    # Text that is not JSON is still text, and a part of an unknown type still a part; an
+    # output that is an object is no output: the call gets a synthesized one.
+    assert result["items"] == [
+        items[1],
+        {
+            "type": "function_call_output",
+            "id": output_id,
+            "call_id": "c1",
+            "output": SYNTHETIC_OUTPUT_TEXT,
+        },
+        items[3],
+    ]
     assert result["report"]["excluded"] == [
-        {"index": 0, "type": "function_call", "reason": "call_without_call_id"}
+        {"index": 0, "type": "function_call", "reason": "call_without_call_id"},
+        {"index": 2, "type": "function_call_output", "reason": "malformed"},
     ]
 
 
