@@ -162,6 +162,11 @@ class Advice:
         }
 
 
+def _is_model_output(item: Item) -> bool:
+    kind = item_type(item)
+    return kind in CALL_TYPES or kind == "reasoning" or item.get("role") == "assistant"
+
+
 def advise(
     *,
     active_tokens: int,
@@ -249,8 +254,10 @@ def advise(
         )
 
     rested = grown_since_compaction is None or grown_since_compaction >= watermarks.span(window)
-    should_compact = pressure >= watermarks.high or (
-        bool(reasons) and pressure >= BEHAVIOUR_PRESSURE and rested
+    # Every strategy keeps the newest turn: before the model's first output there is nothing
+    # older to compact.
+    should_compact = any(_is_model_output(item) for item in history) and (
+        pressure >= watermarks.high or (bool(reasons) and pressure >= BEHAVIOUR_PRESSURE and rested)
     )
     recommended: Strategy | None = None
     if should_compact:

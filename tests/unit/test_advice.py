@@ -82,6 +82,24 @@ def test_window_pressure_recommends_masking_when_tool_outputs_dominate() -> None
     )
 
 
+def test_a_history_without_model_output_is_not_advised_to_compact() -> None:
+    # A long task statement alone fills the window: every strategy would keep it as it is.
+    assert calm([user_msg("z" * 5_000)], active_tokens=95_000) == Advice(
+        should_compact=False,
+        pressure=0.95,
+        reasons=(
+            AdviceSignal(
+                "window_pressure",
+                "the active history fills 95% of the window (threshold 90%)",
+                0.95,
+            ),
+        ),
+        turns_until_full=None,
+        recommended_strategy=None,
+        active_tokens=95_000,
+    )
+
+
 def test_window_pressure_recommends_a_summary_when_tool_outputs_are_a_small_share() -> None:
     history = [*TALK, user_msg("z" * 5_000), *with_outputs("ok")]
 
