@@ -145,8 +145,12 @@ def _resolve_tenant(request: Request, db: Session) -> int:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
         return _resolve(db, known, cache_key="", tenant_name=OPEN_TENANT)
     scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        raise Unauthorized("malformed Authorization header: expected 'Bearer <key>'")
+    if scheme.lower() != "bearer":
+        raise Unauthorized(f"the {scheme or 'empty'} scheme is not accepted: send 'Bearer <key>'")
+    if not key.strip():
+        raise Unauthorized(
+            "malformed Authorization header: expected 'Bearer <key>'", error="invalid_request"
+        )
     key_hash = hash_api_key(key.strip())
     cached = known.get(key_hash)
     if cached is not None:
@@ -157,7 +161,7 @@ def _resolve_tenant(request: Request, db: Session) -> int:
             return _resolve(db, known, cache_key=key_hash, tenant_name=tenant_name)
     tenant = repository.find_tenant_by_key_hash(db, key_hash)
     if tenant is None:
-        raise Unauthorized("unknown API key")
+        raise Unauthorized("unknown API key", error="invalid_token")
     known.put(key_hash, tenant)
     return tenant
 

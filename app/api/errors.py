@@ -65,6 +65,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         503: "Database unavailable; retry after the given seconds.",
     }.items()
 }
+ERROR_RESPONSES[401]["headers"] = {
+    "WWW-Authenticate": {
+        "description": 'The Bearer challenge (RFC 6750): `Bearer realm="contextd"`, with '
+        '`error="invalid_token"` for an unknown key, `error="invalid_request"` for a '
+        "malformed header.",
+        "schema": {"type": "string"},
+    }
+}
 
 
 def error_response(
@@ -102,6 +110,8 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
         assert isinstance(exc, errors.ContextdError)
         status = next((s for kind, s in STATUS_BY_ERROR.items() if isinstance(exc, kind)), 409)
         headers = unavailable_headers if status == 503 else None
+        if isinstance(exc, errors.Unauthorized):
+            headers = {"WWW-Authenticate": errors.bearer_challenge(exc.error)}
         if status == 503:
             DATABASE_UNAVAILABLE.inc()
         return error_response(status, exc.code, exc.message, exc.details, headers)

@@ -23,6 +23,7 @@ from app.api.deps import settings_of
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.json_body import JsonRoute
 from app.api.models import HealthResponse
+from app.domain.errors import bearer_challenge
 from app.storage.database import answer_deadline, is_migrated
 
 router = APIRouter(route_class=JsonRoute, tags=["operations"])
@@ -59,6 +60,11 @@ async def readyz(request: Request) -> Response | HealthResponse:
     return HealthResponse(status="ready")
 
 
+def _metrics_refusal(scheme: str, token: str) -> str | None:
+    """RFC 6750's error code for a refused /metrics token: none when no bearer token came."""
+    return "invalid_token" if scheme.lower() == "bearer" and token.strip() else None
+
+
 @router.get(
     "/metrics",
     response_class=Response,
@@ -78,7 +84,10 @@ def metrics(request: Request) -> Response:
         expected = token.get_secret_value().encode()
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
             return error_response(
-                401, "unauthorized", "/metrics needs 'Authorization: Bearer <CTX_METRICS_TOKEN>'"
+                401,
+                "unauthorized",
+                "/metrics needs 'Authorization: Bearer <CTX_METRICS_TOKEN>'",
+                headers={"WWW-Authenticate": bearer_challenge(_metrics_refusal(scheme, given))},
             )
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -77,7 +77,24 @@ class PayloadTooLarge(ContextdError):
 
 
 class Unauthorized(ContextdError):
+    """No usable credentials. `error` is RFC 6750's code for the `WWW-Authenticate` challenge
+    the answer carries: None when none were sent (or in another scheme), `invalid_request` for
+    a malformed header, `invalid_token` for a key the service does not know."""
+
     code = "unauthorized"
+
+    def __init__(self, message: str, *, error: str | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+BEARER_REALM = "contextd"
+
+
+def bearer_challenge(error: str | None = None) -> str:
+    """The `WWW-Authenticate` value of a 401 (RFC 7235, RFC 6750 section 3)."""
+    challenge = f'Bearer realm="{BEARER_REALM}"'
+    return challenge if error is None else f'{challenge}, error="{error}"'
 
 
 class DatabaseUnavailable(ContextdError):

@@ -92,4 +92,8 @@ def test_metrics_can_ask_for_a_bearer_token(postgres_url: str) -> None:
         allowed = service.get("/metrics", headers={"Authorization": "Bearer scrape-secret"})
     assert (refused.status_code, wrong.status_code, allowed.status_code) == (401, 401, 200)
     assert refused.json()["error"]["code"] == "unauthorized"
+    assert (refused.headers["www-authenticate"], wrong.headers["www-authenticate"]) == (
+        'Bearer realm="contextd"',
+        'Bearer realm="contextd", error="invalid_token"',
+    )
     assert "contextd_http_requests_total" in allowed.text

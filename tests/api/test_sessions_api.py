@@ -266,13 +266,42 @@ def _check_isolation(service: TestClient, session_id: str) -> None:
     assert service.get(f"/sessions/{session_id}/items", headers=beta).json()["items"] == []
 
 
-def test_missing_or_unknown_key_is_401_when_keys_are_configured(postgres_url: str) -> None:
+def test_missing_or_unknown_key_is_401_with_a_bearer_challenge(postgres_url: str) -> None:
     settings = Settings(database_url=postgres_url, api_keys=["alpha:key-alpha"])
+    cases = {
+        "none": (
+            {},
+            'Bearer realm="contextd"',
+            "missing API key: send 'Authorization: Bearer <key>'",
+        ),
+        "unknown": (
+            {"Authorization": "Bearer wrong"},
+            'Bearer realm="contextd", error="invalid_token"',
+            "unknown API key",
+        ),
+        "basic": (
+            {"Authorization": "Basic abc"},
+            'Bearer realm="contextd"',
+            "the Basic scheme is not accepted: send 'Bearer <key>'",
+        ),
+        "empty": (
+            {"Authorization": "Bearer "},
+            'Bearer realm="contextd", error="invalid_request"',
+            "malformed Authorization header: expected 'Bearer <key>'",
+        ),
+    }
     with TestClient(create_app(settings)) as service:
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic abc"}):
+        for headers, challenge, message in cases.values():
             response = service.get("/sessions/anything", headers=headers)
-            assert response.status_code == 401
-            assert response.json()["error"]["code"] == "unauthorized"
+            assert (
+                response.status_code,
+                response.headers.get("www-authenticate"),
+                response.json(),
+            ) == (
+                401,
+                challenge,
+                {"error": {"code": "unauthorized", "message": message, "details": None}},
+            )
 
 
 def test_error_shapes(client: TestClient, session_id: str) -> None:

@@ -336,6 +336,8 @@ def test_every_protected_operation_answers_401_without_a_valid_key(
             )
             if answer.status_code != 401 or answer.json()["error"]["code"] != "unauthorized":
                 failures.append(f"{method.upper()} {path} {headers}: {answer.status_code}")
+            elif not answer.headers.get("www-authenticate", "").startswith("Bearer realm="):
+                failures.append(f"{method.upper()} {path} {headers}: no Bearer challenge")
             if SECRET in answer.text:
                 failures.append(f"{method.upper()} {path} leaked alpha's data without a key")
     assert failures == []
