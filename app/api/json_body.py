@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, assert_never
 
@@ -82,6 +83,11 @@ def parse_json(body: bytes, *, max_depth: int) -> Any:
             assert_never(flaw)
 
 
+MAX_INTEGER_DIGITS = sys.get_int_max_str_digits()
+"""The most digits an integer may have (Python's limit on converting digits to an integer,
+4,300 by default: beyond it the conversion's cost grows with the square of the length)."""
+
+
 def _parse_exactly(body: bytes, *, max_depth: int) -> Any:
     try:
         return json.loads(body)
@@ -91,6 +97,16 @@ def _parse_exactly(body: bytes, *, max_depth: int) -> Any:
     except RecursionError as exc:
         # Far deeper than any limit the settings allow; where exactly is not worth a walk.
         raise _too_deep(max_depth, loc=["body"]) from exc
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        # The parser's one other refusal: an integer of more digits than it converts.
+        raise BodyRefused(
+            f"integers are kept exact up to {MAX_INTEGER_DIGITS} digits, the limit; send a "
+            "longer number as a string",
+            loc=["body"],
+            msg=f"an integer of more than {MAX_INTEGER_DIGITS} digits",
+        ) from exc
 
 
 def _too_deep(max_depth: int, *, loc: Loc) -> BodyRefused:

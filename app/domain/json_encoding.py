@@ -34,8 +34,13 @@ def encode_json(value: Any, *, sort_keys: bool = False) -> bytes:
 
 
 def decode_json(document: bytes | str) -> Any:
-    """The value of the JSON `document`, every integer exact."""
-    value = orjson.loads(document)
+    """The value of the JSON `document`, every integer exact (orjson refuses an integer beyond
+    the float range, and reads one beyond 64 bits as a float: the standard library reads both
+    exactly)."""
+    try:
+        value = orjson.loads(document)
+    except orjson.JSONDecodeError:
+        return json.loads(document)
     if is_plain(value, max_depth=MAX_NESTING):
         return value
     return json.loads(document)

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import String
 
+from app.api.json_body import MAX_INTEGER_DIGITS
 from app.domain import names
 from app.domain.items import MAX_TYPE_LENGTH
 from app.main import create_app
@@ -60,6 +61,7 @@ EDGE_VALUES = {
     "u64_max_plus_one": 18446744073709551616,
     "fraction": 0.1,
     "large_float": 1.5e300,
+    "at_the_digit_limit": int("9" * MAX_INTEGER_DIGITS),
     "deep": nested(DEFAULT_DEPTH - 4),
 }
 
@@ -157,6 +159,26 @@ def test_numbers_json_cannot_keep_are_refused_naming_where(
     assert (error["code"], error["details"]) == (
         "validation_error",
         [{"loc": ["body", "items", 0, "n", 1], "msg": "not a finite number"}],
+    )
+    assert _last_seq(client, session_id) == 0
+
+
+def test_an_integer_beyond_the_digit_limit_is_refused_naming_it(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    body = '{"items": [{"type": "vendor_event", "n": ' + "7" * 5_000 + "}]}"
+    refused = _append(client, session_id, body.encode())
+    assert (refused.status_code, refused.json()) == (
+        422,
+        {
+            "error": {
+                "code": "validation_error",
+                "message": "integers are kept exact up to 4300 digits, the limit; send a longer "
+                "number as a string",
+                "details": [{"loc": ["body"], "msg": "an integer of more than 4300 digits"}],
+            }
+        },
     )
     assert _last_seq(client, session_id) == 0
 
