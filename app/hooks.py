@@ -14,9 +14,11 @@ A hook's URL is the caller's, so a hook call is bounded on every axis the caller
 - at most `CTX_HOOK_MAX_CONCURRENT_PER_TENANT` calls of one tenant are in flight in a process;
   beyond that the hook is not called (`NOT_CALLED`), so one tenant's slow hooks cannot take
   every worker thread;
-- every failed call has the one detail `CALL_FAILED`, whatever failed: a refused destination, a
-  refused connection, a timeout and an HTTP error told apart would tell a caller what listens
-  where. The cause is logged.
+- every failed call says why (`HookResult.reason` and `detail`): a refused destination (named by
+  the rule, not by the addresses its host resolves to), the deadline, a failed connection, an
+  HTTP status, an answer too large or encoded. Telling these apart shows a caller what listens
+  where only on the addresses hooks may reach at all; private networks are refused before any
+  connection unless the operator allows them.
 
 A failed call, and one not made, follows the session's `FailurePolicy`. Callers hold no database
 transaction while a hook runs (see `app.api.compaction`).
@@ -48,8 +50,16 @@ log = logging.getLogger("contextd")
 FailurePolicy = Literal["fail_open", "fail_closed"]
 """What a hook's timeout or error means for the compaction it guards."""
 HookOutcome = Literal["accepted", "vetoed", "failed_open", "failed_closed", "not_configured"]
-CALL_FAILED = "the hook call failed"
-"""The detail of every failed hook call (the cause is in the service's log)."""
+FailureReason = Literal[
+    "refused_destination",
+    "deadline",
+    "connection_failed",
+    "status",
+    "answer_too_large",
+    "answer_encoded",
+    "not_called",
+]
+"""Why a hook call failed, or was not made."""
 NOT_CALLED = "not called: the tenant's hook calls in flight are at their limit"
 
 
@@ -59,9 +69,16 @@ class HookResult:
     outcome: HookOutcome
     notes: tuple[str, ...] = ()
     detail: str | None = None
+    reason: FailureReason | None = None
+    """Why the call failed or was not made (None when it answered)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"event": self.event, "outcome": self.outcome, "detail": self.detail}
+        return {
+            "event": self.event,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "reason": self.reason,
+        }
 
 
 def is_permitted(
@@ -99,7 +116,12 @@ def check_destinations(
 
 
 class HookCallFailed(Exception):
-    """Why a hook call failed: for the log, never for the caller."""
+    """Why a hook call failed: `reason` and a `detail` for the caller, `cause` for the log."""
+
+    def __init__(self, reason: FailureReason, detail: str, *, cause: str | None = None) -> None:
+        super().__init__(cause or detail)
+        self.reason: FailureReason = reason
+        self.detail = detail
 
 
 class HookCaller:
@@ -132,13 +154,13 @@ class HookCaller:
         with self._lock:
             if self._in_flight[tenant_id] >= self._max_in_flight:
                 log.warning("%s hook of tenant %d not called: limit reached", event, tenant_id)
-                return HookResult(event, failed, detail=NOT_CALLED)
+                return HookResult(event, failed, detail=NOT_CALLED, reason="not_called")
             self._in_flight[tenant_id] += 1
         try:
             answer = await self._answer(url, body={"event": event, **payload})
         except HookCallFailed as exc:
             log.warning("%s hook of tenant %d failed: %s", event, tenant_id, exc)
-            return HookResult(event, failed, detail=CALL_FAILED)
+            return HookResult(event, failed, detail=exc.detail, reason=exc.reason)
         finally:
             with self._lock:
                 self._in_flight[tenant_id] -= 1
@@ -159,8 +181,14 @@ class HookCaller:
             try:
                 return await self._post(httpx.URL(url), body=body)
             except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
-                raise HookCallFailed(f"{type(exc).__name__}: {exc}") from exc
-        raise HookCallFailed(f"no whole answer within the {self._deadline} s deadline")
+                raise HookCallFailed(
+                    "connection_failed",
+                    f"the call did not go through ({type(exc).__name__})",
+                    cause=f"{type(exc).__name__}: {exc}",
+                ) from exc
+        raise HookCallFailed(
+            "deadline", f"no whole answer within the {self._deadline:g} s deadline"
+        )
 
     async def _permitted_address(self, url: httpx.URL) -> str:
         """The first address the URL's host resolves to that a hook may reach."""
@@ -172,7 +200,13 @@ class HookCaller:
             if is_permitted(address, allowed=self._allowed):
                 return str(address)
         listed = ", ".join(sorted({str(address) for address in addresses}))
-        raise HookCallFailed(f"refused destination: {host} is {listed}")
+        raise HookCallFailed(
+            "refused_destination",
+            f"refused destination: {host} resolves only to addresses hooks may not reach"
+            " (loopback, private, link-local or reserved; CTX_HOOK_ALLOWED_NETWORKS allows"
+            " chosen networks)",
+            cause=f"refused destination: {host} is {listed}",
+        )
 
     async def _post(self, url: httpx.URL, *, body: dict[str, Any]) -> dict[str, Any] | None:
         address = await self._permitted_address(url)
@@ -197,15 +231,21 @@ class HookCaller:
             if response.status_code == 409:
                 return None
             if not response.is_success:
-                raise HookCallFailed(f"answered {response.status_code}")
+                raise HookCallFailed("status", f"the hook answered HTTP {response.status_code}")
             encoding = response.headers.get("content-encoding", "identity")
             if encoding.lower() != "identity":
-                raise HookCallFailed(f"answered in content-encoding {encoding!r}")
+                raise HookCallFailed(
+                    "answer_encoded",
+                    f"the hook answered in content-encoding {encoding!r}; only identity is read",
+                )
             received = bytearray()
             async for chunk in response.aiter_raw():
                 received += chunk
                 if len(received) > self._max_answer_bytes:
-                    raise HookCallFailed(f"answer over {self._max_answer_bytes} bytes")
+                    raise HookCallFailed(
+                        "answer_too_large",
+                        f"the answer exceeded {self._max_answer_bytes} bytes, the limit",
+                    )
         try:
             answer = orjson.loads(received) if received else {}
         except orjson.JSONDecodeError:

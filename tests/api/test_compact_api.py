@@ -216,7 +216,9 @@ def test_pre_compact_hook_can_veto_or_pin_notes(
     other = f"{session_id}-notes"
     _session_with_trajectory(client, other, pre_compact=notes_url)
     pinned = _compact(client, session_id=other, strategy="summary")
-    assert pinned["hooks"] == [{"event": "pre_compact", "outcome": "accepted", "detail": None}]
+    assert pinned["hooks"] == [
+        {"event": "pre_compact", "outcome": "accepted", "detail": None, "reason": None}
+    ]
     assert "Deploy freeze until Friday" in json.dumps(pinned["history"])
 
 
@@ -249,6 +251,26 @@ def test_a_hook_url_naming_a_refused_address_is_refused_at_creation(
     )
 
 
+def test_a_hook_named_localhost_is_refused_at_the_call_and_says_why(
+    client: TestClient, session_id: str
+) -> None:
+    """A name is judged when a call resolves it: accepted at creation, refused at the call, and
+    the outcome names the refusal (by its rule, not by the addresses)."""
+    _session_with_trajectory(client, session_id, pre_compact="http://localhost:9/hook")
+    result = _compact(client, session_id=session_id, strategy="clear_tool_results")
+    assert result["hooks"] == [
+        {
+            "event": "pre_compact",
+            "outcome": "failed_open",
+            "detail": "refused destination: localhost resolves only to addresses hooks may not"
+            " reach (loopback, private, link-local or reserved; CTX_HOOK_ALLOWED_NETWORKS"
+            " allows chosen networks)",
+            "reason": "refused_destination",
+        }
+    ]
+    assert result["compaction_id"] is not None
+
+
 def test_slow_hook_fails_open_within_its_timeout(
     postgres_url: str, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:
@@ -270,7 +292,27 @@ def test_slow_hook_fails_open_within_its_timeout(
         refused = service.post(
             "/compact", json={"session_id": closed, "strategy": "clear_tool_results"}
         )
-        assert refused.status_code == 409
+        late = "no whole answer within the 0.3 s deadline"
+        assert (refused.status_code, refused.json()) == (
+            409,
+            {
+                "error": {
+                    "code": "conflict",
+                    "message": "the pre_compact hook stopped the compaction"
+                    f" (failed_closed: {late})",
+                    "details": {
+                        "hooks": [
+                            {
+                                "event": "pre_compact",
+                                "outcome": "failed_closed",
+                                "detail": late,
+                                "reason": "deadline",
+                            }
+                        ]
+                    },
+                }
+            },
+        )
 
 
 def test_no_transaction_is_open_while_a_hook_runs(
@@ -370,9 +412,16 @@ def test_a_tenant_at_its_limit_of_hook_calls_is_not_called(
         compactions = service.get(f"/sessions/{other}").json()["compactions"]
     assert (refused.status_code, quick.received, compactions) == (409, [], 0)
     assert refused.json()["error"]["details"]["hooks"] == [
-        {"event": "pre_compact", "outcome": "failed_closed", "detail": NOT_CALLED}
+        {
+            "event": "pre_compact",
+            "outcome": "failed_closed",
+            "detail": NOT_CALLED,
+            "reason": "not_called",
+        }
     ]
-    assert first[0]["hooks"] == [{"event": "pre_compact", "outcome": "accepted", "detail": None}]
+    assert first[0]["hooks"] == [
+        {"event": "pre_compact", "outcome": "accepted", "detail": None, "reason": None}
+    ]
 
 
 def test_stateless_compaction_and_bad_input(client: TestClient) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from app.hooks import CALL_FAILED, NOT_CALLED, HookCaller, HookResult
+from app.hooks import NOT_CALLED, FailureReason, HookCaller, HookResult
 from app.settings import Settings
 
 Answer = Callable[[BaseHTTPRequestHandler], None]
@@ -160,9 +160,10 @@ def test_a_dripping_endpoint_is_abandoned_at_the_deadline(caplog: pytest.LogCapt
     caller = hook_caller(hook_timeout_seconds=0.5)
     with caplog.at_level(logging.WARNING, "contextd"), serving(drip) as (url, served):
         results = [call(caller, url), call(caller, url, fail_closed=True)]
+    late = "no whole answer within the 0.5 s deadline"
     assert results == [
-        HookResult("pre_compact", "failed_open", detail=CALL_FAILED),
-        HookResult("pre_compact", "failed_closed", detail=CALL_FAILED),
+        HookResult("pre_compact", "failed_open", detail=late, reason="deadline"),
+        HookResult("pre_compact", "failed_closed", detail=late, reason="deadline"),
     ]
     assert served.answers == ["client hung up", "client hung up"]
     assert [r.getMessage() for r in caplog.records] == [
@@ -174,10 +175,13 @@ def test_an_oversized_answer_is_cut_at_the_cap(caplog: pytest.LogCaptureFixture)
     caller = hook_caller(hook_max_answer_bytes=64 * 1024)
     with caplog.at_level(logging.WARNING, "contextd"), serving(oversized) as (url, served):
         result = call(caller, url)
-    assert result == HookResult("pre_compact", "failed_open", detail=CALL_FAILED)
+    too_large = "the answer exceeded 65536 bytes, the limit"
+    assert result == HookResult(
+        "pre_compact", "failed_open", detail=too_large, reason="answer_too_large"
+    )
     assert served.answers == ["client hung up"]
     assert [r.getMessage() for r in caplog.records] == [
-        "pre_compact hook of tenant 1 failed: answer over 65536 bytes"
+        f"pre_compact hook of tenant 1 failed: {too_large}"
     ]
 
 
@@ -188,10 +192,9 @@ def test_an_answer_at_the_cap_is_read() -> None:
     assert result == HookResult("pre_compact", "accepted", notes=("at the cap",))
 
 
-def test_every_failure_has_one_detail(caplog: pytest.LogCaptureFixture) -> None:
-    """A refused destination, a refused connection, an HTTP error, a redirect and a timeout look
-    alike to the caller
-    (told apart, they would say what listens where); the log tells them apart."""
+def test_every_failure_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    """A refused destination, a refused connection, an HTTP error, a redirect and a timeout each
+    say what failed; a refused destination names its rule, not the addresses (the log does)."""
     caller = hook_caller(hook_timeout_seconds=0.5)
     results = {}
     with caplog.at_level(logging.WARNING, "contextd"):
@@ -202,18 +205,28 @@ def test_every_failure_has_one_detail(caplog: pytest.LogCaptureFixture) -> None:
                 results[str(status)] = call(caller, url)
         with serving(drip) as (url, _):
             results["timeout"] = call(caller, url)
-    assert set(results.values()) == {HookResult("pre_compact", "failed_open", detail=CALL_FAILED)}
+
+    def failed(reason: FailureReason, detail: str) -> HookResult:
+        return HookResult("pre_compact", "failed_open", detail=detail, reason=reason)
+
+    assert results == {
+        "refused destination": failed(
+            "refused_destination",
+            "refused destination: 127.0.0.1 resolves only to addresses hooks may not reach"
+            " (loopback, private, link-local or reserved; CTX_HOOK_ALLOWED_NETWORKS allows"
+            " chosen networks)",
+        ),
+        "refused": failed("connection_failed", "the call did not go through (ConnectError)"),
+        "500": failed("status", "the hook answered HTTP 500"),
+        "302": failed("status", "the hook answered HTTP 302"),
+        "404": failed("status", "the hook answered HTTP 404"),
+        "timeout": failed("deadline", "no whole answer within the 0.5 s deadline"),
+    }
     causes = [
         r.getMessage().removeprefix("pre_compact hook of tenant 1 failed: ") for r in caplog.records
     ]
     assert causes[0] == "refused destination: 127.0.0.1 is 127.0.0.1"
     assert causes[1].startswith("ConnectError: ")
-    assert causes[2:] == [
-        "answered 500",
-        "answered 302",
-        "answered 404",
-        "no whole answer within the 0.5 s deadline",
-    ]
 
 
 def test_a_tenant_beyond_its_limit_of_calls_in_flight_is_not_called() -> None:
@@ -241,8 +254,8 @@ def test_a_tenant_beyond_its_limit_of_calls_in_flight_is_not_called() -> None:
         in_flight.join()
         after = call(caller, quick)
     assert meanwhile == [
-        HookResult("pre_compact", "failed_open", detail=NOT_CALLED),
-        HookResult("pre_compact", "failed_closed", detail=NOT_CALLED),
+        HookResult("pre_compact", "failed_open", detail=NOT_CALLED, reason="not_called"),
+        HookResult("pre_compact", "failed_closed", detail=NOT_CALLED, reason="not_called"),
         HookResult("pre_compact", "accepted"),
     ]
     accepted = HookResult("pre_compact", "accepted")
@@ -268,7 +281,9 @@ def test_refused_destinations_are_never_contacted(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.WARNING, "contextd"), listening() as (port, contacted):
         results = {call(caller, f"http://{host}:{port}/hook") for host in hosts}
         assert not contacted()
-    assert results == {HookResult("pre_compact", "failed_open", detail=CALL_FAILED)}
+    assert {(result.outcome, result.reason) for result in results} == {
+        ("failed_open", "refused_destination")
+    }
     refused = "pre_compact hook of tenant 1 failed: refused destination: "
     assert [r.getMessage() for r in caplog.records[:-1]] == [
         f"{refused}{host} is 127.0.0.1" for host in hosts[:-1]
