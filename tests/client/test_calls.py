@@ -285,7 +285,9 @@ def test_compact(ctx: ContextdClient, raw: httpx.Client, session_id: str) -> Non
             exclude={"compaction_id", "hooks", "dry_run", "applied", "not_applied_because"}
         ),
         compaction_id=compaction.compaction_id,
-        hooks=[{"event": "pre_compact", "outcome": "not_configured", "detail": None}],
+        hooks=[
+            {"event": "pre_compact", "outcome": "not_configured", "detail": None, "reason": None}
+        ],
         dry_run=False,
         applied=True,
         not_applied_because=None,
@@ -322,7 +324,9 @@ def test_sub_agents_report_one_conclusion(ctx: ContextdClient, session_id: str) 
     parent_seq = ctx.get_session(session_id).last_seq
     assert ended == models.EndSessionResponse(
         compaction_id=ended.compaction_id,
-        hooks=[{"event": "session_end", "outcome": "not_configured", "detail": None}],
+        hooks=[
+            {"event": "session_end", "outcome": "not_configured", "detail": None, "reason": None}
+        ],
         conclusion_seq=parent_seq,
     )
 
