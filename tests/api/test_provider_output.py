@@ -371,7 +371,7 @@ WRONG_SHAPES: list[dict[str, Any]] = [
     {"type": "message", "role": "user", "content": {"a": 1}},
     {"type": "message", "role": "assistant", "content": [7, "bare"]},
     tool_call("c1", "sh", '{"cmd":"ls"}'),
-    tool_output("c1", {"unexpected": "object"}),
+    {"type": "function_call_output", "call_id": "c1", "output": {"unexpected": "object"}},
 ]
 
 
