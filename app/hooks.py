@@ -14,11 +14,13 @@ A hook's URL is the caller's, so a hook call is bounded on every axis the caller
 - at most `CTX_HOOK_MAX_CONCURRENT_PER_TENANT` calls of one tenant are in flight in a process;
   beyond that the hook is not called (`NOT_CALLED`), so one tenant's slow hooks cannot take
   every worker thread;
-- every failed call says why (`HookResult.reason` and `detail`): a refused destination (named by
-  the rule, not by the addresses its host resolves to), the deadline, a failed connection, an
-  HTTP status, an answer too large or encoded. Telling these apart shows a caller what listens
-  where only on the addresses hooks may reach at all; private networks are refused before any
-  connection unless the operator allows them.
+- every failed call says why (`HookResult.reason` and `detail`): a refused destination (the kind
+  of address its host resolves to and the setting that allows it), the deadline, a failed
+  connection, an HTTP status, an answer too large or encoded. Telling these apart shows a caller
+  what listens where only on the addresses hooks may reach at all; private networks are refused
+  before any connection unless the operator allows them. A refusal names loopback and
+  unspecified addresses, which are the same on every machine, and no other: the addresses a name
+  resolves to inside the service's network stay in the log, so hooks cannot read its DNS.
 
 A failed call, and one not made, follows the session's `FailurePolicy`. Callers hold no database
 transaction while a hook runs (see `app.api.compaction`).
@@ -81,6 +83,23 @@ class HookResult:
         }
 
 
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(network)
+    for network in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
+"""RFC 1918, shared (RFC 6598) and unique local addresses: what a refusal calls private."""
+NAMED_KINDS = frozenset({"loopback", "unspecified"})
+"""Kinds of refused address a refusal names: the same on every machine, they tell a caller
+nothing of the service's network."""
+
+
+def judged(address: IPv4Address | IPv6Address) -> IPv4Address | IPv6Address:
+    """The address as `is_permitted` judges it: an IPv4 address mapped into IPv6 as itself."""
+    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
 def is_permitted(
     address: IPv4Address | IPv6Address, *, allowed: Sequence[IPv4Network | IPv6Network]
 ) -> bool:
@@ -88,11 +107,54 @@ def is_permitted(
     unicast one; private (RFC 1918, ULA), shared (100.64/10), loopback, link-local (with the
     169.254.169.254 metadata address), unspecified, reserved and multicast ones are refused. An
     IPv4 address mapped into IPv6 is judged as itself."""
-    if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    address = judged(address)
     if any(address in network for network in allowed):
         return True
     return address.is_global and not address.is_multicast and not address.is_reserved
+
+
+def refused_kind(address: IPv4Address | IPv6Address) -> str:
+    """Which rule of `is_permitted` refuses `address` (a judged one), in a word."""
+    if address.is_unspecified:
+        return "unspecified"
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local"
+    if address.is_multicast:
+        return "multicast"
+    if any(address in network for network in PRIVATE_NETWORKS):
+        return "private"
+    if address.is_reserved:
+        return "reserved"
+    return "special-purpose"  # documentation, benchmarking, protocol assignments
+
+
+def describe_refusal(host: str, addresses: Sequence[IPv4Address | IPv6Address]) -> str:
+    """Why a hook may not reach `host`, which resolves only to the refused `addresses`: the kind
+    of each (named only when of a `NAMED_KINDS`) and the setting that would allow one."""
+    by_kind: dict[str, list[IPv4Address | IPv6Address]] = {}
+    for address in dict.fromkeys(judged(address) for address in addresses):
+        by_kind.setdefault(refused_kind(address), []).append(address)
+    described = []
+    for kind, of_kind in by_kind.items():
+        article = "an" if kind[0] in "aeiou" else "a"
+        if kind not in NAMED_KINDS:
+            described.append(
+                f"{article} {kind} address" if len(of_kind) == 1 else f"{kind} addresses"
+            )
+        elif len(of_kind) == 1:
+            described.append(f"{of_kind[0]}, {article} {kind} address")
+        else:
+            named = ", ".join(str(address) for address in of_kind[:-1])
+            described.append(f"{named} and {of_kind[-1]}, {kind} addresses")
+    allowing = ""
+    if "loopback" in by_kind:  # the one kind an operator allows for a hook on the same machine
+        allowing = f' (["{ipaddress.ip_network(by_kind["loopback"][0])}"] allows it)'
+    return (
+        f"refused destination: {host} resolves to {', and '.join(described)}; hooks reach public"
+        f" addresses and the networks in CTX_HOOK_ALLOWED_NETWORKS only{allowing}"
+    )
 
 
 def check_destinations(
@@ -202,9 +264,7 @@ class HookCaller:
         listed = ", ".join(sorted({str(address) for address in addresses}))
         raise HookCallFailed(
             "refused_destination",
-            f"refused destination: {host} resolves only to addresses hooks may not reach"
-            " (loopback, private, link-local or reserved; CTX_HOOK_ALLOWED_NETWORKS allows"
-            " chosen networks)",
+            describe_refusal(host, addresses),
             cause=f"refused destination: {host} is {listed}",
         )
 

@@ -16,6 +16,7 @@ from prometheus_client import Counter, Histogram
 from app.domain.assemble import AssemblyPlan
 from app.domain.calibration import Family
 from app.domain.items import KNOWN_TYPES, CountTokens
+from app.hooks import FailureReason, HookResult
 
 HTTP_REQUESTS = Counter(
     "contextd_http_requests_total", "HTTP requests answered.", ["method", "route", "status"]
@@ -214,7 +215,10 @@ RECALL_TOKENS = Counter(
     ["unit"],
 )
 HOOK_CALLS = Counter(
-    "contextd_hook_calls_total", "Lifecycle hook calls, by event and outcome.", ["event", "outcome"]
+    "contextd_hook_calls_total",
+    "Lifecycle hook calls, by event, outcome and, for a failed call or one not made, the reason "
+    f"({', '.join(get_args(FailureReason))}; empty otherwise).",
+    ["event", "outcome", "reason"],
 )
 
 
@@ -327,8 +331,8 @@ def record_compaction(
     COMPACTION_TOKENS_SAVED.labels(strategy).inc(max(0, tokens_saved))
 
 
-def record_hook(event: str, outcome: str) -> None:
-    HOOK_CALLS.labels(event, outcome).inc()
+def record_hook(hook: HookResult) -> None:
+    HOOK_CALLS.labels(hook.event, hook.outcome, hook.reason or "").inc()
 
 
 def record_recall(*, mode: str, outcome: str, tokens: int, unit: str | None, tenant: int) -> None:

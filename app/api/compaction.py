@@ -159,7 +159,7 @@ def _pre_compact(
         fail_closed=hooks.failure_policy == "fail_closed",
     )
     hook = anyio.from_thread.run(call)  # on the event loop, which bounds it by its deadline
-    record_hook("pre_compact", hook.outcome)
+    record_hook(hook)
     if hook.outcome in ("vetoed", "failed_closed"):
         raise Conflict(
             f"the pre_compact hook stopped the compaction ({hook.outcome}: {hook.detail})",
@@ -403,7 +403,7 @@ def end_session(
         fail_closed=False,
     )
     hook = anyio.from_thread.run(call)
-    record_hook("session_end", hook.outcome)
+    record_hook(hook)
     conclusion_seq = None
     if body.conclusion is not None:
         _, conclusion_seq = repository.append_conclusion(

@@ -10,6 +10,8 @@ integer exact and also reads UTF-16 and UTF-32 bodies. Invariants of every body 
   and encoder in the service can handle whatever was accepted; deeper is a 422 naming where;
 - its numbers are as sent: `NaN`, `Infinity` and literals beyond the float range (`1e400`)
   would become `null` on the way out, so they are a 422 naming where;
+- its integers have at most `MAX_INTEGER_DIGITS` digits, whatever the interpreter allows: a
+  longer one is a 422 naming the limit, refused before it is converted;
 - its text is valid Unicode: a lone surrogate or bytes that are not UTF-8 are a 400.
 
 Malformed JSON is a `JSONDecodeError`, which FastAPI reports as `json_invalid` and the error
@@ -83,14 +85,20 @@ def parse_json(body: bytes, *, max_depth: int) -> Any:
             assert_never(flaw)
 
 
-MAX_INTEGER_DIGITS = sys.get_int_max_str_digits()
-"""The most digits an integer may have (Python's limit on converting digits to an integer,
-4,300 by default: beyond it the conversion's cost grows with the square of the length)."""
+MAX_INTEGER_DIGITS = 4_300
+"""The most digits an integer in a body may have: converting digits to an integer costs the
+square of their number. It is Python's default limit (`sys.get_int_max_str_digits`), and it
+holds whatever the interpreter's is: lifted there (0 turns it off), it is enforced here; set
+lower there, that lower limit is the one refused and named (what it refuses no code here
+could read or write)."""
 
 
 def _parse_exactly(body: bytes, *, max_depth: int) -> Any:
+    # Where the interpreter's own limit already bounds every conversion within the service's,
+    # integers are left to it: `_bounded_int` costs a Python call for each of them.
+    is_bounded = 0 < sys.get_int_max_str_digits() <= MAX_INTEGER_DIGITS
     try:
-        return json.loads(body)
+        return json.loads(body, parse_int=None if is_bounded else _bounded_int)
     except UnicodeDecodeError as exc:
         reason = f"the body is not valid {exc.encoding} at byte {exc.start}: {exc.reason}"
         raise json.JSONDecodeError(reason, body.decode(errors="replace"), exc.start) from exc
@@ -100,13 +108,25 @@ def _parse_exactly(body: bytes, *, max_depth: int) -> Any:
     except json.JSONDecodeError:
         raise
     except ValueError as exc:
-        # The parser's one other refusal: an integer of more digits than it converts.
-        raise BodyRefused(
-            f"integers are kept exact up to {MAX_INTEGER_DIGITS} digits, the limit; send a "
-            "longer number as a string",
-            loc=["body"],
-            msg=f"an integer of more than {MAX_INTEGER_DIGITS} digits",
-        ) from exc
+        # The parser's one other refusal: an integer beyond the interpreter's own limit.
+        raise _too_many_digits(sys.get_int_max_str_digits()) from exc
+
+
+def _bounded_int(literal: str) -> int:
+    """The integer `literal` (JSON's: digits, maybe after a minus) stands for, converted only
+    within `MAX_INTEGER_DIGITS`."""
+    if len(literal) - literal.startswith("-") > MAX_INTEGER_DIGITS:
+        raise _too_many_digits(MAX_INTEGER_DIGITS)
+    return int(literal)
+
+
+def _too_many_digits(limit: int) -> BodyRefused:
+    return BodyRefused(
+        f"integers are kept exact up to {limit} digits, the limit; send a longer number as a "
+        "string",
+        loc=["body"],
+        msg=f"an integer of more than {limit} digits",
+    )
 
 
 def _too_deep(max_depth: int, *, loc: Loc) -> BodyRefused:

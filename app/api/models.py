@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator, with_config
 from typing_extensions import TypedDict
@@ -31,7 +31,7 @@ from app.domain.normalize import Modality
 from app.domain.recall import MAX_PATTERN_LENGTH
 from app.domain.truncation import TruncationMode
 from app.domain.world_state import SECTION_ID_PATTERN
-from app.hooks import FailurePolicy
+from app.hooks import FailurePolicy, FailureReason, HookOutcome
 from app.tokens import Encoding
 
 SessionIdText = Annotated[
@@ -62,6 +62,16 @@ class StrictModel(BaseModel):
 class RequestModel(StrictModel):
     """A whole request body. Its text is valid Unicode: `app.api.json_body` refuses a lone
     UTF-16 surrogate escape before any model sees it."""
+
+
+HOOK_OUTCOMES = (
+    f"Each hook's outcome: `event`; `outcome` ({', '.join(get_args(HookOutcome))}); `reason`, "
+    f"why a call failed or was not made ({', '.join(get_args(FailureReason))}; null otherwise); "
+    "`detail`, the same in words (the kind of refused address and the setting that allows it, "
+    "the deadline in seconds, the error class of a failed connection, the HTTP status, the "
+    "answer limit in bytes) or a veto's reason."
+)
+"""The description of a response's `hooks`, `HookResult.as_dict` each."""
 
 
 class SessionHooks(StrictModel):
@@ -680,7 +690,7 @@ class CompactResponse(BaseModel):
     )
     conversion: ConversionReportBody
     loss_check: LossCheck
-    hooks: list[dict[str, Any]]
+    hooks: list[dict[str, Any]] = Field(description=HOOK_OUTCOMES)
     summarization_prompt: str | None = None
     summarizer: dict[str, Any]
     noop: bool
@@ -736,7 +746,7 @@ class EndSessionRequest(RequestModel):
 
 class EndSessionResponse(BaseModel):
     compaction_id: str | None
-    hooks: list[dict[str, Any]]
+    hooks: list[dict[str, Any]] = Field(description=HOOK_OUTCOMES)
     conclusion_seq: int | None = None
 
 

@@ -194,7 +194,8 @@ def test_an_answer_at_the_cap_is_read() -> None:
 
 def test_every_failure_says_why(caplog: pytest.LogCaptureFixture) -> None:
     """A refused destination, a refused connection, an HTTP error, a redirect and a timeout each
-    say what failed; a refused destination names its rule, not the addresses (the log does)."""
+    say what failed; a refused destination names the kind of address, the loopback one by its
+    address, and the setting that allows it (the log names every address)."""
     caller = hook_caller(hook_timeout_seconds=0.5)
     results = {}
     with caplog.at_level(logging.WARNING, "contextd"):
@@ -212,9 +213,9 @@ def test_every_failure_says_why(caplog: pytest.LogCaptureFixture) -> None:
     assert results == {
         "refused destination": failed(
             "refused_destination",
-            "refused destination: 127.0.0.1 resolves only to addresses hooks may not reach"
-            " (loopback, private, link-local or reserved; CTX_HOOK_ALLOWED_NETWORKS allows"
-            " chosen networks)",
+            "refused destination: 127.0.0.1 resolves to 127.0.0.1, a loopback address; hooks"
+            " reach public addresses and the networks in CTX_HOOK_ALLOWED_NETWORKS only"
+            ' (["127.0.0.1/32"] allows it)',
         ),
         "refused": failed("connection_failed", "the call did not go through (ConnectError)"),
         "500": failed("status", "the hook answered HTTP 500"),

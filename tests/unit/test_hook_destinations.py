@@ -7,7 +7,7 @@ from ipaddress import ip_address, ip_network
 import pytest
 
 from app.domain.errors import InvalidInput
-from app.hooks import check_destinations, is_permitted
+from app.hooks import check_destinations, describe_refusal, is_permitted
 
 REFUSED = [
     "10.1.2.3",  # RFC 1918
@@ -75,3 +75,35 @@ def test_a_literal_refused_address_is_named_and_a_name_is_left_to_the_call() -> 
     ]
     check_destinations({"pre_compact": "http://localhost/", "session_end": None}, allowed=[])
     check_destinations({"pre_compact": "http://[::1]/"}, allowed=[ip_network("::1/128")])
+
+
+def test_a_refusal_names_the_kind_of_address_and_only_addresses_the_same_everywhere() -> None:
+    """Loopback and unspecified addresses are named (and a loopback one with the setting that
+    allows it); what a name resolves to inside the service's network is named by kind only."""
+    rule = "; hooks reach public addresses and the networks in CTX_HOOK_ALLOWED_NETWORKS only"
+    cases = {
+        "localhost": ["127.0.0.1", "::1"],
+        "mapped.test": ["::ffff:127.0.0.2"],
+        "db.internal": ["10.1.2.3", "fd12:3456::1", "100.64.0.1"],
+        "metadata.internal": ["169.254.169.254"],
+        "mixed.test": ["192.168.1.1", "127.0.0.1", "fe80::1", "0.0.0.0"],
+        "odd.test": ["240.0.0.1", "192.0.2.1", "ff02::1"],
+    }
+    described = {
+        host: describe_refusal(host, [ip_address(a) for a in addresses])
+        for host, addresses in cases.items()
+    }
+    assert described == {
+        "localhost": "refused destination: localhost resolves to 127.0.0.1 and ::1, loopback"
+        f' addresses{rule} (["127.0.0.1/32"] allows it)',
+        "mapped.test": "refused destination: mapped.test resolves to 127.0.0.2, a loopback"
+        f' address{rule} (["127.0.0.2/32"] allows it)',
+        "db.internal": f"refused destination: db.internal resolves to private addresses{rule}",
+        "metadata.internal": "refused destination: metadata.internal resolves to a link-local"
+        f" address{rule}",
+        "mixed.test": "refused destination: mixed.test resolves to a private address, and"
+        " 127.0.0.1, a loopback address, and a link-local address, and 0.0.0.0, an unspecified"
+        f' address{rule} (["127.0.0.1/32"] allows it)',
+        "odd.test": "refused destination: odd.test resolves to a reserved address, and a"
+        f" special-purpose address, and a multicast address{rule}",
+    }

@@ -241,6 +241,9 @@ class EndSessionRequest(TypedDict):
 class EndSessionResponse(TypedDict):
     compaction_id: str | None
     hooks: list[dict[str, Any]]
+    """
+    Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.
+    """
     conclusion_seq: NotRequired[int | None]
 
 
@@ -912,6 +915,9 @@ class CompactResponse(TypedDict):
     conversion: ConversionReportBody
     loss_check: LossCheck
     hooks: list[dict[str, Any]]
+    """
+    Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.
+    """
     summarization_prompt: NotRequired[str | None]
     summarizer: dict[str, Any]
     noop: bool
