@@ -18,7 +18,7 @@ Per call, from the `messages` a provider would receive (Responses form):
   (`find_pairing_violations`), over budget (input above the usable window), and the tokens of
   the goal's restatement at the end; and whether assembly had to cut the history (it no longer
   fit: the oldest items left the context without a compaction's record of them);
-- next-action grounding (`bench.grounding`): the identifiers the call's own output went on to
+- next-action grounding (`app.domain.grounding`): the identifiers the call's own output went on to
   use that the history before it holds (less the goal's), and how many of them the messages show
   (visible) or an `elided` fact holds (recallable). For contextd, also: the calls whose context
   hides anything, how many of them name every elided entry's first seq in the visible text, and
@@ -53,11 +53,7 @@ from langchain_core.messages import (
     trim_messages,
 )
 
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
-from app.domain.normalize import find_pairing_violations, normalize_history
-from app.tokens import token_counter
-from bench.common import TRAJECTORIES, bench_database, running_server
-from bench.grounding import (
+from app.domain.grounding import (
     Grounding,
     ground,
     item_text,
@@ -65,6 +61,10 @@ from bench.grounding import (
     names_every_seq,
     needed_identifiers,
 )
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.normalize import find_pairing_violations, normalize_history
+from app.tokens import token_counter
+from bench.common import TRAJECTORIES, bench_database, running_server
 
 WINDOW_SHARE = 0.3
 MIN_WINDOW = 4_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.grounding import (
+from app.domain.grounding import (
     Grounding,
     extract_identifiers,
     ground,

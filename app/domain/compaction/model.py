@@ -185,6 +185,20 @@ class Handoff:
 
 
 @dataclass(frozen=True)
+class Trail:
+    """The names and ids the agent used in what records cover (see `compaction.trail`)."""
+
+    groups: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    """(fact seq of their last use, names), oldest first."""
+    left_out: tuple[int, int] | None = None
+    """The span of fact seqs where the names left out for space were last used."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for _, names in self.groups for name in names)
+
+
+@dataclass(frozen=True)
 class CompactionInput:
     history: tuple[HistoryEntry, ...]
     """The active history, normalized and chronological; may start with an earlier product."""

@@ -32,7 +32,9 @@ from app.domain.compaction.model import (
     Notes,
     ProductKind,
     Summary,
+    Trail,
 )
+from app.domain.compaction.trail import read_trail, trail_entries
 from app.domain.items import Item, item_type, visible_text
 
 _MARKERS: dict[ProductKind, str] = {
@@ -62,6 +64,8 @@ class Product:
     omitted: tuple[str, ...] = ()
     """Keys of the list sections whose oldest entries this record, or one it was merged from,
     left out to fit its budget (`fit_product`); the items they came from are in its range."""
+    trail: Trail | None = None
+    """The names and ids the agent used in the range it covers (`compaction.trail`)."""
 
 
 GOAL_PINNED_ABOVE = "Pinned verbatim at the top of this context; not repeated here."
@@ -78,6 +82,7 @@ _SECTIONS: tuple[tuple[str, str, bool], ...] = (
     ("commands", "Commands and tool calls, with outcomes", True),
     ("errors", "Errors not seen resolved", True),
     ("verification", "Verification results", True),
+    ("names", "Names and ids the agent used, by the fact seq of their last use", True),
     ("state", "State the agent last reported (the agent's words, not verified)", False),
     ("next_steps", "Next steps the agent stated", True),
     ("lessons", "Lessons from failed attempts", True),
@@ -183,6 +188,7 @@ def _values(product: Product) -> dict[str, tuple[str, ...]]:
         values["note_decisions"] = notes.decisions
         values["open_questions"] = notes.open_questions
         values["note_next_steps"] = notes.next_steps
+    values["names"] = trail_entries(product.trail) if product.trail is not None else ()
     values["omitted"] = tuple(_LABELS[key] for key in product.omitted)
     return values
 
@@ -350,6 +356,9 @@ def read_product(item: Item) -> Product | None:
 
     if any(label not in _KEYS_BY_LABEL for label in values.get("omitted", ())):
         return None
+    trail = read_trail(values["names"]) if "names" in values else None
+    if "names" in values and trail is None:
+        return None
 
     def one(key: str) -> str | None:
         return values[key][0] if key in values else None
@@ -384,6 +393,7 @@ def read_product(item: Item) -> Product | None:
         source_range=(first, last),
         goal_pinned=values.get("goal_pinned") == (GOAL_PINNED_ABOVE,),
         omitted=tuple(_KEYS_BY_LABEL[label] for label in values.get("omitted", ())),
+        trail=trail,
     )
 
 

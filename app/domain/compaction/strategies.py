@@ -31,6 +31,7 @@ from app.domain.compaction.model import (
     CompactionInput,
     CompactionResult,
     ProductKind,
+    Trail,
 )
 from app.domain.compaction.product import (
     Product,
@@ -39,6 +40,7 @@ from app.domain.compaction.product import (
     read_product,
     render_product,
 )
+from app.domain.compaction.trail import build_trail, trail_entries
 from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.normalize import find_pairing_violations
@@ -49,8 +51,10 @@ _GOAL_HEADING_SECTION = re.compile(
     r"^#{1,6}[ \t]*(?:the |original |pinned |user'?s? )?goal\b.*?(?=^#{1,6}[ \t]|\Z)",
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
 )
-_RECORD_FLOOR_SHARE = 3
+_RECORD_FLOOR_SHARE = 2
 """A compaction record may always take a third of the target."""
+_TRAIL_SHARE = 2
+"""The name trail may take up to half a record's budget from its other lists."""
 _GOAL_LINE = re.compile(r"^[ \t]*[*_]*goal[*_]*[ \t]*:.*(?:\n|\Z)", re.IGNORECASE | re.MULTILINE)
 
 
@@ -260,6 +264,27 @@ def _product_for(ctx: _Context, covered: Sequence[HistoryEntry], *, kind: Produc
     )
 
 
+def _record(
+    ctx: _Context, covered: Sequence[HistoryEntry], *, kind: ProductKind, budget: int
+) -> Product:
+    """The record of `covered`, within about `budget` tokens: its name trail gets what the rest
+    leaves, and may take up to `_TRAIL_SHARE` of the budget from the rest's lists."""
+    product = _product_for(ctx, covered, kind=kind)
+    previous = ctx.previous.trail if ctx.previous is not None else None
+
+    def trail_within(shown: Product, trail_budget: int) -> Trail:
+        text = visible_text(render_product(shown)) + "\n" + (ctx.inp.goal or "")
+        return build_trail(
+            covered, previous=previous, shown=text, budget=trail_budget, count=ctx.size
+        )
+
+    wanted = trail_within(product, budget // _TRAIL_SHARE)
+    reserve = ctx.size("\n".join(trail_entries(wanted))) if wanted.groups else 0
+    fitted = fit_product(product, budget=budget - reserve, count=ctx.size)
+    left = budget - ctx.size(visible_text(render_product(fitted)))
+    return replace(fitted, trail=trail_within(fitted, max(left, reserve)))
+
+
 def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
     """truncate (no `kind` of product), summary, handoff and notes: record or drop the older
     units, keep the newest ones."""
@@ -299,9 +324,7 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
         # The record gets what the kept turns leave of the target, and at least a share of it
         # whatever they leave: a record squeezed to nothing would compact again at once.
         record_budget = max(budget - suffix[start], target // _RECORD_FLOOR_SHARE)
-        product = fit_product(
-            _product_for(ctx, body[:start], kind=kind), budget=record_budget, count=ctx.size
-        )
+        product = _record(ctx, body[:start], kind=kind, budget=record_budget)
         record = render_product(product)
         # The record's size is known only once it is written: make room for it once.
         record_size = ctx.size(visible_text(record))
@@ -311,11 +334,7 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
             )
             if later != start:
                 start = later
-                product = fit_product(
-                    _product_for(ctx, body[:later], kind=kind),
-                    budget=record_budget,
-                    count=ctx.size,
-                )
+                product = _record(ctx, body[:later], kind=kind, budget=record_budget)
                 record = render_product(product)
         head = (*ctx.invariants, HistoryEntry(None, record, verbatim=False))
     covered, tail = body[:start], body[start:]

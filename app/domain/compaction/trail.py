@@ -1,0 +1,150 @@
+"""The name trail: the names and ids the agent itself used, carried across compactions.
+
+A compaction record's narrative tells what happened; the trail is what the model navigates by:
+the paths, function and class names, dotted names, ids and codes the agent wrote in its own calls,
+messages and reasoning (`app.domain.grounding.extract_identifiers`), grouped by the fact seq of
+their last use. Invariants:
+
+- Deterministic: a pure function of the covered entries, the earlier trail, the text the record
+  already shows, the budget and the counter.
+- Ranked by use, then recency: a name the agent used more than once (or one an earlier record
+  carried) before a name used once, the newer before the older, then names seen in at least
+  two tool outputs; ties longest first, then by name. The names that fit the budget are kept;
+  a name another kept name contains is shown by it and not repeated.
+- Never silently dropped: names left out for space are named by the span of fact seqs of their
+  last use (`Trail.left_out`), merged across compactions, so a recall search of that span finds
+  them.
+- The goal's names, and names the rest of the record already shows, are not repeated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.domain.compaction.model import Trail
+from app.domain.grounding import extract_identifiers, item_text
+from app.domain.history import HistoryEntry
+from app.domain.items import CALL_TYPES, OUTPUT_TYPES, item_type
+
+_MODEL_TYPES = CALL_TYPES | {"reasoning"}
+_CARRIED_USES = 2
+"""What a name an earlier record carried counts as: it was kept once already."""
+_GROUP_TOKENS = 5
+"""About what a group's `seq N: ` and its bullet cost."""
+
+
+def _is_model_output(entry: HistoryEntry) -> bool:
+    kind = item_type(entry.item)
+    return kind in _MODEL_TYPES or (kind == "message" and entry.item.get("role") == "assistant")
+
+
+@dataclass(frozen=True)
+class _Use:
+    uses: int
+    last_seq: int
+
+
+def _uses(covered: Sequence[HistoryEntry], previous: Trail | None) -> dict[str, _Use]:
+    found: dict[str, _Use] = {}
+    if previous is not None:
+        for seq, names in previous.groups:
+            for name in names:
+                found[name] = _Use(_CARRIED_USES, seq)
+    seen: dict[str, _Use] = {}
+    for entry in covered:
+        if entry.seq is None:
+            continue
+        if not _is_model_output(entry):
+            if item_type(entry.item) in OUTPUT_TYPES:
+                for name in extract_identifiers(item_text(entry.item)):
+                    before = seen.get(name)
+                    seen[name] = _Use((before.uses if before else 0) + 1, entry.seq)
+            continue
+        for name in extract_identifiers(item_text(entry.item)):
+            before = found.get(name)
+            found[name] = _Use((before.uses if before else 0) + 1, entry.seq)
+    for name, use in seen.items():
+        if name not in found and use.uses >= 2:
+            found[name] = _Use(0, use.last_seq)
+    return found
+
+
+def build_trail(
+    covered: Sequence[HistoryEntry],
+    *,
+    previous: Trail | None,
+    shown: str,
+    budget: int,
+    count: Callable[[str], int],
+) -> Trail:
+    """The trail of `covered` merged into `previous`, within about `budget` tokens; `shown` is
+    the text the record (goal included) shows besides it."""
+    uses = _uses(covered, previous)
+    candidates = [name for name in uses if name not in shown]
+    ranked = sorted(
+        candidates,
+        key=lambda name: (
+            -min(uses[name].uses, _CARRIED_USES),
+            -uses[name].last_seq,
+            -len(name),  # a name before the names it contains
+            name,
+        ),
+    )
+    kept: list[str] = []
+    kept_text = ""
+    spent = 0
+    groups: set[int] = set()
+    left_out = list(previous.left_out or ()) if previous is not None else []
+    # A name contained in one kept before it is skipped; one contained in a name kept after it
+    # (a lower rank) goes at the end.
+    for name in ranked:
+        if name in kept_text:
+            continue
+        seq = uses[name].last_seq
+        cost = count(f" {name},") + (0 if seq in groups else _GROUP_TOKENS)
+        if spent + cost > budget:
+            left_out.append(seq)
+            continue
+        kept.append(name)
+        kept_text += f"\n{name}"
+        groups.add(seq)
+        spent += cost
+    joined = "\n".join(kept)
+    kept = [name for name in kept if joined.count(name) == 1]
+    by_seq: dict[int, list[str]] = {}
+    for name in sorted(kept, key=lambda name: (uses[name].last_seq, name)):
+        by_seq.setdefault(uses[name].last_seq, []).append(name)
+    return Trail(
+        groups=tuple((seq, tuple(names)) for seq, names in by_seq.items()),
+        left_out=(min(left_out), max(left_out)) if left_out else None,
+    )
+
+
+_GROUP = re.compile(r"seq (\d+): (\S.*)")
+_LEFT_OUT = re.compile(r"left out for space: names last used in fact seqs? (\d+)(?:–(\d+))?")
+
+
+def trail_entries(trail: Trail) -> tuple[str, ...]:
+    """The trail as a record's list entries: one per group, then the left-out span."""
+    entries = [f"seq {seq}: {', '.join(names)}" for seq, names in trail.groups]
+    if trail.left_out is not None:
+        first, last = trail.left_out
+        span = f"seqs {first}–{last}" if last > first else f"seq {first}"
+        entries.append(f"left out for space: names last used in fact {span}")
+    return tuple(entries)
+
+
+def read_trail(entries: Sequence[str]) -> Trail | None:
+    """The trail `trail_entries` wrote, read back; None when an entry is not one of its."""
+    groups: list[tuple[int, tuple[str, ...]]] = []
+    left_out: tuple[int, int] | None = None
+    for entry in entries:
+        if match := _GROUP.fullmatch(entry):
+            groups.append((int(match.group(1)), tuple(match.group(2).split(", "))))
+        elif match := _LEFT_OUT.fullmatch(entry):
+            left_out = (int(match.group(1)), int(match.group(2) or match.group(1)))
+        else:
+            return None
+    return Trail(groups=tuple(groups), left_out=left_out)
