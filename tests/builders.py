@@ -27,3 +27,8 @@ def tool_call(call_id: str, name: str = "shell", arguments: str = "{}") -> dict[
 
 def tool_output(call_id: str, output: str) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def long_text(tokens: int) -> str:
+    """Prose of at least `tokens` tokens in o200k_base and cl100k_base (a word each)."""
+    return " note" * tokens

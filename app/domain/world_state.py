@@ -295,14 +295,22 @@ def render_goal(text: str, *, version: int) -> Item:
     return developer_message(_goal_text(text, version=version))
 
 
-def state_contributions(goal: Goal | None, state: WorldState) -> tuple[Contribution, ...]:
+GOAL_RESTATED_AFTER_TOKENS = 8_000
+"""The goal is restated at the end once the history between it and the end holds this many
+tokens: nearer the top than that it is still in view, and a restatement, which moves with the
+end, would be fresh input on every call for nothing."""
+
+
+def state_contributions(
+    goal: Goal | None, state: WorldState, *, history_tokens: int
+) -> tuple[Contribution, ...]:
     """The current goal and world state as required candidates of a session-mode assembly.
 
     Each fragment is rendered once, as the text a developer message carries. The goal and the
-    governing sections sit in the stable prefix, verbatim; the goal is also restated at the end
-    under `edges` placement (the two high-attention positions), by its opening when it is long
-    (`goal_restatement`). The environment and
-    caller-named sections go with the task.
+    governing sections sit in the stable prefix, verbatim; under `edges` placement (the two
+    high-attention positions) the goal is also restated at the end, by its opening when it is
+    long (`goal_restatement`), once `history_tokens` reach `GOAL_RESTATED_AFTER_TOKENS`. The
+    environment and caller-named sections go with the task.
     """
     sections = tuple(
         Candidate(
@@ -326,7 +334,7 @@ def state_contributions(goal: Goal | None, state: WorldState) -> tuple[Contribut
                 source_class="goal",
                 content=_goal_text(goal.text, version=goal.version),
                 required=True,
-                restate_at_end=True,
+                restate_at_end=history_tokens >= GOAL_RESTATED_AFTER_TOKENS,
                 restatement=goal_restatement(goal),
             ),
         )

@@ -168,7 +168,9 @@ class LoadedHistory:
     def state(self) -> tuple[Contribution, ...]:
         """The goal and world state as the candidates session-mode assembly pins, rendered once
         for both the assembly and the advice that weighs them."""
-        return state_contributions(self.active.goal, self.active.world_state)
+        return state_contributions(
+            self.active.goal, self.active.world_state, history_tokens=self.tokens
+        )
 
     @functools.cached_property
     def _state_by_source_class(self) -> dict[str, int]:

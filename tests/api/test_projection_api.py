@@ -116,7 +116,7 @@ def test_a_reset_starts_the_active_history_empty(client: TestClient, session_id:
     assert _history(client, session_id) == [later]
     # The goal stays pinned; the log keeps all.
     assembled = client.post("/assemble", json={"session_id": session_id}).json()
-    assert [item["id"] for item in assembled["items"]] == ["goal", "history:0", "goal#restated"]
+    assert [item["id"] for item in assembled["items"]] == ["goal", "history:0"]
     logged = client.get(f"/sessions/{session_id}/items").json()["items"]
     assert [entry["item"] for entry in logged[:5]] == ITEMS
     assert logged[6]["item"] == {"type": "contextd.reset"}

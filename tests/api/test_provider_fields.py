@@ -8,7 +8,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from app.domain.formats import ORIGIN_KEY
-from tests.builders import tool_call, tool_output, user_msg
+from app.domain.world_state import GOAL_RESTATED_AFTER_TOKENS
+from tests.builders import long_text, tool_call, tool_output, user_msg
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -113,7 +114,9 @@ def test_anthropic_assembly_marks_the_prefix_the_shared_part_and_the_history_end
     _append(
         client, session_id, [user_msg("Fix the export."), tool_call("c1", "sh", '{"cmd":"ls"}')]
     )
-    _append(client, session_id, [tool_output("c1", "a.py b.py")])
+    # A long output: past it the goal is restated at the end.
+    listing = "a.py b.py" + long_text(GOAL_RESTATED_AFTER_TOKENS)
+    _append(client, session_id, [tool_output("c1", listing)])
     first = _assemble(client, session_id, output_format="anthropic")
     assert first["system"] == [
         {"type": "text", "text": first["items"][0]["content"]},

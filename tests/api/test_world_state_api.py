@@ -8,15 +8,18 @@ from fastapi.testclient import TestClient
 
 from app.domain.items import visible_text
 from app.domain.world_state import (
+    GOAL_RESTATED_AFTER_TOKENS,
     RULES_REPLACEMENT_NOTICE,
     Goal,
     goal_restatement,
     render_goal,
     render_section,
 )
-from tests.builders import user_msg
+from tests.builders import assistant_msg, long_text, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
+LONG_TEXT = long_text(GOAL_RESTATED_AFTER_TOKENS)
+"""A history this long has its goal restated at the end."""
 RULES = {"text": "Run the tests before every commit.", "directory": "src/"}
 
 
@@ -97,19 +100,28 @@ def test_session_assembly_pins_goal_and_rules_in_the_prefix_and_restates_the_goa
     client.put(f"/sessions/{session_id}/goal", json={"text": "Ship the release notes"})
     _put_state(client, session_id, {"rules": RULES, "environment": {"cwd": "/repo"}})
     client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("start")]})
+    short = client.post("/assemble", json={"session_id": session_id}).json()
+    # Near the top of a short history the goal is in view: it is not restated.
+    assert [(i["id"], i["layer"]) for i in short["items"]] == [
+        ("goal", "prefix"),
+        ("world_state:rules", "prefix"),
+        ("history:0", "recent"),
+        ("world_state:environment", "task"),  # what changes goes after the history
+    ]
+    client.post(f"/sessions/{session_id}/items", json={"items": [assistant_msg(LONG_TEXT)]})
     result = client.post("/assemble", json={"session_id": session_id}).json()
     goal_text = visible_text(render_goal("Ship the release notes", version=1))
     assert [(i["id"], i["layer"]) for i in result["items"]] == [
         ("goal", "prefix"),
         ("world_state:rules", "prefix"),
         ("history:0", "recent"),
-        ("world_state:environment", "task"),  # what changes goes after the history
+        ("history:1", "recent"),
+        ("world_state:environment", "task"),
         ("goal#restated", "prefix"),
     ]
     assert result["items"][0]["content"] == goal_text
     assert result["items"][-1]["content"] == goal_text
-    again = client.post("/assemble", json={"session_id": session_id}).json()
-    assert again["items"][:2] == result["items"][:2]
+    assert result["items"][:2] == short["items"][:2]
 
 
 def test_after_a_compaction_rules_are_resent_and_the_goal_survives(
@@ -142,13 +154,17 @@ def test_a_long_goal_is_pinned_whole_and_restated_by_its_opening(
     _session(client, session_id)
     goal = "Migrate the billing service to the new ledger API. " * 100
     client.put(f"/sessions/{session_id}/goal", json={"text": goal})
-    client.post(f"/sessions/{session_id}/items", json={"items": [user_msg("start")]})
+    client.post(
+        f"/sessions/{session_id}/items",
+        json={"items": [user_msg("start"), assistant_msg(LONG_TEXT)]},
+    )
     result = client.post("/assemble", json={"session_id": session_id}).json()
     restatement = goal_restatement(Goal(version=1, text=goal))
     assert restatement is not None
     assert [(i["id"], i["content"]) for i in result["items"]] == [
         ("goal", visible_text(render_goal(goal, version=1))),
         ("history:0", None),
+        ("history:1", None),
         ("goal#restated", restatement),
     ]
     assert result["total_tokens"] == sum(i["tokens"] for i in result["items"])

@@ -52,7 +52,8 @@ _GOAL_HEADING_SECTION = re.compile(
     re.IGNORECASE | re.MULTILINE | re.DOTALL,
 )
 _RECORD_FLOOR_SHARE = 2
-"""A compaction record may always take a third of the target."""
+"""A compaction record may always take half the target: what it names per token (its trail
+above all) the model goes on to use more often than the oldest turns it would leave room for."""
 _TRAIL_SHARE = 2
 """The name trail may take up to half a record's budget from its other lists."""
 _GOAL_LINE = re.compile(r"^[ \t]*[*_]*goal[*_]*[ \t]*:.*(?:\n|\Z)", re.IGNORECASE | re.MULTILINE)
