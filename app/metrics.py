@@ -15,6 +15,7 @@ from prometheus_client import Counter, Histogram
 
 from app.domain.assemble import AssemblyPlan
 from app.domain.calibration import Family
+from app.domain.grounding import ActionGrounding
 from app.domain.items import KNOWN_TYPES, CountTokens
 from app.hooks import FailureReason, HookResult
 
@@ -214,6 +215,26 @@ RECALL_TOKENS = Counter(
     "Tokens of the recall tool outputs handed back (session encoding), by execution unit.",
     ["unit"],
 )
+NEXT_ACTION_IDENTIFIERS = Counter(
+    "contextd_next_action_identifiers_total",
+    "Identifiers a model's next action used that the history before its call held, by unit and"
+    " by what the call's assembly made of them: visible, recallable (only in a fact it listed as"
+    " elided) or neither. visible / all is the next-action grounding.",
+    ["unit", "outcome"],
+)
+NEXT_ACTION_MISSES = Counter(
+    "contextd_next_action_misses_total",
+    "Identifiers a next action used that its assembly did not show, by unit and by the form of"
+    " the elided facts holding them (cleared, truncated, summarized, externalized, dropped,"
+    " excluded; absent when none did).",
+    ["unit", "form"],
+)
+NEXT_ACTION_CALLS = Counter(
+    "contextd_next_action_calls_total",
+    "Graded model calls whose next action used any identifier of the history, by unit and by"
+    " whether every one of them was visible.",
+    ["unit", "all_visible"],
+)
 HOOK_CALLS = Counter(
     "contextd_hook_calls_total",
     "Lifecycle hook calls, by event, outcome and, for a failed call or one not made, the reason "
@@ -329,6 +350,16 @@ def record_compaction(
     if fell_back:
         COMPACTION_FALLBACKS.labels(requested_strategy).inc()
     COMPACTION_TOKENS_SAVED.labels(strategy).inc(max(0, tokens_saved))
+
+
+def record_grounding(grounding: ActionGrounding, *, unit: str | None, tenant: int) -> None:
+    label = UNIT_LABEL(unit, tenant=tenant)
+    for outcome in ("visible", "recallable", "neither"):
+        NEXT_ACTION_IDENTIFIERS.labels(label, outcome).inc(getattr(grounding, outcome))
+    for form, count in sorted(grounding.misses.items()):
+        NEXT_ACTION_MISSES.labels(label, form).inc(count)
+    if grounding.needed:
+        NEXT_ACTION_CALLS.labels(label, str(grounding.is_all_visible).lower()).inc()
 
 
 def record_hook(hook: HookResult) -> None:

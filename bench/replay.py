@@ -61,7 +61,14 @@ from app.domain.grounding import (
     names_every_seq,
     needed_identifiers,
 )
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.items import (
+    CALL_TYPES,
+    OUTPUT_TYPES,
+    Item,
+    is_model_output,
+    item_type,
+    visible_text,
+)
 from app.domain.normalize import find_pairing_violations, normalize_history
 from app.tokens import token_counter
 from bench.common import TRAJECTORIES, bench_database, running_server
@@ -70,14 +77,8 @@ WINDOW_SHARE = 0.3
 MIN_WINDOW = 4_000
 DEFAULT_RESERVE = 16_000
 CACHED_PRICE = 0.1
-MODEL_OUTPUT_TYPES = CALL_TYPES | {"reasoning"}
 
 count_tokens = token_counter("o200k_base")
-
-
-def is_model_output(item: Item) -> bool:
-    kind = item_type(item)
-    return kind in MODEL_OUTPUT_TYPES or (kind == "message" and item.get("role") == "assistant")
 
 
 def call_points(items: Sequence[Item]) -> list[int]:
@@ -117,6 +118,10 @@ class Tally:
     recall_checked: int = 0
     recall_confirmed: int = 0
     recall_unchecked: int = 0
+    online_needing: int = 0
+    online_needed: int = 0
+    online_visible: int = 0
+    online_all_visible: int = 0
     previous: list[bytes] = field(default_factory=list)
 
     def call(
@@ -182,7 +187,22 @@ class Tally:
         if not acceptance:
             return row
         recall = f"{self.recall_confirmed}/{self.recall_checked}"
-        return f"{row} {self.hiding:>6} {self.seqs_named:>6} {recall:>9} {self.recall_unchecked:>9}"
+        online = (
+            f"{self.online_visible / max(self.online_needed, 1):>8.1%} "
+            f"{self.online_all_visible / max(self.online_needing, 1):>8.1%}"
+        )
+        return (
+            f"{row} {self.hiding:>6} {self.seqs_named:>6} {recall:>9} {self.recall_unchecked:>9}"
+            f" {online}"
+        )
+
+    def grade(self, grounding: Mapping[str, Any] | None) -> None:
+        """Add the service's own grade of one call (`GET /assemblies/{id}`'s `grounding`)."""
+        if grounding and grounding["needed"]:
+            self.online_needing += 1
+            self.online_needed += grounding["needed"]
+            self.online_visible += grounding["visible"]
+            self.online_all_visible += grounding["all_visible"]
 
 
 HEADER = (
@@ -191,14 +211,16 @@ HEADER = (
 )
 GROUNDING_HEADER = (
     f"{'grounding':<52} {'calls':>5} {'need':>5} {'needed':>7} {'visible':>8} {'+recall':>8} "
-    f"{'all vis':>8} {'hiding':>6} {'seqs':>6} {'recall':>9} {'unchecked':>9}"
+    f"{'all vis':>8} {'hiding':>6} {'seqs':>6} {'recall':>9} {'unchecked':>9} {'online':>8} "
+    f"{'all vis':>8}"
 )
 GROUNDING_LEGEND = (
     "need: calls that need any identifier; needed: identifiers needed; visible, +recall: shares"
     " of them visible, visible or recallable; all vis: share of the calls that need any with"
     " all visible;\nhiding: calls with `elided` entries; seqs: those naming every entry's first"
     " seq; recall: recallable identifiers the recall search hands back, of those checked;"
-    " unchecked: no recall endpoint"
+    " unchecked: no recall endpoint;\nonline, all vis: the same two figures as the service graded"
+    " each call itself when its output was appended (`GET /assemblies/{id}` `grounding`)"
 )
 
 
@@ -356,6 +378,7 @@ def replay(
     log = FactLog(client, session_id)
     appended = 0
     before = ""  # the text of the items before the call
+    assembly_ids: list[str] = []
     for point in call_points(items):
         if point > appended:
             batch = {"items": items[appended:point], "idempotency_key": f"{session_id}-{point}"}
@@ -369,6 +392,7 @@ def replay(
         answer = client.post("/assemble", json={"session_id": session_id})
         answer.raise_for_status()
         body = answer.json()
+        assembly_ids.append(body["assembly_id"])
         # A server that does not list what it elides yet elides nothing as far as this can tell.
         elided: list[dict[str, Any]] = body.get("elided", [])
         shown = items_text(body["messages"])
@@ -413,6 +437,14 @@ def replay(
             )
             compacted.raise_for_status()
             managed.compactions += compacted.status_code == 201
+    # The last call's output too, so that the service grades every call.
+    if items[appended:]:
+        rest = {"items": items[appended:], "idempotency_key": f"{session_id}-end"}
+        client.post(f"/sessions/{session_id}/items", json=rest).raise_for_status()
+    for assembly_id in assembly_ids:
+        stored = client.get(f"/assemblies/{assembly_id}")
+        stored.raise_for_status()
+        managed.grade(stored.json().get("grounding"))
     return RunResult(name, window, managed, whole, trimmed)
 
 

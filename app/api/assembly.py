@@ -477,6 +477,7 @@ def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
             "session_id": request.get("session_id"),
             "request": request,
             "response": {"assembly_id": assembly_id, **row.response},
+            "grounding": row.grounding,
         }
     )
 

@@ -558,12 +558,37 @@ class AssembleResponse(BaseModel):
     )
 
 
+class NextActionGrounding(BaseModel):
+    """How the assembly served the next action its model took: the identifiers (paths, names,
+    ids, codes) of the model output appended after it that the history before the call held."""
+
+    needed: int = Field(description="Identifiers of the output that the history held.")
+    visible: int = Field(description="Of those, the ones in what the assembly sent.")
+    recallable: int = Field(
+        description="Not visible, but in a fact the assembly listed as elided: one recall away."
+    )
+    neither: int = Field(description="Neither visible nor in an elided fact.")
+    all_visible: bool
+    misses_by_form: dict[str, int] = Field(
+        description="Identifiers not visible, by the form of the elided facts that held them "
+        "(`cleared`, `truncated`, `summarized`, `externalized`, `dropped`, `excluded`; "
+        "`absent` when no elided fact did)."
+    )
+    missed: list[str] = Field(description="The first 20 identifiers not visible, sorted.")
+
+
 class StoredAssemblyResponse(BaseModel):
     assembly_id: str
     created_at: datetime
     session_id: str | None
     request: dict[str, Any]
     response: AssembleResponse
+    grounding: NextActionGrounding | None = Field(
+        default=None,
+        description="Session mode: how the assembly served its model's next action, graded "
+        "when that output was appended (the first model output after it, in the same unit); "
+        "null until then.",
+    )
 
 
 class ReplayOverrides(StrictModel):

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
+from app.api.grounding import grade_next_action, next_action
 from app.api.json_body import JsonRoute
 from app.api.models import (
     MAX_SEQ,
@@ -26,6 +28,7 @@ from app.api.models import (
     TokenizerBody,
     UsageRequest,
 )
+from app.api.responses import AnswerThenFinish
 from app.domain.calibration import SessionWindow, calibrate
 from app.domain.errors import InvalidInput, PayloadTooLarge
 from app.domain.facts import client_batch, item_fact
@@ -154,7 +157,9 @@ def append_items(
     db: Db,
     settings: AppSettings,
     response: Response,
-) -> AppendResponse:
+) -> AppendResponse | Response:
+    """Appends the items to the log. When they hold the model's output after a session-mode
+    assembly, that assembly is graded against it after the answer (`grade_next_action`)."""
     if len(body.items) > settings.max_items_per_request:
         raise InvalidInput(
             f"at most {settings.max_items_per_request} items per request",
@@ -200,11 +205,26 @@ def append_items(
         for appended, item in zip(result.facts, items, strict=False)
         if (reason := admission_reason(item, harness_authored=harness_authored)) is not None
     ]
-    return AppendResponse(
+    answer = AppendResponse(
         first_seq=result.facts[0].seq,
         last_seq=result.facts[-1].seq,
         items=[AppendedItem(seq=f.seq, type=f.type, tokens=f.tokens) for f in result.facts],
         excluded=excluded,
+    )
+    action = next_action(items, first_seq=answer.first_seq)
+    if result.replayed or action is None:
+        return answer
+    return AnswerThenFinish(
+        encode_json(answer.model_dump(mode="json")),
+        finish=functools.partial(
+            grade_next_action,
+            db,
+            session=session,
+            tenant_id=tenant_id,
+            unit=body.unit or session.unit,
+            action=action,
+        ),
+        status_code=status.HTTP_201_CREATED,
     )
 
 

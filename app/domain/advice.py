@@ -41,7 +41,13 @@ from app.domain.compaction.extraction import error_signatures
 from app.domain.compaction.model import Strategy
 from app.domain.compaction.product import is_compaction_product
 from app.domain.compaction.strategies import is_cleared_output
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.items import (
+    OUTPUT_TYPES,
+    Item,
+    is_model_output,
+    item_type,
+    visible_text,
+)
 from app.domain.world_state import is_state_fragment
 
 __all__ = [
@@ -76,8 +82,6 @@ MASKED_OUTPUT_TOKENS = 40
 KEPT_OUTPUTS = 3
 """The newest outputs masking keeps (`CompactionParams.keep_recent`'s default)."""
 
-MODEL_OUTPUT_TYPES = CALL_TYPES | {"reasoning"}
-"""Item types only a model writes (with assistant messages): where a call's turn begins."""
 
 _VOLATILE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _WORD = re.compile(r"\w+")
@@ -160,11 +164,6 @@ class Advice:
             "turns_until_full": self.turns_until_full,
             "recommended_strategy": self.recommended_strategy,
         }
-
-
-def _is_model_output(item: Item) -> bool:
-    kind = item_type(item)
-    return kind in CALL_TYPES or kind == "reasoning" or item.get("role") == "assistant"
 
 
 def advise(
@@ -256,7 +255,7 @@ def advise(
     rested = grown_since_compaction is None or grown_since_compaction >= watermarks.span(window)
     # Every strategy keeps the newest turn: before the model's first output there is nothing
     # older to compact.
-    should_compact = any(_is_model_output(item) for item in history) and (
+    should_compact = any(is_model_output(item) for item in history) and (
         pressure >= watermarks.high or (bool(reasons) and pressure >= BEHAVIOUR_PRESSURE and rested)
     )
     recommended: Strategy | None = None
@@ -309,7 +308,7 @@ def advise_session(
         active += size
         kind = item_type(item)
         role = item.get("role")
-        is_output = kind in MODEL_OUTPUT_TYPES or (kind == "message" and role == "assistant")
+        is_output = is_model_output(item)
         if (kind == "message" and role == "user") or (is_output and not after_output) or not turns:
             turns.append(0)
         after_output = is_output

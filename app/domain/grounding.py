@@ -1,5 +1,8 @@
 """Next-action grounding: did the context a model call received still hold what it went on to use.
 
+One measure, two takers: `bench/replay.py` takes it offline over recorded
+runs, the service live on every model output appended after an assembly (`grade_action`).
+
 A model call's *next action* is the run of model-output items it produced; the identifiers of
 that action (paths, file names, snake_case, camelCase, dotted names, codes, long numbers) that
 also occur in the history before the call, and are not the goal's, are what the call *needed*.
@@ -145,6 +148,74 @@ def ground(needed: frozenset[str], *, shown: str, elided: Sequence[str]) -> Grou
         if index is not None:
             recallable[identifier] = index
     return Grounding(needed=needed, visible=visible, recallable=recallable)
+
+
+ABSENT = "absent"
+"""The form of a miss no elided fact holds: the context neither showed nor listed it."""
+MAX_MISSED_NAMED = 20
+
+
+@dataclass(frozen=True)
+class ActionGrounding:
+    """How one assembly served the next action its model took (the online figure).
+
+    Of the `needed` identifiers, `visible` ones were in the text the assembly showed,
+    `recallable` ones only in a fact it listed as elided (one recall away), and `neither` in
+    neither (the history held them, the context did not say where). `misses` counts the
+    identifiers that were not visible by the form of the elided range holding them (`ABSENT`
+    for `neither`); `missed` names the first `MAX_MISSED_NAMED` of them, sorted.
+    """
+
+    needed: int
+    visible: int
+    recallable: int
+    neither: int
+    misses: dict[str, int]
+    missed: tuple[str, ...]
+
+    @property
+    def is_all_visible(self) -> bool:
+        return self.visible == self.needed
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "needed": self.needed,
+            "visible": self.visible,
+            "recallable": self.recallable,
+            "neither": self.neither,
+            "all_visible": self.is_all_visible,
+            "misses_by_form": dict(sorted(self.misses.items())),
+            "missed": list(self.missed),
+        }
+
+
+def grade_action(
+    action: Sequence[object],
+    *,
+    history: Sequence[object],
+    shown: str,
+    elided: Sequence[tuple[str, str]],
+    goal: str,
+) -> ActionGrounding:
+    """Grade the model output items `action` against what its assembly showed (`shown`, the
+    text of what it sent) and listed as elided (`(form, text of the range's facts)` each), out
+    of the `history` before the call: the offline measure of `bench/replay.py`, taken live."""
+    needed = needed_identifiers(items_text(action), history=items_text(history), goal=goal)
+    scored = ground(needed, shown=shown, elided=[text for _, text in elided])
+    misses: dict[str, int] = {}
+    for identifier in needed - scored.visible:
+        index = scored.recallable.get(identifier)
+        form = elided[index][0] if index is not None else ABSENT
+        misses[form] = misses.get(form, 0) + 1
+    missed = sorted(needed - scored.visible)
+    return ActionGrounding(
+        needed=len(needed),
+        visible=len(scored.visible),
+        recallable=len(scored.recallable),
+        neither=len(needed) - len(scored.visible) - len(scored.recallable),
+        misses=misses,
+        missed=tuple(missed[:MAX_MISSED_NAMED]),
+    )
 
 
 def names_every_seq(shown: str, first_seqs: Sequence[int]) -> bool:

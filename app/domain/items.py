@@ -62,6 +62,17 @@ def item_type(item: Item) -> str:
     return "message" if "role" in item else "unknown"
 
 
+MODEL_OUTPUT_TYPES = CALL_TYPES | {"reasoning"}
+"""Item types only a model writes (with assistant messages)."""
+
+
+def is_model_output(item: Item) -> bool:
+    """Whether a model wrote `item`: a call, a reasoning item or an assistant message. A run of
+    them is what one model call produced."""
+    kind = item_type(item)
+    return kind in MODEL_OUTPUT_TYPES or (kind == "message" and item.get("role") == "assistant")
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content

@@ -356,3 +356,43 @@ def prune_assemblies(db: Session, *, older_than: datetime, keep_per_session: int
         )
     )
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+@dataclass(frozen=True)
+class UngradedAssembly:
+    """A lineage's latest session-mode assembly, not yet graded against its next action."""
+
+    row_id: int
+    as_of_seq: int
+    response: dict[str, Any]
+
+
+def latest_ungraded(
+    db: Session, *, tenant_id: int, session_pk: int, unit: str | None
+) -> UngradedAssembly | None:
+    """The latest stored assembly of the lineage (tenant, session, unit), when it is a
+    session-mode one that has no grounding yet; else None."""
+    row = db.execute(
+        select(AssemblyRow.id, AssemblyRow.as_of_seq, AssemblyRow.response, AssemblyRow.grounding)
+        .where(
+            AssemblyRow.tenant_id == tenant_id,
+            LINEAGE_SESSION == session_pk,  # noqa: SIM300
+            LINEAGE_UNIT == (unit or ""),  # noqa: SIM300
+        )
+        .order_by(AssemblyRow.id.desc())
+        .limit(1)
+    ).one_or_none()
+    if row is None or row.as_of_seq is None or row.grounding is not None:
+        return None
+    return UngradedAssembly(row_id=row.id, as_of_seq=row.as_of_seq, response=row.response)
+
+
+def record_grounding(db: Session, *, row_id: int, grounding: dict[str, Any]) -> bool:
+    """Store an assembly's grounding, once: False when it already had one (another process
+    graded it first)."""
+    result = db.execute(
+        update(AssemblyRow)
+        .where(AssemblyRow.id == row_id, AssemblyRow.grounding.is_(None))
+        .values(grounding=grounding)
+    )
+    return bool(getattr(result, "rowcount", 0))

@@ -155,6 +155,9 @@ class AssemblyRow(Base):
     fingerprints: Mapped[list[Any]] = mapped_column(JSON)
     """[fingerprint, tokens] of each selected item in position order (prompt-cache reuse)."""
     created_at: Mapped[datetime]
+    grounding: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    """How the assembly served its model's next action (`ActionGrounding.as_dict`), written once
+    when that output is appended; None until then."""
 
 
 LINEAGE_SESSION: ColumnElement[int] = func.coalesce(AssemblyRow.session_id, literal_column("0"))

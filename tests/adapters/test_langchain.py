@@ -253,12 +253,14 @@ def assert_each_call_got_its_assembly(
     raw_inputs = [as_chat([SystemMessage(script.instructions), *messages[:n]]) for n in answers]
     assert len(model.received) == len(script.turns) == len(assembly_ids) == len(raw_inputs)
     for received, assembly_id, raw in zip(model.received, assembly_ids, raw_inputs, strict=True):
-        assembled = ctx.get_assembly(assembly_id).response.messages
-        expected = expected_input(assembled, instructions=script.instructions)
+        stored = ctx.get_assembly(assembly_id).response
+        expected = expected_input(stored.messages, instructions=script.instructions)
         got = as_chat(received)
         assert got == as_chat(convert_to_messages(expected))
         assert got[0]["content"][1] == GOAL_PART
-        assert got[-1] == {"role": "user", "content": [GOAL_PART]}
+        # Restated last once the history is long, as its own human message.
+        if any(item.id == "goal#restated" for item in stored.items):
+            assert got[-1] == {"role": "user", "content": [GOAL_PART]}
         assert chat_pairing_holds(got)
         assert got != raw
 

@@ -26,18 +26,12 @@ from dataclasses import dataclass
 from app.domain.compaction.model import Trail
 from app.domain.grounding import extract_identifiers, item_text
 from app.domain.history import HistoryEntry
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, item_type
+from app.domain.items import OUTPUT_TYPES, is_model_output, item_type
 
-_MODEL_TYPES = CALL_TYPES | {"reasoning"}
 _CARRIED_USES = 2
 """What a name an earlier record carried counts as: it was kept once already."""
 _GROUP_TOKENS = 5
 """About what a group's `seq N: ` and its bullet cost."""
-
-
-def _is_model_output(entry: HistoryEntry) -> bool:
-    kind = item_type(entry.item)
-    return kind in _MODEL_TYPES or (kind == "message" and entry.item.get("role") == "assistant")
 
 
 @dataclass(frozen=True)
@@ -56,7 +50,7 @@ def _uses(covered: Sequence[HistoryEntry], previous: Trail | None) -> dict[str, 
     for entry in covered:
         if entry.seq is None:
             continue
-        if not _is_model_output(entry):
+        if not is_model_output(entry.item):
             if item_type(entry.item) in OUTPUT_TYPES:
                 for name in extract_identifiers(item_text(entry.item)):
                     before = seen.get(name)

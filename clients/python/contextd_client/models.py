@@ -612,6 +612,42 @@ class MovedItem(BaseModel):
     to: Annotated[int, Field(title="To")]
 
 
+class NextActionGrounding(BaseModel):
+    """
+    How the assembly served the next action its model took: the identifiers (paths, names,
+    ids, codes) of the model output appended after it that the history before the call held.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    needed: Annotated[int, Field(title="Needed")]
+    """
+    Identifiers of the output that the history held.
+    """
+    visible: Annotated[int, Field(title="Visible")]
+    """
+    Of those, the ones in what the assembly sent.
+    """
+    recallable: Annotated[int, Field(title="Recallable")]
+    """
+    Not visible, but in a fact the assembly listed as elided: one recall away.
+    """
+    neither: Annotated[int, Field(title="Neither")]
+    """
+    Neither visible nor in an elided fact.
+    """
+    all_visible: Annotated[bool, Field(title="All Visible")]
+    misses_by_form: Annotated[dict[str, int], Field(title="Misses By Form")]
+    """
+    Identifiers not visible, by the form of the elided facts that held them (`cleared`, `truncated`, `summarized`, `externalized`, `dropped`, `excluded`; `absent` when no elided fact did).
+    """
+    missed: Annotated[list[str], Field(title="Missed")]
+    """
+    The first 20 identifiers not visible, sorted.
+    """
+
+
 class PlaceholderBody(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1474,3 +1510,7 @@ class StoredAssemblyResponse(BaseModel):
     session_id: Annotated[str | None, Field(title="Session Id")]
     request: Annotated[dict[str, Any], Field(title="Request")]
     response: AssembleResponse
+    grounding: NextActionGrounding | None = None
+    """
+    Session mode: how the assembly served its model's next action, graded when that output was appended (the first model output after it, in the same unit); null until then.
+    """

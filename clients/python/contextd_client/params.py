@@ -321,6 +321,39 @@ MovedItem = TypedDict(
 )
 
 
+class NextActionGrounding(TypedDict):
+    """
+    How the assembly served the next action its model took: the identifiers (paths, names,
+    ids, codes) of the model output appended after it that the history before the call held.
+    """
+
+    needed: int
+    """
+    Identifiers of the output that the history held.
+    """
+    visible: int
+    """
+    Of those, the ones in what the assembly sent.
+    """
+    recallable: int
+    """
+    Not visible, but in a fact the assembly listed as elided: one recall away.
+    """
+    neither: int
+    """
+    Neither visible nor in an elided fact.
+    """
+    all_visible: bool
+    misses_by_form: dict[str, int]
+    """
+    Identifiers not visible, by the form of the elided facts that held them (`cleared`, `truncated`, `summarized`, `externalized`, `dropped`, `excluded`; `absent` when no elided fact did).
+    """
+    missed: list[str]
+    """
+    The first 20 identifiers not visible, sorted.
+    """
+
+
 class PlaceholderBody(TypedDict):
     index: int
     kind: Literal["empty_output", "tool_output_image", "unsupported_part", "leading_user_turn"]
@@ -961,3 +994,7 @@ class StoredAssemblyResponse(TypedDict):
     session_id: str | None
     request: dict[str, Any]
     response: AssembleResponse
+    grounding: NotRequired[NextActionGrounding | None]
+    """
+    Session mode: how the assembly served its model's next action, graded when that output was appended (the first model output after it, in the same unit); null until then.
+    """

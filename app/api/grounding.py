@@ -1,0 +1,113 @@
+"""Next-action grounding, measured live: an assembly graded against the output its model took.
+
+When an append carries a model's output (`next_action`), the work after the answer
+(`grade_next_action`) finds the latest session-mode assembly of the same lineage (tenant,
+session, unit) and, when that output is the first model output logged since it, grades it
+(`app.domain.grounding.grade_action`): which identifiers of the output the history held, and
+whether the assembly showed them, listed them as elided, or neither. The outcome is stored on
+the plan once (`GET /assemblies/{id}` shows it as `grounding`) and counted in Prometheus by unit
+(`contextd_next_action_*`). A failure is logged and counted, never passed on: the caller has
+its answer. Advice reads the outcomes back (`recent_groundings`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from app.domain.grounding import grade_action, items_text
+from app.domain.items import Item, is_model_output
+from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
+from app.storage import plans, repository
+from app.storage.history import fold_session
+from app.storage.tables import SessionRow
+
+log = logging.getLogger("contextd")
+
+MAX_GAP_FACTS = 1_000
+"""An output more facts than this after its assembly is not graded against it: reading the gap
+would cost more than the figure is worth, and such an output answered something else."""
+
+
+@dataclass(frozen=True)
+class NextAction:
+    """The model output items of an append, and the seq of the first."""
+
+    items: tuple[Item, ...]
+    first_seq: int
+
+
+def next_action(items: Sequence[Item], *, first_seq: int) -> NextAction | None:
+    """The first run of model output in a batch appended from `first_seq` on; None without."""
+    start = next((n for n, item in enumerate(items) if is_model_output(item)), None)
+    if start is None:
+        return None
+    end = next((n for n in range(start, len(items)) if not is_model_output(items[n])), len(items))
+    return NextAction(items=tuple(items[start:end]), first_seq=first_seq + start)
+
+
+def _shown_text(response: dict[str, Any]) -> str:
+    """The text of what an assembly sent: its messages, and the system blocks of a format that
+    carries them apart."""
+    return items_text([response.get("system"), response.get("messages")])
+
+
+def grade_next_action(
+    db: Session, *, session: SessionRow, tenant_id: int, unit: str | None, action: NextAction
+) -> None:
+    """Grade the lineage's latest assembly against `action` and store and count the outcome;
+    nothing when the latest assembly is graded already, or `action` is not its next action.
+    Closes `db`."""
+    try:
+        with db:
+            assembly = plans.latest_ungraded(
+                db, tenant_id=tenant_id, session_pk=session.id, unit=unit
+            )
+            if assembly is None or not 0 < action.first_seq - assembly.as_of_seq <= MAX_GAP_FACTS:
+                return
+            between = repository.read_facts(
+                db,
+                session_id=session.id,
+                after_seq=assembly.as_of_seq,
+                up_to_seq=action.first_seq - 1,
+            )
+            if any(
+                is_model_output(fact.item) and (fact.unit or session.unit) == unit
+                for fact in between
+            ):
+                return  # the unit's model acted since: this output answers a later call
+            active = fold_session(db, session)
+            # The history before the call: the active history (since the last reset) as the
+            # assembly saw it, and the logged facts its elided ranges stand for.
+            history = [
+                item
+                for seq, item in zip(active.seqs, active.items, strict=True)
+                if seq is None or seq <= assembly.as_of_seq
+            ]
+            elided = []
+            for entry in assembly.response.get("elided", ()):
+                first, last = int(entry["first_seq"]), int(entry["last_seq"])
+                facts = repository.read_facts(
+                    db, session_id=session.id, after_seq=first - 1, up_to_seq=last
+                )
+                texts = [fact.item for fact in facts]
+                history.extend(texts)
+                elided.append((str(entry["form"]), items_text(texts)))
+            grounding = grade_action(
+                action.items,
+                history=history,
+                shown=_shown_text(assembly.response),
+                elided=elided,
+                goal=active.goal.text if active.goal is not None else "",
+            )
+            if plans.record_grounding(db, row_id=assembly.row_id, grounding=grounding.as_dict()):
+                db.commit()
+                record_grounding(grounding, unit=unit, tenant=tenant_id)
+    except SQLAlchemyError:
+        AFTER_ANSWER_FAILURES.labels("grounding").inc()
+        log.exception("the next action of session %s could not be graded", session.external_id)

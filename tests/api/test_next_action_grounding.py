@@ -1,0 +1,161 @@
+"""Next-action grounding, measured live over HTTP on PostgreSQL: the model output appended after a
+session-mode assembly grades that assembly, once, on its plan and in Prometheus by unit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
+
+from tests.builders import assistant_msg, tool_call, tool_output, user_msg
+
+GOAL = "Make the CSV export write UTF-8."
+
+
+def _counter(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def _append(client: TestClient, session_id: str, items: list[dict[str, Any]], **body: Any) -> None:
+    body = {"unit": "coder", **body}
+    appended = client.post(f"/sessions/{session_id}/items", json={"items": items, **body})
+    assert appended.status_code == 201, appended.text
+
+
+def _assemble(client: TestClient, session_id: str, **body: Any) -> dict[str, Any]:
+    answer = client.post("/assemble", json={"session_id": session_id, "unit": "coder", **body})
+    assert answer.status_code == 201, answer.text
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+def _grounding(client: TestClient, assembly_id: str) -> Any:
+    stored = client.get(f"/assemblies/{assembly_id}")
+    assert stored.status_code == 200, stored.text
+    return stored.json()["grounding"]
+
+
+def _start(client: TestClient, session_id: str) -> None:
+    created = client.post("/sessions", json={"session_id": session_id})
+    assert created.status_code == 201, created.text
+    client.put(f"/sessions/{session_id}/goal", json={"text": GOAL})
+    _append(
+        client,
+        session_id,
+        [
+            user_msg("The export garbles names like Müller."),
+            tool_call("c1", "shell", '{"cmd": "grep -rn open_export src/"}'),
+            tool_output("c1", "src/csv_export/writer.py:12: def open_export(path_name):"),
+        ],
+    )
+
+
+def test_the_output_after_an_assembly_grades_it_on_its_plan_and_in_prometheus(
+    client: TestClient, session_id: str
+) -> None:
+    _start(client, session_id)
+    assembly = _assemble(client, session_id)
+    assert _grounding(client, assembly["assembly_id"]) is None  # no output yet
+    before = {
+        outcome: _counter("contextd_next_action_identifiers_total", unit="coder", outcome=outcome)
+        for outcome in ("visible", "recallable", "neither")
+    }
+    calls = _counter("contextd_next_action_calls_total", unit="coder", all_visible="true")
+
+    # The model reads the file it found; `encoding_name` is new, the others the history held.
+    action = tool_call(
+        "c2",
+        "shell",
+        '{"cmd": "sed -n 1,40p src/csv_export/writer.py # open_export encoding_name"}',
+    )
+    _append(client, session_id, [action, tool_output("c2", "def open_export(path_name): ...")])
+
+    assert _grounding(client, assembly["assembly_id"]) == {
+        "needed": 4,
+        "visible": 4,
+        "recallable": 0,
+        "neither": 0,
+        "all_visible": True,
+        "misses_by_form": {},
+        "missed": [],
+    }
+    assert {
+        outcome: _counter("contextd_next_action_identifiers_total", unit="coder", outcome=outcome)
+        - before[outcome]
+        for outcome in before
+    } == {"visible": 4, "recallable": 0, "neither": 0}
+    assert (
+        _counter("contextd_next_action_calls_total", unit="coder", all_visible="true") == calls + 1
+    )
+
+
+def test_what_a_compaction_summarized_is_graded_recallable_by_its_form(
+    client: TestClient, session_id: str
+) -> None:
+    _start(client, session_id)
+    # A long stretch of work, then a compaction that keeps only the newest turn verbatim.
+    for turn in range(2, 8):
+        _append(
+            client,
+            session_id,
+            [
+                tool_call(f"c{turn}", "shell", f'{{"cmd": "cat notes_{turn}.txt"}}'),
+                tool_output(f"c{turn}", f"helper_value_{turn} = {turn}\n" + "filler " * 400),
+            ],
+        )
+    _append(client, session_id, [assistant_msg("Looked at every note.")])
+    compacted = client.post(
+        "/compact",
+        json={"session_id": session_id, "strategy": "clear_tool_results"},
+    )
+    assert compacted.status_code == 201, compacted.text
+    assembly = _assemble(client, session_id)
+    misses = _counter("contextd_next_action_misses_total", unit="coder", form="cleared")
+
+    # The model goes back to a value only a cleared output showed.
+    _append(client, session_id, [tool_call("c9", "shell", '{"cmd": "echo helper_value_3"}')])
+
+    grounding = _grounding(client, assembly["assembly_id"])
+    assert grounding == {
+        "needed": 1,
+        "visible": 0,
+        "recallable": 1,
+        "neither": 0,
+        "all_visible": False,
+        "misses_by_form": {"cleared": 1},
+        "missed": ["helper_value_3"],
+    }
+    assert _counter("contextd_next_action_misses_total", unit="coder", form="cleared") == (
+        misses + 1
+    )
+
+
+def test_an_assembly_is_graded_once_and_only_against_the_output_that_followed_it(
+    client: TestClient, session_id: str
+) -> None:
+    _start(client, session_id)
+    first = _assemble(client, session_id)
+    _append(client, session_id, [assistant_msg("Checking src/csv_export/writer.py now.")])
+    graded = _grounding(client, first["assembly_id"])
+    # The path, its file name and the package name in it.
+    assert graded is not None
+    assert (graded["needed"], graded["visible"]) == (3, 3)
+
+    # A second output without a new assembly leaves the first one's grade as it was.
+    _append(client, session_id, [assistant_msg("Still on open_export.")])
+    assert _grounding(client, first["assembly_id"]) == graded
+
+    # Output of another unit does not grade this lineage's assembly.
+    second = _assemble(client, session_id)
+    _append(client, session_id, [assistant_msg("open_export again")], unit="reviewer")
+    assert _grounding(client, second["assembly_id"]) is None
+    # A replayed append (same idempotency key) grades nothing twice.
+    _append(client, session_id, [assistant_msg("open_export")], idempotency_key="k1")
+    assert _grounding(client, second["assembly_id"])["needed"] == 1
+    replayed = client.post(
+        f"/sessions/{session_id}/items",
+        json={"items": [assistant_msg("open_export")], "idempotency_key": "k1", "unit": "coder"},
+    )
+    assert replayed.status_code == 200
+    assert _grounding(client, second["assembly_id"])["needed"] == 1
