@@ -1,17 +1,22 @@
 """Compaction on every public trajectory × every strategy, at a target of 25% of the tokens.
 
-Prints per strategy: tokens before/after, the share of goals kept verbatim (must be 100%), the
+Prints per strategy: tokens before/after, the runs whose new history is within the target and,
+of the others, how many the answer says why (`over_target`: must be all), the
 share of histories with valid pairing (must be 100%), the share of histories whose loss-check
 facts (goal, latest request, touched files, latest unresolved error) are all still findable,
 fallbacks, the time per compaction (in-process core), and identifier survival: of the file paths,
 shell commands and error signatures of the covered range, how many there are and the share still
 findable (visible, kept verbatim, or replaced by a placeholder naming the fact to fetch), in all
-and by kind; a last line totals the identifiers over all strategies.
+and by kind; of the touched file paths, the share visible in the new history and the share
+visible or recallable (a fact showing it is kept, or named by seq in the new history's text, as
+records and placeholders name what they stand for); a last line totals the identifiers over all
+strategies.
 Run: `make bench` (or `.venv/bin/python -m bench.compaction`).
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections import Counter
@@ -35,6 +40,16 @@ from app.tokens import token_counter
 from bench.common import load_trajectories
 
 KINDS: tuple[IdentifierKind, ...] = get_args(IdentifierKind)
+NAMED_SEQS = re.compile(r"\bfact seqs? (\d+)(?:–(\d+))?")
+
+
+def named_seqs(text: str) -> set[int]:
+    """The seqs `text` names as "fact seq N" or "fact seqs A–B"."""
+    return {
+        seq
+        for first, last in NAMED_SEQS.findall(text)
+        for seq in range(int(first), int(last or first) + 1)
+    }
 
 
 def survival(found: Counter[IdentifierKind], kept: Counter[IdentifierKind]) -> str:
@@ -57,7 +72,8 @@ def main() -> None:
     all_found: Counter[IdentifierKind] = Counter()
     all_kept: Counter[IdentifierKind] = Counter()
     for strategy in get_args(Strategy):
-        before = after = goals = paired = facts_ok = fallbacks = 0
+        before = after = goals = paired = facts_ok = fallbacks = within = explained = 0
+        paths = paths_visible = paths_reachable = 0
         found: Counter[IdentifierKind] = Counter()
         kept: Counter[IdentifierKind] = Counter()
         timings = []
@@ -85,6 +101,9 @@ def main() -> None:
             lost = find_lost_facts(covered=entries, new_history=result.history, goal=goal)
             facts_ok += not lost
             fallbacks += result.fell_back
+            target = inp.params.target_tokens or 0
+            within += result.tokens_after <= target
+            explained += result.tokens_after > target and result.over_target is not None
             if result.covered is not None:
                 first, last = result.covered
                 covered = [e for e in entries if e.seq is not None and first <= e.seq <= last]
@@ -92,13 +111,20 @@ def main() -> None:
                 gone = find_lost_identifiers(covered=covered, new_history=result.history)
                 found.update(identifier.kind for identifier in shown)
                 kept.update(identifier.kind for identifier in shown if identifier not in gone)
+                named = named_seqs(text) | {e.seq for e in result.history if e.verbatim}
+                for path in (identifier for identifier in shown if identifier.kind == "path"):
+                    paths += 1
+                    paths_visible += path.text in text
+                    paths_reachable += path.text in text or not named.isdisjoint(path.seqs)
         all_found.update(found)
         all_kept.update(kept)
         n = len(trajectories)
         print(
             f"{strategy:<20} {before:>9} {after:>9} {after / before:>8.0%} {goals / n:>8.0%} "
             f"{paired / n:>7.0%} {facts_ok / n:>9.0%} {fallbacks:>8} "
-            f"{statistics.median(timings):>7.1f} {survival(found, kept)}"
+            f"{statistics.median(timings):>7.1f} {survival(found, kept)} {within:>7} "
+            f"{explained:>5} {paths_visible / max(paths, 1):>8.1%} "
+            f"{paths_reachable / max(paths, 1):>8.1%}"
         )
     print(
         f"{'total':<20} {'':>9} {'':>9} {'':>8} {'':>8} {'':>7} {'':>9} {'':>8} {'':>7} "

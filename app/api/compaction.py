@@ -10,6 +10,7 @@ session's lock).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -22,15 +23,18 @@ from app.api.errors import ERROR_RESPONSES
 from app.api.json_body import JsonRoute
 from app.api.models import (
     AdviceResponse,
+    CompactedIdentifiers,
     CompactParams,
     CompactRequest,
     CompactResponse,
     ContextWindowResponse,
     EndSessionRequest,
     EndSessionResponse,
+    LostIdentifier,
     SessionHooks,
     TokenizerBody,
 )
+from app.domain.advice import GRADED_CALLS, keeps_needing_what_was_hidden
 from app.domain.assemble import HISTORY_SOURCE
 from app.domain.calibration import SessionWindow
 from app.domain.compaction import (
@@ -52,7 +56,7 @@ from app.domain.world_state import invariant_items
 from app.hooks import HookCaller, HookResult, SummarizerUnavailable, summarize_with_llm
 from app.metrics import record_compaction, record_hook
 from app.settings import Settings
-from app.storage import repository
+from app.storage import plans, repository
 from app.storage.history import LoadedHistory, load_history
 from app.tokens import token_counter
 
@@ -72,16 +76,23 @@ def _session_input(
     )
 
 
-def _low_watermark_target(loaded: LoadedHistory, window: SessionWindow) -> int:
+def _low_watermark_target(
+    loaded: LoadedHistory, window: SessionWindow, *, groundings: Sequence[dict[str, Any]]
+) -> int:
     """The default `target_tokens` of a session compaction, in the compaction's accounting (the
     history with its re-anchored invariants): what brings the assembled context down to the
-    low watermark, or half the history when it is below that already."""
+    low watermark, or half the history when it is below that already. A session whose model
+    kept needing what its contexts hid (`groundings`, its latest graded calls) compacts to
+    halfway between the watermarks instead."""
     active = loaded.active
     count = token_counter(loaded.encoding)
     invariants = sum(
         count(visible_text(item)) for item in invariant_items(active.goal, active.world_state)
     )
-    target = window.watermarks.target(window.tokens) - loaded.pinned_tokens(window) + invariants
+    watermarks = window.watermarks
+    if keeps_needing_what_was_hidden(groundings):
+        watermarks = watermarks.relaxed()
+    target = watermarks.target(window.tokens) - loaded.pinned_tokens(window) + invariants
     return max(1, min(target, loaded.tokens // 2))
 
 
@@ -183,6 +194,10 @@ def _not_applied(
     return None
 
 
+MAX_LOST_LISTED = 50
+"""A compaction answer lists at most this many lost identifiers (and counts them all)."""
+
+
 def _respond(
     result: CompactionResult,
     *,
@@ -213,6 +228,19 @@ def _respond(
         system=rendered.system,
         conversion=rendered.report(),
         loss_check={"missing": list(result.loss_missing), "fell_back": result.fell_back},
+        target_tokens=result.target_tokens,
+        over_target_because=result.over_target,
+        identifiers=None
+        if result.is_noop
+        else CompactedIdentifiers(
+            found=result.identifiers_found,
+            kept=result.identifiers_found - len(result.identifiers_lost),
+            lost=[
+                LostIdentifier(kind=lost.kind, text=lost.text, seqs=list(lost.seqs))
+                for lost in result.identifiers_lost[:MAX_LOST_LISTED]
+            ],
+            lost_total=len(result.identifiers_lost),
+        ),
         hooks=list(hooks),
         summarization_prompt=prompt,
         summarizer=summarizer,
@@ -252,7 +280,12 @@ def compact(
         loaded = load_history(db, session, encoding=body.encoding)
         count_tokens = token_counter(loaded.encoding)
         if params.target_tokens is None:
-            target = _low_watermark_target(loaded, settings.session_window(session))
+            groundings = plans.recent_groundings(
+                db, tenant_id=tenant_id, session_pk=session.id, limit=GRADED_CALLS
+            )
+            target = _low_watermark_target(
+                loaded, settings.session_window(session), groundings=groundings
+            )
             params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)
         # Everything the plan needs is read: end the transaction, so that no connection is

@@ -698,6 +698,23 @@ class LossCheck(BaseModel):
     fell_back: bool
 
 
+class LostIdentifier(BaseModel):
+    kind: Literal["path", "command", "error"]
+    text: str
+    seqs: list[int] = Field(description="The covered facts that show it, where recall finds it.")
+
+
+class CompactedIdentifiers(BaseModel):
+    """The file paths, shell commands and error signatures of the range a compaction covered,
+    and those the new history no longer lets the agent find: not visible, no item showing them
+    kept verbatim, none replaced by a placeholder naming its fact (recall still reads them)."""
+
+    found: int
+    kept: int
+    lost: list[LostIdentifier] = Field(description="The first 50 lost, in the order found.")
+    lost_total: int
+
+
 class CompactResponse(BaseModel):
     compaction_id: str | None
     strategy: str
@@ -715,6 +732,17 @@ class CompactResponse(BaseModel):
     )
     conversion: ConversionReportBody
     loss_check: LossCheck
+    target_tokens: int | None = Field(
+        default=None, description="The target the strategy compacted toward (null: none)."
+    )
+    over_target_because: str | None = Field(
+        default=None,
+        description="Why `tokens_after` is over `target_tokens`, what each kept part takes; "
+        "null when it is within.",
+    )
+    identifiers: CompactedIdentifiers | None = Field(
+        default=None, description="Null when nothing was compacted."
+    )
     hooks: list[dict[str, Any]] = Field(description=HOOK_OUTCOMES)
     summarization_prompt: str | None = None
     summarizer: dict[str, Any]

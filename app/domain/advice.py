@@ -33,7 +33,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -58,6 +58,7 @@ __all__ = [
     "advise",
     "advise_session",
     "budget_advice",
+    "keeps_needing_what_was_hidden",
     "with_history_cut",
 ]
 
@@ -132,6 +133,30 @@ class Watermarks:
     def span(self, window: int) -> int:
         """Tokens between the watermarks: the growth one compaction buys."""
         return math.floor((self.high - self.low) * window)
+
+    def relaxed(self) -> Watermarks:
+        """The low watermark halfway up to the high one: where a session whose model keeps
+        needing what compaction hid compacts to (`keeps_needing_what_was_hidden`)."""
+        return replace(self, low=(self.low + self.high) / 2)
+
+
+GRADED_CALLS = 5
+"""The recent graded model calls a session's grounding is judged on."""
+MISSED_SHARE = 0.1
+"""A session whose recent next actions did not see this share of what they used (or more)
+keeps needing what its contexts hid."""
+
+
+def keeps_needing_what_was_hidden(groundings: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the `GRADED_CALLS` most recent graded calls of a session (their stored
+    `grounding`, newest first) missed at least `MISSED_SHARE` of the identifiers they needed:
+    then its compactions keep more (`Watermarks.relaxed`). Fewer graded calls say nothing."""
+    recent = [grounding for grounding in groundings if grounding.get("needed")][:GRADED_CALLS]
+    if len(recent) < GRADED_CALLS:
+        return False
+    needed = sum(int(grounding["needed"]) for grounding in recent)
+    missed = sum(int(grounding["needed"]) - int(grounding["visible"]) for grounding in recent)
+    return missed >= MISSED_SHARE * needed
 
 
 @dataclass(frozen=True)

@@ -396,3 +396,21 @@ def record_grounding(db: Session, *, row_id: int, grounding: dict[str, Any]) -> 
         .values(grounding=grounding)
     )
     return bool(getattr(result, "rowcount", 0))
+
+
+def recent_groundings(
+    db: Session, *, tenant_id: int, session_pk: int, limit: int
+) -> list[dict[str, Any]]:
+    """The groundings of the session's latest `limit` graded assemblies, newest first."""
+    return list(
+        db.scalars(
+            select(AssemblyRow.grounding)
+            .where(
+                AssemblyRow.tenant_id == tenant_id,
+                AssemblyRow.session_id == session_pk,
+                AssemblyRow.grounding.is_not(None),
+            )
+            .order_by(AssemblyRow.id.desc())
+            .limit(limit)
+        )
+    )

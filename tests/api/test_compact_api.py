@@ -429,6 +429,49 @@ def test_stateless_compaction_and_bad_input(client: TestClient) -> None:
     assert [c.status_code for c in cases] == [422, 422, 422, 404]
 
 
+def test_a_compaction_says_what_it_kept_and_lost_and_why_it_is_over_its_target(
+    client: TestClient,
+) -> None:
+    items = [
+        user_msg("fix a.py"),
+        tool_call("c1", "sh", '{"cmd": "cat a.py"}'),
+        tool_output("c1", "x " * 3000),
+        tool_call("c2", "sh", '{"cmd": "ls docs/"}'),
+        tool_output("c2", "guide.md " * 200),
+        tool_call("c3", "sh", '{"cmd": "pytest tests/test_a.py"}'),
+        tool_output("c3", "1 failed: AssertionError " + "y " * 3000),
+    ]
+    # truncate toward a target the newest turn alone is over: it is cut to head and tail.
+    truncated = _compact(
+        client, items=items, strategy="truncate", params={"target_tokens": 800}, goal="fix a.py"
+    )
+    assert truncated["target_tokens"] == 800
+    assert truncated["tokens_after"] <= 800
+    assert truncated["over_target_because"] is None
+    # The first turn goes: its file stays findable (the goal names it), its command does not.
+    assert truncated["identifiers"] == {
+        "found": 2,
+        "kept": 1,
+        "lost": [{"kind": "command", "text": "cat a.py", "seqs": [2]}],
+        "lost_total": 1,
+    }
+    kept = [visible_text(item) for item in truncated["history"]]
+    assert any("fact seq 7" in text and text.startswith("1 failed") for text in kept)
+    # Clearing keeps every call and message: below them no target can be reached, and it says so.
+    cleared = _compact(
+        client,
+        items=items,
+        strategy="clear_tool_results",
+        params={"target_tokens": 10, "keep_recent": 0},
+        goal="fix a.py",
+    )
+    assert cleared["tokens_after"] > 10
+    because = cleared["over_target_because"]
+    assert because.startswith(f"{cleared['tokens_after'] - 10} tokens over the target of 10: ")
+    assert "clear_tool_results keeps every call and message" in because
+    assert cleared["identifiers"]["lost"] == []
+
+
 def test_advice_and_session_end(
     hooked: TestClient, session_id: str, endpoint: Callable[[Handler], tuple[str, Recorder]]
 ) -> None:

@@ -159,3 +159,58 @@ def test_an_assembly_is_graded_once_and_only_against_the_output_that_followed_it
     )
     assert replayed.status_code == 200
     assert _grounding(client, second["assembly_id"])["needed"] == 1
+
+
+def test_a_session_whose_model_keeps_needing_what_was_hidden_compacts_to_keep_more(
+    client: TestClient, session_id: str
+) -> None:
+    created = client.post("/sessions", json={"session_id": session_id, "context_window": 9_000})
+    assert created.status_code == 201, created.text
+    client.put(f"/sessions/{session_id}/goal", json={"text": GOAL})
+    for turn in range(6):
+        _append(
+            client,
+            session_id,
+            [
+                tool_call(f"c{turn}", "shell", f'{{"cmd": "cat notes_{turn}.txt"}}'),
+                tool_output(f"c{turn}", f"value_of_{turn} = {turn}\n" + "filler " * 800),
+            ],
+        )
+
+    def target() -> int:
+        planned = client.post(
+            "/compact", json={"session_id": session_id, "strategy": "summary", "dry_run": True}
+        )
+        assert planned.status_code == 200, planned.text
+        value: int = planned.json()["target_tokens"]
+        return value
+
+    def window_and_pinned() -> tuple[int, int]:
+        context = client.get(f"/sessions/{session_id}/context-window").json()
+        pinned = sum(v for k, v in context["by_source_class"].items() if k != "history")
+        return context["window_tokens"], pinned
+
+    window, pinned_before = window_and_pinned()
+    before = target()
+    cleared = client.post(
+        "/compact",
+        json={"session_id": session_id, "strategy": "clear_tool_results", "params": {}},
+    )
+    assert cleared.status_code == 201, cleared.text
+    # Five calls in a row go back to values only the cleared outputs showed.
+    for turn in range(5):
+        _assemble(client, session_id)
+        _append(
+            client,
+            session_id,
+            [
+                tool_call(f"r{turn}", "shell", f'{{"cmd": "echo value_of_{turn}"}}'),
+                tool_output(f"r{turn}", "filler " * 1_400),
+            ],
+        )
+    # Its compactions now keep the context halfway between the watermarks (0.25 and 0.9): the
+    # target is that share of the window less what is pinned beside the history.
+    _, pinned_after = window_and_pinned()
+    assert target() - before == (int(0.575 * window) - pinned_after) - (
+        int(0.25 * window) - pinned_before
+    )

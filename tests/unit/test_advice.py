@@ -17,6 +17,7 @@ from app.domain.advice import (
     _question_key,
     advise,
     advise_session,
+    keeps_needing_what_was_hidden,
 )
 from app.domain.items import Item
 from app.domain.world_state import render_goal
@@ -276,3 +277,20 @@ def test_session_advice_weighs_the_pinned_state_and_not_the_fragments_in_the_his
     # One output of four can be masked (the newest three are kept): 4,530 − 960 is above a
     # quarter of the window, so a summary is advised.
     assert advice.recommended_strategy == "summary"
+
+
+def graded(needed: int, visible: int) -> dict[str, int]:
+    return {"needed": needed, "visible": visible}
+
+
+def test_a_session_keeps_needing_what_was_hidden_from_a_tenth_of_five_graded_calls() -> None:
+    # 5 of the 50 identifiers the last five calls needed were hidden: a tenth.
+    assert keeps_needing_what_was_hidden([graded(10, 9)] * 5)
+    assert not keeps_needing_what_was_hidden([graded(10, 10)] * 4 + [graded(10, 6)])
+    assert not keeps_needing_what_was_hidden([graded(10, 10), *[graded(10, 9)] * 4])
+    # Calls that needed nothing say nothing, and four graded calls are too few to judge.
+    assert keeps_needing_what_was_hidden([graded(0, 0), *[graded(10, 9)] * 5])
+    assert not keeps_needing_what_was_hidden([graded(10, 0)] * 4)
+    # Only the newest five count.
+    assert not keeps_needing_what_was_hidden([graded(10, 10)] * 5 + [graded(10, 0)])
+    assert Watermarks(high=0.9, low=0.25).relaxed() == Watermarks(high=0.9, low=0.575)

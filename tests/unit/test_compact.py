@@ -141,6 +141,9 @@ def test_clear_masks_outputs_older_than_keep_recent_with_placeholders_naming_the
         fell_back=False,
         covered=(3, 5),
         is_noop=False,
+        # The path and the command of the masked output's call, which stays: none is lost.
+        identifiers_found=2,
+        identifiers_lost=(),
     )
 
 
@@ -221,9 +224,9 @@ CHAT = entries(
 def test_truncate_keeps_the_newest_items_that_fit_and_reloads_the_latest_user_message() -> None:
     result = plan(CHAT, "truncate", keep_recent=1, target_tokens=60)
 
-    # The newest 46 tokens fit next to the 12 of the invariants; the latest request comes back,
-    # then the call naming src/export.py, its output masked (the loss check).
-    history = (*anchors(), CHAT[2], CHAT[3], cleared(CHAT[4], 40), *CHAT[6:])
+    # The latest request comes back, then the call naming src/export.py, its output masked (the
+    # loss check); what they take pushes the cut past the `ls` turn: only the newest item fits.
+    history = (*anchors(), CHAT[2], CHAT[3], cleared(CHAT[4], 40), CHAT[8])
     assert result == CompactionResult(
         strategy="truncate",
         declares=DECLARATIONS["truncate"],
@@ -235,15 +238,17 @@ def test_truncate_keeps_the_newest_items_that_fit_and_reloads_the_latest_user_me
         working_set=(
             (3, "latest user request"),
             (4, "loss check: file src/export.py"),
-            (7, "newest items within the target"),
-            (8, "newest items within the target"),
             (9, "newest items within the target"),
         ),
         loss_missing=("file src/export.py",),
         fell_back=False,
-        covered=(1, 6),
+        covered=(1, 8),
         is_noop=False,
+        target_tokens=60,
+        identifiers_found=3,  # src/export.py, the command naming it (re-loaded), and `ls`
+        identifiers_lost=(Identifier(kind="command", text="ls", seqs=(7,)),),
     )
+    assert result.tokens_after <= 60
 
 
 def test_truncate_falls_back_to_clearing_when_the_goal_is_nowhere_to_be_found() -> None:

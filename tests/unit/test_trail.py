@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.domain.compaction import CompactionInput, CompactionParams, plan_compaction
 from app.domain.compaction.model import Trail
 from app.domain.compaction.product import read_product, render_product
-from app.domain.compaction.trail import build_trail, read_trail, trail_entries
+from app.domain.compaction.trail import build_trail, name_uses, read_trail, trail_entries
 from app.domain.history import HistoryEntry
 from app.domain.items import visible_text
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
@@ -33,7 +33,9 @@ COVERED = entries(
 
 
 def test_names_the_agent_used_come_first_by_use_then_recency_then_what_outputs_repeat() -> None:
-    trail = build_trail(COVERED, previous=None, shown="", budget=1_000, count=words)
+    trail = build_trail(
+        name_uses(COVERED, None), previous=None, shown="", budget=1_000, count=words
+    )
 
     assert trail == Trail(
         groups=(
@@ -50,7 +52,9 @@ def test_names_the_agent_used_come_first_by_use_then_recency_then_what_outputs_r
 def test_what_the_budget_leaves_out_is_named_by_the_seqs_of_its_last_use() -> None:
     # Room for two names: of those the agent used twice, the newest, the longest on a tie.
     budget = words(" read_chunk,") + words(" src/http/parser.py,") + 10
-    trail = build_trail(COVERED, previous=None, shown="", budget=budget, count=words)
+    trail = build_trail(
+        name_uses(COVERED, None), previous=None, shown="", budget=budget, count=words
+    )
 
     assert trail == Trail(
         groups=((5, ("src/http/parser.py",)), (7, ("read_chunk",))), left_out=(4, 7)
@@ -64,7 +68,9 @@ def test_what_the_budget_leaves_out_is_named_by_the_seqs_of_its_last_use() -> No
 
 def test_names_the_record_already_shows_or_another_name_contains_are_not_repeated() -> None:
     shown = "## Files touched\n- src/http/parser.py"
-    trail = build_trail(COVERED, previous=None, shown=shown, budget=1_000, count=words)
+    trail = build_trail(
+        name_uses(COVERED, None), previous=None, shown=shown, budget=1_000, count=words
+    )
 
     assert "src/http/parser.py" not in trail.names
     assert "parser.py" not in trail.names  # in the path the record shows

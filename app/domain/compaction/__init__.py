@@ -45,8 +45,6 @@ strategy must keep, and the identifiers a new history still lets the agent find)
 """
 
 from app.domain.compaction.extraction import (
-    Identifier,
-    IdentifierKind,
     error_signatures,
     identifiers,
     summarize_builtin,
@@ -63,6 +61,8 @@ from app.domain.compaction.model import (
     CompactionParams,
     CompactionResult,
     Handoff,
+    Identifier,
+    IdentifierKind,
     NotAppliedReason,
     Notes,
     Strategy,

@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from app.domain.compaction.model import (
     MAX_COMMANDS,
@@ -33,6 +33,8 @@ from app.domain.compaction.model import (
     MAX_REFERENCES,
     MAX_VERIFICATION,
     Handoff,
+    Identifier,
+    IdentifierKind,
     Notes,
     Summary,
 )
@@ -316,19 +318,6 @@ def scan_entries(entries: Sequence[HistoryEntry]) -> _Scan:
                 )
             )
     return _Scan(tuple(users), tuple(agent), tuple(steps), paths)
-
-
-IdentifierKind = Literal["path", "command", "error"]
-
-
-@dataclass(frozen=True)
-class Identifier:
-    """A file path, shell command or error signature a range of history shows."""
-
-    kind: IdentifierKind
-    text: str
-    seqs: tuple[int, ...]
-    """The items of the range that show it, oldest first."""
 
 
 def identifiers(entries: Sequence[HistoryEntry]) -> tuple[Identifier, ...]:

@@ -15,7 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.compaction.extraction import Identifier, identifiers, scan_entries
+from app.domain.compaction.extraction import identifiers, scan_entries
+from app.domain.compaction.model import Identifier
 from app.domain.history import HistoryEntry
 from app.domain.items import visible_text
 
@@ -23,15 +24,15 @@ _NAMED_FACT = re.compile(r"\bfact seq (\d+)\b")
 
 
 @dataclass(frozen=True)
-class _Fact:
+class RequiredFact:
     label: str
     needle: str
 
 
 def required_facts(
     covered: Sequence[HistoryEntry], *, new_history: Sequence[HistoryEntry], goal: str | None
-) -> list[_Fact]:
-    facts = [_Fact("goal", goal)] if goal else []
+) -> list[RequiredFact]:
+    facts = [RequiredFact("goal", goal)] if goal else []
     scan = scan_entries(covered)
     if scan.user_requests:
         seq, text = scan.user_requests[-1]
@@ -39,14 +40,16 @@ def required_facts(
         # A later request kept verbatim supersedes it; an unknown order (no seq) does not.
         superseded = bool(kept) and kept[-1] is not None and seq is not None and kept[-1] > seq
         if text and not superseded:
-            facts.append(_Fact("latest user request", text))
-    facts.extend(_Fact(f"file {path}", path) for path in scan.paths)
+            facts.append(RequiredFact("latest user request", text))
+    facts.extend(RequiredFact(f"file {path}", path) for path in scan.paths)
     if unresolved := scan.unresolved():
-        facts.append(_Fact(f"error {unresolved[-1][1]}", unresolved[-1][1]))
+        facts.append(RequiredFact(f"error {unresolved[-1][1]}", unresolved[-1][1]))
     return facts
 
 
-def missing_facts(facts: Sequence[_Fact], history: Sequence[HistoryEntry]) -> list[_Fact]:
+def missing_facts(
+    facts: Sequence[RequiredFact], history: Sequence[HistoryEntry]
+) -> list[RequiredFact]:
     seen = "\n".join(visible_text(entry.item) for entry in history)
     return [fact for fact in facts if fact.needle not in seen]
 

@@ -184,6 +184,19 @@ class Handoff:
     lessons: tuple[str, ...] = ()
 
 
+IdentifierKind = Literal["path", "command", "error"]
+
+
+@dataclass(frozen=True)
+class Identifier:
+    """A file path, shell command or error signature a range of history shows."""
+
+    kind: IdentifierKind
+    text: str
+    seqs: tuple[int, ...]
+    """The items of the range that show it, oldest first."""
+
+
 @dataclass(frozen=True)
 class Trail:
     """The names and ids the agent used in what records cover (see `compaction.trail`)."""
@@ -229,6 +242,16 @@ class CompactionResult:
     is_noop: bool
     handoff: Handoff | None = None
     pinned_notes: tuple[str, ...] = field(default=())
+    target_tokens: int | None = None
+    """The target the strategy compacted toward: the given one, else half the history for the
+    lossy strategies; None for clear_tool_results without one."""
+    identifiers_found: int = 0
+    """File paths, shell commands and error signatures of the covered range (`identifiers`)."""
+    identifiers_lost: tuple[Identifier, ...] = ()
+    """Those the new history no longer lets the agent find (`find_lost_identifiers`)."""
+    over_target: str | None = None
+    """Why the new history is over the target despite everything the strategy may do; None
+    when it is within (or no target applies)."""
 
     def frees_at_least(self, share: float) -> bool:
         """Whether the new history is smaller than the old by at least `share` of it: a

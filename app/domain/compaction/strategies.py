@@ -18,13 +18,19 @@ from typing import assert_never
 
 from app.domain.compaction.extraction import (
     hand_off,
+    identifiers,
     merged,
     scan_entries,
     seq_range,
     summarize_builtin,
     take_notes,
 )
-from app.domain.compaction.loss_check import missing_facts, required_facts
+from app.domain.compaction.loss_check import (
+    RequiredFact,
+    find_lost_identifiers,
+    missing_facts,
+    required_facts,
+)
 from app.domain.compaction.model import (
     DECLARATIONS,
     CompactionBroken,
@@ -40,7 +46,7 @@ from app.domain.compaction.product import (
     read_product,
     render_product,
 )
-from app.domain.compaction.trail import build_trail, trail_entries
+from app.domain.compaction.trail import build_trail, name_uses, trail_entries
 from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.normalize import find_pairing_violations
@@ -104,7 +110,9 @@ class _Context:
     previous: Product | None
 
     def noop(self, why: str) -> CompactionResult:
-        """Nothing to do; `why` says so in the declaration, for the engineer reading it."""
+        """Nothing to do; `why` says so in the declaration, for the engineer reading it (and
+        in `over_target` when the history is over the target)."""
+        target = self.inp.params.target_tokens
         return CompactionResult(
             strategy=self.inp.strategy,
             declares={"drops": [], "keeps": [f"the active history, unchanged: {why}"]},
@@ -118,10 +126,27 @@ class _Context:
             fell_back=False,
             covered=None,
             is_noop=True,
+            over_target=why if target is not None and self.tokens_before > target else None,
         )
 
     def total(self, entries: Sequence[HistoryEntry]) -> int:
         return sum(self.size(visible_text(entry.item)) for entry in entries)
+
+
+@dataclass(frozen=True)
+class _Covering:
+    """A lossy strategy's draft: what it covers, keeps, and re-loads for the loss check."""
+
+    head: tuple[HistoryEntry, ...]
+    covered: tuple[HistoryEntry, ...]
+    tail: tuple[HistoryEntry, ...]
+    reloaded: dict[int, tuple[tuple[HistoryEntry, ...], str]]
+    facts: list[RequiredFact]
+    missing: list[RequiredFact]
+
+    def history(self) -> tuple[HistoryEntry, ...]:
+        middle = [entry for a in sorted(self.reloaded) for entry in self.reloaded[a][0]]
+        return (*self.head, *middle, *self.tail)
 
 
 def split(inp: CompactionInput) -> tuple[tuple[HistoryEntry, ...], tuple[HistoryEntry, ...]]:
@@ -220,6 +245,16 @@ def _clear(ctx: _Context) -> CompactionResult:
         fell_back=False,
         covered=seq_range([ctx.body[p] for p in cleared]),
         is_noop=False,
+        over_target=_over_target(
+            ctx,
+            target=target,
+            parts=(
+                ("the invariants", ctx.invariants),
+                ("the earlier record", ctx.products),
+                ("the calls, messages and kept outputs", body),
+            ),
+            keeps=_CLEARING_KEEPS,
+        ),
     )
 
 
@@ -272,18 +307,25 @@ def _record(
     leaves, and may take up to `_TRAIL_SHARE` of the budget from the rest's lists."""
     product = _product_for(ctx, covered, kind=kind)
     previous = ctx.previous.trail if ctx.previous is not None else None
+    uses = name_uses(covered, previous)
 
     def trail_within(shown: Product, trail_budget: int) -> Trail:
         text = visible_text(render_product(shown)) + "\n" + (ctx.inp.goal or "")
-        return build_trail(
-            covered, previous=previous, shown=text, budget=trail_budget, count=ctx.size
-        )
+        return build_trail(uses, previous=previous, shown=text, budget=trail_budget, count=ctx.size)
 
     wanted = trail_within(product, budget // _TRAIL_SHARE)
     reserve = ctx.size("\n".join(trail_entries(wanted))) if wanted.groups else 0
     fitted = fit_product(product, budget=budget - reserve, count=ctx.size)
     left = budget - ctx.size(visible_text(render_product(fitted)))
-    return replace(fitted, trail=trail_within(fitted, max(left, reserve)))
+    record = replace(fitted, trail=trail_within(fitted, left))
+    # The trail's cost is estimated name by name: measured over, it gives back the excess.
+    for _ in range(3):
+        over = ctx.size(visible_text(render_product(record))) - budget
+        if over <= 0 or record.trail is None or not record.trail.groups:
+            break
+        left -= over
+        record = replace(fitted, trail=trail_within(fitted, left))
+    return record
 
 
 def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
@@ -338,43 +380,62 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
                 product = _record(ctx, body[:later], kind=kind, budget=record_budget)
                 record = render_product(product)
         head = (*ctx.invariants, HistoryEntry(None, record, verbatim=False))
-    covered, tail = body[:start], body[start:]
-    units = [(a, b) for a, b in itertools.pairwise(cuts) if b <= start]
-    reloaded: dict[int, tuple[tuple[HistoryEntry, ...], str]] = {}
-    if truncating and users and users[-1] < start:
-        a, b = next(unit for unit in units if unit[0] <= users[-1] < unit[1])
-        reloaded[a] = (body[a:b], "latest user request")
+
+    def covering(start: int) -> _Covering:
+        """The units before `start` dropped or recorded, the ones the loss check re-loads."""
+        covered, tail = body[:start], body[start:]
+        units = [(a, b) for a, b in itertools.pairwise(cuts) if b <= start]
+        reloaded: dict[int, tuple[tuple[HistoryEntry, ...], str]] = {}
+        if truncating and users and users[-1] < start:
+            a, b = next(unit for unit in units if unit[0] <= users[-1] < unit[1])
+            reloaded[a] = (body[a:b], "latest user request")
+        draft = _Covering(head, covered, tail, reloaded, [], [])
+        facts = required_facts(covered, new_history=draft.history(), goal=inp.goal)
+        missing = missing_facts(facts, draft.history())
+        for fact in missing:
+            if fact.needle in "\n".join(
+                visible_text(e.item) for a in reloaded for e in reloaded[a][0]
+            ):
+                continue
+            options: list[tuple[int, int, int, tuple[HistoryEntry, ...]]] = []
+            for a, b in units:
+                if a in reloaded or not any(fact.needle in visible_text(e.item) for e in body[a:b]):
+                    continue
+                # An output is kept whole only for a fact no call or message of its unit shows,
+                # so that the unit stays paired and small.
+                shown = "\n".join(
+                    visible_text(e.item) for e in body[a:b] if item_type(e.item) not in OUTPUT_TYPES
+                )
+                needles = [f.needle for f in missing if f.needle not in shown]
+                unit = tuple(
+                    _cleared_output(e, size=ctx.size(visible_text(e.item)), call_seq=None)
+                    if _is_clearable(e) and not any(n in visible_text(e.item) for n in needles)
+                    else e
+                    for e in body[a:b]
+                )
+                options.append((ctx.total(unit), -a, a, unit))
+            if options:
+                # The cheapest unit carrying the fact; the newest of equally cheap ones.
+                _, _, a, unit = min(options, key=lambda option: option[:2])
+                reloaded[a] = (unit, f"loss check: {fact.label}")
+        return _Covering(head, covered, tail, reloaded, facts, missing)
+
+    drafted = covering(start)
+    # truncate keeps what fits: what the loss check re-loads pushes the cut later.
+    while truncating and (over := ctx.total(drafted.history()) - target) > 0:
+        later = _tail_start(
+            cuts, suffix_sizes=suffix, budget=suffix[start] - over, prefer=start, keep=keep
+        )
+        if later <= start:
+            break
+        start = later
+        drafted = covering(start)
+    covered, tail, reloaded = drafted.covered, drafted.tail, drafted.reloaded
+    facts, missing = drafted.facts, drafted.missing
 
     def assemble() -> tuple[HistoryEntry, ...]:
-        middle = [entry for a in sorted(reloaded) for entry in reloaded[a][0]]
-        return (*head, *middle, *tail)
+        return replace(drafted, tail=tail).history()
 
-    facts = required_facts(covered, new_history=assemble(), goal=inp.goal)
-    missing = missing_facts(facts, assemble())
-    for fact in missing:
-        if fact.needle in "\n".join(visible_text(e.item) for a in reloaded for e in reloaded[a][0]):
-            continue
-        options: list[tuple[int, int, int, tuple[HistoryEntry, ...]]] = []
-        for a, b in units:
-            if a in reloaded or not any(fact.needle in visible_text(e.item) for e in body[a:b]):
-                continue
-            # An output is kept whole only for a fact no call or message of its unit shows, so
-            # that the unit stays paired and small.
-            shown = "\n".join(
-                visible_text(e.item) for e in body[a:b] if item_type(e.item) not in OUTPUT_TYPES
-            )
-            needles = [f.needle for f in missing if f.needle not in shown]
-            unit = tuple(
-                _cleared_output(e, size=ctx.size(visible_text(e.item)), call_seq=None)
-                if _is_clearable(e) and not any(n in visible_text(e.item) for n in needles)
-                else e
-                for e in body[a:b]
-            )
-            options.append((ctx.total(unit), -a, a, unit))
-        if options:
-            # The cheapest unit carrying the fact; the newest of equally cheap ones.
-            _, _, a, unit = min(options, key=lambda option: option[:2])
-            reloaded[a] = (unit, f"loss check: {fact.label}")
     history = assemble()
     if missing and missing_facts(facts, history):
         fallback = _clear(ctx)
@@ -384,6 +445,17 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
             loss_missing=tuple(fact.label for fact in missing),
             fell_back=True,
         )
+    if (over := ctx.total(history) - target) > 0:
+        # The newest turn is kept whatever its size: its outputs go head and tail, each naming
+        # the fact that holds it whole, as far as the loss check allows.
+        shrunk = _shrunk_outputs(ctx, tail, budget=ctx.total(tail) - over)
+        # What the loss check asks of the covered range it asks of the cut turn too.
+        needed = [*facts, *required_facts(tail, new_history=tail, goal=inp.goal)]
+        if shrunk is not None and not missing_facts(
+            needed, replace(drafted, tail=shrunk).history()
+        ):
+            tail = shrunk
+            history = assemble()
     kept_reason = "newest items within the target" if truncating else "newest turn"
     working_set = [
         (entry.seq, reason)
@@ -406,41 +478,91 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
         is_noop=False,
         handoff=product.handoff if product else None,
         pinned_notes=product.pinned if product else (),
+        over_target=_over_target(
+            ctx,
+            target=target,
+            parts=(
+                ("the invariants", ctx.invariants),
+                ("the earlier record" if truncating else "the record", head[len(ctx.invariants) :]),
+                (
+                    "the older turns the loss check kept",
+                    [entry for a in reloaded for entry in reloaded[a][0]],
+                ),
+                ("the newest turn", tail),
+            ),
+        ),
     )
+
+
+_LOSSY_KEEPS = (
+    "the invariants and the newest turn are always kept (its outputs cut to head and tail as far"
+    " as they go), a record no smaller than its floor, older turns only for the facts the loss"
+    " check needs (goal, latest request, touched files, latest error)"
+)
+_CLEARING_KEEPS = (
+    "clear_tool_results keeps every call and message and the newest keep_recent outputs (summary"
+    " or truncate go further)"
+)
+
+
+def _over_target(
+    ctx: _Context,
+    *,
+    target: int | None,
+    parts: Sequence[tuple[str, Sequence[HistoryEntry]]],
+    keeps: str = _LOSSY_KEEPS,
+) -> str | None:
+    """Why a compacted history is over `target`, what each part of it takes; None within."""
+    sizes = [(label, ctx.total(entries)) for label, entries in parts if entries]
+    total = sum(size for _, size in sizes)
+    if target is None or total <= target:
+        return None
+    taken = ", ".join(f"{label} {size}" for label, size in sizes)
+    return f"{total - target} tokens over the target of {target}: {taken} tokens; {keeps}"
+
+
+def _shrunk_outputs(
+    ctx: _Context, entries: Sequence[HistoryEntry], *, budget: int
+) -> tuple[HistoryEntry, ...] | None:
+    """`entries` with their tool outputs truncated head and tail so that all fit `budget`, each
+    naming the fact that holds it whole; None when that cannot reach it."""
+    outputs = [
+        k
+        for k, entry in enumerate(entries)
+        if _is_clearable(entry) and isinstance(entry.item.get("output"), str | list)
+    ]
+    fixed = ctx.total([entry for k, entry in enumerate(entries) if k not in outputs])
+    shrunk = shrink_outputs(
+        [
+            (
+                entries[k].item["output"],
+                ctx.size(visible_text(entries[k].item)),
+                f"fact seq {entries[k].seq}",
+            )
+            for k in outputs
+        ],
+        budget=budget - fixed,
+        count_tokens=ctx.size,
+    )
+    if not outputs or shrunk is None:
+        return None
+    kept = list(entries)
+    for k, output in zip(outputs, shrunk, strict=True):
+        if output is not kept[k].item["output"]:
+            kept[k] = HistoryEntry(kept[k].seq, {**kept[k].item, "output": output}, verbatim=False)
+    return tuple(kept)
 
 
 def _shrink_kept(ctx: _Context, *, head_size: int, target: int) -> CompactionResult:
     """The newest turns alone are over the target: their tool outputs, truncated head and tail
     to reach it, each naming the fact that holds it whole (nothing else is left to compact)."""
-    body = list(ctx.body)
-    outputs = [
-        k
-        for k, entry in enumerate(body)
-        if _is_clearable(entry) and isinstance(entry.item.get("output"), str | list)
-    ]
-    fixed = ctx.total([entry for k, entry in enumerate(body) if k not in outputs])
-    shrunk = shrink_outputs(
-        [
-            (
-                body[k].item["output"],
-                ctx.size(visible_text(body[k].item)),
-                f"fact seq {body[k].seq}",
-            )
-            for k in outputs
-        ],
-        budget=target - head_size - fixed,
-        count_tokens=ctx.size,
-    )
-    if not outputs or shrunk is None:
+    shrunk = _shrunk_outputs(ctx, ctx.body, budget=target - head_size)
+    if shrunk is None:
         return ctx.noop(
             f"the newest turns' calls and messages alone are over the target of {target} tokens"
         )
-    changed = []
-    for k, output in zip(outputs, shrunk, strict=True):
-        if output is not body[k].item["output"]:
-            body[k] = HistoryEntry(body[k].seq, {**body[k].item, "output": output}, verbatim=False)
-            changed.append(body[k])
-    history = (*ctx.invariants, *ctx.products, *body)
+    changed = [entry for entry in shrunk if not entry.verbatim and entry not in ctx.body]
+    history = (*ctx.invariants, *ctx.products, *shrunk)
     return CompactionResult(
         strategy=ctx.inp.strategy,
         declares={
@@ -453,15 +575,20 @@ def _shrink_kept(ctx: _Context, *, head_size: int, target: int) -> CompactionRes
         tokens_before=ctx.tokens_before,
         tokens_after=ctx.total(history),
         history=history,
-        summary=None,
-        notes=None,
+        # The earlier record stays as it is: what it carries is what the history carries.
+        summary=ctx.previous.summary if ctx.previous else None,
+        notes=ctx.previous.notes if ctx.previous else None,
         working_set=tuple(
-            (entry.seq, "newest turn") for entry in body if entry.seq is not None and entry.verbatim
+            (entry.seq, "newest turn")
+            for entry in shrunk
+            if entry.seq is not None and entry.verbatim
         ),
         loss_missing=(),
         fell_back=False,
         covered=seq_range(changed),
         is_noop=not changed,
+        handoff=ctx.previous.handoff if ctx.previous else None,
+        pinned_notes=ctx.previous.pinned if ctx.previous else (),
     )
 
 
@@ -500,4 +627,16 @@ def plan_compaction(inp: CompactionInput, *, count_tokens: CountTokens) -> Compa
             f"{result.strategy} would break call/output pairing; nothing was compacted",
             details=violations,
         )
-    return result
+    target = inp.params.target_tokens
+    if target is None and inp.strategy != "clear_tool_results":
+        target = ctx.tokens_before // 2
+    result = replace(result, target_tokens=target)
+    if result.is_noop or result.covered is None:
+        return result
+    first, last = result.covered
+    covered = [e for e in body if e.seq is not None and first <= e.seq <= last]
+    return replace(
+        result,
+        identifiers_found=len(identifiers(covered)),
+        identifiers_lost=find_lost_identifiers(covered=covered, new_history=result.history),
+    )

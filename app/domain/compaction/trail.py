@@ -35,18 +35,21 @@ _GROUP_TOKENS = 5
 
 
 @dataclass(frozen=True)
-class _Use:
+class NameUse:
     uses: int
+    """Model output items naming it (an earlier record's names count `_CARRIED_USES`; names
+    only tool outputs show count 0, ranking after every name the agent wrote)."""
     last_seq: int
 
 
-def _uses(covered: Sequence[HistoryEntry], previous: Trail | None) -> dict[str, _Use]:
-    found: dict[str, _Use] = {}
+def name_uses(covered: Sequence[HistoryEntry], previous: Trail | None) -> dict[str, NameUse]:
+    """The trail's candidates: every name of `covered` and `previous` with its use."""
+    found: dict[str, NameUse] = {}
     if previous is not None:
         for seq, names in previous.groups:
             for name in names:
-                found[name] = _Use(_CARRIED_USES, seq)
-    seen: dict[str, _Use] = {}
+                found[name] = NameUse(_CARRIED_USES, seq)
+    seen: dict[str, NameUse] = {}
     for entry in covered:
         if entry.seq is None:
             continue
@@ -54,28 +57,28 @@ def _uses(covered: Sequence[HistoryEntry], previous: Trail | None) -> dict[str, 
             if item_type(entry.item) in OUTPUT_TYPES:
                 for name in extract_identifiers(item_text(entry.item)):
                     before = seen.get(name)
-                    seen[name] = _Use((before.uses if before else 0) + 1, entry.seq)
+                    seen[name] = NameUse((before.uses if before else 0) + 1, entry.seq)
             continue
         for name in extract_identifiers(item_text(entry.item)):
             before = found.get(name)
-            found[name] = _Use((before.uses if before else 0) + 1, entry.seq)
+            found[name] = NameUse((before.uses if before else 0) + 1, entry.seq)
     for name, use in seen.items():
         if name not in found and use.uses >= 2:
-            found[name] = _Use(0, use.last_seq)
+            found[name] = NameUse(0, use.last_seq)
     return found
 
 
 def build_trail(
-    covered: Sequence[HistoryEntry],
+    uses: dict[str, NameUse],
     *,
     previous: Trail | None,
     shown: str,
     budget: int,
     count: Callable[[str], int],
 ) -> Trail:
-    """The trail of `covered` merged into `previous`, within about `budget` tokens; `shown` is
-    the text the record (goal included) shows besides it."""
-    uses = _uses(covered, previous)
+    """The trail of the names `uses` ranks (`name_uses` of the covered range and `previous`),
+    within about `budget` tokens; `shown` is the text the record (goal included) shows besides
+    it."""
     candidates = [name for name in uses if name not in shown]
     ranked = sorted(
         candidates,

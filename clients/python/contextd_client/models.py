@@ -565,6 +565,18 @@ class LossCheck(BaseModel):
     fell_back: Annotated[bool, Field(title="Fell Back")]
 
 
+class LostIdentifier(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    kind: Annotated[Literal["path", "command", "error"], Field(title="Kind")]
+    text: Annotated[str, Field(title="Text")]
+    seqs: Annotated[list[int], Field(title="Seqs")]
+    """
+    The covered facts that show it, where recall finds it.
+    """
+
+
 Index = TypeAliasType("Index", Annotated[str, Field(max_length=10000, title="Index")])
 
 
@@ -1099,6 +1111,25 @@ class AssemblyDiffBody(BaseModel):
     tokens_delta: Annotated[int, Field(title="Tokens Delta")]
 
 
+class CompactedIdentifiers(BaseModel):
+    """
+    The file paths, shell commands and error signatures of the range a compaction covered,
+    and those the new history no longer lets the agent find: not visible, no item showing them
+    kept verbatim, none replaced by a placeholder naming its fact (recall still reads them).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    found: Annotated[int, Field(title="Found")]
+    kept: Annotated[int, Field(title="Kept")]
+    lost: Annotated[list[LostIdentifier], Field(title="Lost")]
+    """
+    The first 50 lost, in the order found.
+    """
+    lost_total: Annotated[int, Field(title="Lost Total")]
+
+
 class ContextWindowResponse(BaseModel):
     """
     The current active context against the session's window.
@@ -1451,6 +1482,18 @@ class CompactResponse(BaseModel):
     """
     conversion: ConversionReportBody
     loss_check: LossCheck
+    target_tokens: Annotated[int | None, Field(title="Target Tokens")] = None
+    """
+    The target the strategy compacted toward (null: none).
+    """
+    over_target_because: Annotated[str | None, Field(title="Over Target Because")] = None
+    """
+    Why `tokens_after` is over `target_tokens`, what each kept part takes; null when it is within.
+    """
+    identifiers: CompactedIdentifiers | None = None
+    """
+    Null when nothing was compacted.
+    """
     hooks: Annotated[list[dict[str, Any]], Field(title="Hooks")]
     """
     Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.

@@ -296,6 +296,15 @@ class LossCheck(TypedDict):
     fell_back: bool
 
 
+class LostIdentifier(TypedDict):
+    kind: Literal["path", "command", "error"]
+    text: str
+    seqs: list[int]
+    """
+    The covered facts that show it, where recall finds it.
+    """
+
+
 class ManifestEntrySpec(TypedDict):
     id: str
     kind: NotRequired[Literal["rule", "source"]]
@@ -662,6 +671,22 @@ class AssemblyDiffBody(TypedDict):
     tokens_delta: int
 
 
+class CompactedIdentifiers(TypedDict):
+    """
+    The file paths, shell commands and error signatures of the range a compaction covered,
+    and those the new history no longer lets the agent find: not visible, no item showing them
+    kept verbatim, none replaced by a placeholder naming its fact (recall still reads them).
+    """
+
+    found: int
+    kept: int
+    lost: list[LostIdentifier]
+    """
+    The first 50 lost, in the order found.
+    """
+    lost_total: int
+
+
 class ContextWindowResponse(TypedDict):
     """
     The current active context against the session's window.
@@ -947,6 +972,18 @@ class CompactResponse(TypedDict):
     """
     conversion: ConversionReportBody
     loss_check: LossCheck
+    target_tokens: NotRequired[int | None]
+    """
+    The target the strategy compacted toward (null: none).
+    """
+    over_target_because: NotRequired[str | None]
+    """
+    Why `tokens_after` is over `target_tokens`, what each kept part takes; null when it is within.
+    """
+    identifiers: NotRequired[CompactedIdentifiers | None]
+    """
+    Null when nothing was compacted.
+    """
     hooks: list[dict[str, Any]]
     """
     Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.
