@@ -251,6 +251,41 @@ def test_truncate_keeps_the_newest_items_that_fit_and_reloads_the_latest_user_me
     assert result.tokens_after <= 60
 
 
+def test_an_output_kept_for_the_loss_check_is_cut_to_the_lines_that_show_what_it_needs() -> None:
+    traceback = "\n".join(
+        [
+            *(f"collected item {n}" for n in range(200)),
+            'Traceback (most recent call last):\n  File "src/export_utf8.py", line 9, in run',
+            "UnicodeEncodeError: 'ascii' codec can't encode character",
+        ]
+    )
+    history = entries(
+        user_msg(GOAL),  # 1
+        shell("a", "pytest tests"),  # 2
+        tool_output("a", traceback),  # 3: the only item naming src/export_utf8.py
+        assistant_msg(LONG),  # 4
+        shell("b", "ls"),  # 5
+        tool_output("b", "a.py"),  # 6
+        assistant_msg("Next."),  # 7
+    )
+    result = plan(history, "truncate", keep_recent=1, target_tokens=60)
+
+    kept = {entry.seq: entry for entry in result.history}
+    assert kept[2] == history[1]
+    assert kept[3] == HistoryEntry(
+        3,
+        {
+            **history[2].item,
+            "output": "[contextd: the lines of this output the session keeps in view; the full"
+            ' output is fact seq 3]\nFile "src/export_utf8.py", line 9, in run\n'
+            "UnicodeEncodeError: 'ascii' codec can't encode character",
+        },
+        verbatim=False,
+    )
+    assert 3 not in dict(result.working_set)  # cut, so not part of the verbatim working set
+    assert find_lost_facts(covered=history, new_history=result.history, goal=GOAL) == ()
+
+
 def test_truncate_falls_back_to_clearing_when_the_goal_is_nowhere_to_be_found() -> None:
     history = CHAT[1:]  # the goal was never a message; no invariants carry it
     result = plan_compaction(

@@ -81,6 +81,31 @@ def _cleared_output(entry: HistoryEntry, *, size: int, call_seq: int | None) -> 
     return HistoryEntry(entry.seq, {**entry.item, "output": text}, verbatim=False)
 
 
+_EXCERPT_LINE_CHARS = 300
+
+
+def _excerpt(ctx: _Context, entry: HistoryEntry, needles: Sequence[str]) -> HistoryEntry:
+    """A tool output the loss check needs for `needles`, cut to the lines that show them (each
+    clipped around them) and naming the fact that holds it whole; the output whole when its
+    lines do not show every needle it holds, or the cut would not be smaller."""
+    output = entry.item.get("output")
+    if not isinstance(output, str):
+        return entry
+    held = [needle for needle in needles if needle in output]
+    lines = []
+    for line in output.splitlines():
+        if any(needle in line for needle in held):
+            start = min(line.find(n) for n in held if n in line)
+            lines.append(line[max(0, start - 60) : start + _EXCERPT_LINE_CHARS].strip())
+    text = (
+        f"[contextd: the lines of this output the session keeps in view; the full output is"
+        f" fact seq {entry.seq}]\n" + "\n".join(lines)
+    )
+    if not all(needle in text for needle in held) or ctx.size(text) >= ctx.size(output):
+        return entry
+    return HistoryEntry(entry.seq, {**entry.item, "output": text}, verbatim=False)
+
+
 def is_cleared_output(item: Item) -> bool:
     """Whether `item` is a tool output clear_tool_results already replaced by a placeholder."""
     output = item.get("output")
@@ -408,8 +433,12 @@ def _lossy(ctx: _Context, *, kind: ProductKind | None) -> CompactionResult:
                 )
                 needles = [f.needle for f in missing if f.needle not in shown]
                 unit = tuple(
-                    _cleared_output(e, size=ctx.size(visible_text(e.item)), call_seq=None)
-                    if _is_clearable(e) and not any(n in visible_text(e.item) for n in needles)
+                    (
+                        _excerpt(ctx, e, needles)
+                        if any(n in visible_text(e.item) for n in needles)
+                        else _cleared_output(e, size=ctx.size(visible_text(e.item)), call_seq=None)
+                    )
+                    if _is_clearable(e)
                     else e
                     for e in body[a:b]
                 )
