@@ -285,6 +285,7 @@ async function main(): Promise<void> {
     `done: ${detail.item_count} items in the log, ${detail.compactions} compaction(s), ` +
       `${detail.active_tokens} tokens active`,
   );
+  await session.close();
 }
 
 await main();

@@ -432,6 +432,11 @@ export class ContextdSession implements Session {
     this.link = new ContextLink(this.client, sessionId, link);
   }
 
+  /** Releases the client's connection. */
+  async close(): Promise<void> {
+    await this.client.close();
+  }
+
   /** Items kept in the log but not shown to the model (e.g. of an unknown type). */
   get excluded(): Schemas["ExcludedItem"][] {
     return this.link.excluded;

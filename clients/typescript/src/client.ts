@@ -11,6 +11,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
 import createClient from "openapi-fetch";
+import { Agent } from "undici";
 
 import { ContextdError, errorFrom, Unreachable } from "./errors.js";
 import {
@@ -39,7 +40,8 @@ export interface ClientOptions {
   apiKey?: string;
   timeouts?: Partial<Timeouts>;
   retries?: Partial<Retries>;
-  /** A fetch of your own (a proxy agent, instrumentation); default the global one. */
+  /** A fetch of your own (a proxy agent, instrumentation); default the global one, on the
+   * client's own connection. */
   fetch?: (request: Request) => Promise<Response>;
 }
 
@@ -61,10 +63,18 @@ interface Answer<T> {
   response: Response;
 }
 
+/**
+ * A client keeps one connection to the service and sends its calls on it one after another, as
+ * a session's calls are made anyway. The service finishes a call's work on its connection (the
+ * stored plan of an assembly) before it reads the next request there; Node's fetch would
+ * otherwise send the next call on a second connection while that work is still running. Close
+ * the client (`close`) to release the connection.
+ */
 export class ContextdClient {
   readonly timeouts: Timeouts;
   readonly retries: Retries;
   private readonly http: ReturnType<typeof createClient<paths>>;
+  private readonly connection = new Agent({ connections: 1 });
 
   constructor(options: ClientOptions = {}) {
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
@@ -76,8 +86,15 @@ export class ContextdClient {
     this.http = createClient<paths>({
       baseUrl: (options.baseUrl ?? "http://127.0.0.1:8000").replace(/\/+$/, ""),
       headers,
-      ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+      fetch:
+        options.fetch ??
+        ((request) => fetch(request, { dispatcher: this.connection } as RequestInit)),
     });
+  }
+
+  /** Releases the client's connection; calls made after it fail. */
+  async close(): Promise<void> {
+    await this.connection.close();
   }
 
   private async run<T>(
