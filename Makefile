@@ -6,7 +6,7 @@ PG_HOST ?= 127.0.0.1
 PG_PORT ?= 5432
 export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PORT)/postgres
 
-.PHONY: install run test lint typecheck pytest postgres bench fuzz load stall openapi client-models clean
+.PHONY: install run test lint typecheck pytest typescript postgres bench fuzz load stall openapi client-models clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	python3 -m venv $(VENV)
@@ -33,11 +33,26 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict app tests bench examples clients/python/contextd_client
 
+TS := clients/typescript
+TS_STAMP := $(TS)/node_modules/.installed-stamp
+
+# Node dependencies exactly as the lockfile pins them (the cross-language test runs the
+# TypeScript example too).
+$(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json
+	cd $(TS) && npm ci --no-audit --no-fund
+	touch $(TS_STAMP)
+
 # The test suite creates (and drops) its own throwaway PostgreSQL database.
-pytest: $(STAMP) postgres
+pytest: $(STAMP) $(TS_STAMP) postgres
 	$(BIN)/pytest -q -p no:cacheprovider
 
-test: lint typecheck pytest
+# The TypeScript client: strict type check, then its tests against a server on a throwaway
+# PostgreSQL database of their own.
+typescript: $(STAMP) $(TS_STAMP) postgres
+	cd $(TS) && npx tsc --noEmit
+	cd $(TS) && npx vitest run
+
+test: lint typecheck pytest typescript
 
 # A larger schemathesis campaign than the bounded one `make test` runs.
 fuzz: $(STAMP) postgres
@@ -71,4 +86,4 @@ bench: $(STAMP) postgres
 	$(BIN)/python -m bench.client
 
 clean:
-	rm -rf $(VENV) contextd.db contextd.db-wal contextd.db-shm
+	rm -rf $(VENV) $(TS)/node_modules contextd.db contextd.db-wal contextd.db-shm
