@@ -38,6 +38,7 @@ from app.domain.assemble import (
     AssemblyPlan,
     Candidate,
     Contribution,
+    Layer,
     diff_selections,
     reused_prefix,
 )
@@ -277,8 +278,12 @@ names (so a third pass is rarely needed, and none after it)."""
 def _plan_naming_what_it_leaves_out(
     assembly_input: AssemblyInput, loaded: LoadedHistory, *, count: CountTokens, tool: str | None
 ) -> tuple[AssemblyPlan, tuple[Elided, ...]]:
-    """A session-mode plan, what it leaves out of the session's history, and a notice in the
-    stable prefix naming whatever of that its visible text does not already name."""
+    """A session-mode plan, what it leaves out of the session's history, and the notices naming
+    whatever of that its visible text does not already name: what lies before the first fact
+    the history shows in the stable prefix, before the history (it changes only where the
+    history's start does); what lies within it, such as a system message normalization left
+    out mid-session, after the history (a new one then rewrites only what follows the history,
+    never the history itself)."""
     notice: Contribution | None = None
     for _ in range(_NOTICE_PASSES):
         contributions = assembly_input.contributions + ((notice,) if notice else ())
@@ -291,28 +296,46 @@ def _plan_naming_what_it_leaves_out(
             for item in plan.items
             if item.source != NOTICE_SOURCE
         )
-        text = notice_text(unnamed(elided, named), tool=tool)
-        wanted = (
-            None
-            if text is None
-            else Contribution(
-                NOTICE_SOURCE,
-                (
-                    Candidate(
-                        id=NOTICE_ID,
-                        source=NOTICE_SOURCE,
-                        layer="prefix",
-                        source_class=NOTICE_SOURCE,
-                        content=text,
-                        required=True,
-                    ),
-                ),
-            )
+        start = _first_shown_seq(loaded, plan)
+        missing = unnamed(elided, named)
+        before = [entry for entry in missing if start is None or entry.last_seq < start]
+        within = [entry for entry in missing if entry not in before]
+        placements: tuple[tuple[str, Layer, list[Elided]], ...] = (
+            (NOTICE_ID, "prefix", before),
+            (f"{NOTICE_ID}#within", "task", within),
         )
+        candidates = tuple(
+            Candidate(
+                id=item_id,
+                source=NOTICE_SOURCE,
+                layer=layer,
+                source_class=NOTICE_SOURCE,
+                content=text,
+                required=True,
+            )
+            for item_id, layer, entries in placements
+            if (text := notice_text(entries, tool=tool)) is not None
+        )
+        wanted = Contribution(NOTICE_SOURCE, candidates) if candidates else None
         if wanted == notice:
             break
         notice = wanted
     return plan, elided
+
+
+def _first_shown_seq(loaded: LoadedHistory, plan: AssemblyPlan) -> int | None:
+    """The fact seq of the first history item `plan` shows (records a compaction wrote have
+    none); None when it shows no logged fact."""
+    offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
+    decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
+    return min(
+        (
+            seq
+            for j, entry in zip(offered, decisions, strict=True)
+            if entry["decision"] == "selected" and (seq := loaded.seqs[j]) is not None
+        ),
+        default=None,
+    )
 
 
 _WINDOW_DROPS = {"max_tokens": "window", "history_cut": "window"}

@@ -13,11 +13,12 @@ context shows reduced or not at all, as seq ranges of one form and one reason. I
   record that covers several ranges counts in each).
 
 `unnamed` picks the ranges the visible text does not already name by their first seq (a
-placeholder's "fact seq 57", a record's "fact seqs 12–40"), and `notice_text` names those in
-one short text, which assembly places in the stable prefix, before the history. It changes only
-where the history's own start changes (a compaction, the window's cut moving, an item
-normalization leaves out): placed at the end it would follow the newest item, which is new on
-every call, and so be sent uncached every time.
+placeholder's "fact seq 57", a record's "fact seqs 12–40"), and `notice_text` names them in
+one short text. Assembly names the ranges before the first fact the history shows in the stable
+prefix, before the history: that notice changes only where the history's own start changes (a
+compaction, the window's cut moving). Ranges within the shown history (an item normalization
+leaves out mid-session) it names after the history: a new one there rewrites only what follows
+the history, where before it every token of the history after the notice went uncached.
 """
 
 from __future__ import annotations

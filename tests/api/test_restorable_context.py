@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.domain.items import FORMATS, Format, visible_text
 from app.tokens import token_counter
-from tests.builders import assistant_msg, tool_call, tool_output, user_msg
+from tests.builders import assistant_msg, system_msg, tool_call, tool_output, user_msg
 from tests.providers import tool_violations
 
 count = token_counter("o200k_base")
@@ -206,3 +206,33 @@ def test_what_compactions_leave_out_is_listed_and_named(
     assert _named(again) == []
     # The same log gives the same list.
     assert _assemble(client, session_id)["elided"] == again["elided"]
+
+
+def test_what_normalization_leaves_out_mid_session_is_named_after_the_history(
+    client: TestClient, session_id: str
+) -> None:
+    _session(client, session_id)
+    _append(
+        client,
+        session_id,
+        [
+            user_msg("Fix the export."),
+            tool_call("c1", arguments='{"cmd": "cat export.py"}'),
+            tool_output("c1", "def export(rows): ..."),
+        ],
+    )
+    first = _assemble(client, session_id)
+    assert [item["id"] for item in first["items"] if item["source"] == "elision"] == []
+    # A runtime mirrors its next run's system prompt into the session: normalization leaves it
+    # out, and the context names it after the history, whose bytes stay as they were.
+    _append(client, session_id, [system_msg("You are a careful engineer."), user_msg("Go on.")])
+    second = _assemble(client, session_id)
+    (left_out,) = second["elided"]
+    assert (left_out["first_seq"], left_out["form"]) == (4, "excluded")
+    notices = [item for item in second["items"] if item["source"] == "elision"]
+    assert [(item["id"], item["layer"]) for item in notices] == [("elided#within", "task")]
+    assert notices[0]["content"].startswith(
+        "[contextd: not shown in this context: fact seq 4 (excluded, normalization: "
+    )
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert second["cache"]["reused_prefix_tokens"] == first["total_tokens"]
