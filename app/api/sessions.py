@@ -278,15 +278,19 @@ def report_usage(
     cached tokens too, under the call's unit and phase, else the assembly's; and its
     `input_tokens` calibrate the session's model of provider tokens (an overhead and a ratio
     per encoding token), once per assembly (see the session's `tokenizer`)."""
-    # The calibration rules are `app.domain.calibration`'s. Locked when the report may
-    # calibrate: one session's reports update its fit one after another.
+    # The calibration rules are `app.domain.calibration`'s.
     calibrates = body.assembly_id is not None and body.input_tokens > 0
-    session = repository.get_session(
-        db, tenant_id=tenant_id, external_id=session_id, lock=calibrates
-    )
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     unit, phase = body.unit, body.phase
     if body.assembly_id is not None:
+        # Read before the session's row is locked: on PostgreSQL this may wait for the plan's
+        # write, which takes a share lock on that row (its foreign key), so waiting for it
+        # while holding the row would deadlock the two.
         assembly = plans.get_assembly(db, tenant_id=tenant_id, external_id=body.assembly_id)
+        if calibrates:
+            # Locked, and read again, when the report may calibrate: one session's reports
+            # update its fit one after another.
+            db.refresh(session, with_for_update=True)
         # The tenant can read this assembly, so a 404 would contradict GET /assemblies/{id}:
         # the id exists, it is the body that names the wrong one.
         if assembly.session_id != session.id:
