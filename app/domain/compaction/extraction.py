@@ -17,6 +17,7 @@ latest ones seen.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -177,9 +178,17 @@ class _Call:
 
 
 def _describe_call(item: Item) -> _Call:
-    text = visible_text(item)
-    name = str(item.get("name", ""))
-    match item_type(item):
+    kind = item_type(item)
+    raw = item.get("input", "") if kind == "custom_tool_call" else item.get("arguments", "")
+    return _described(kind, str(item.get("name", "")), str(raw), visible_text(item))
+
+
+@functools.lru_cache(maxsize=4096)
+def _described(kind: str, name: str, raw: str, text: str) -> _Call:
+    """`_describe_call` of a call by what it reads, kept: a session's calls are described again
+    by every compaction (and several times within one), and each costs a walk of its
+    arguments' text."""
+    match kind:
         case "local_shell_call":
             return _Call(
                 _first_line(text),
@@ -188,11 +197,9 @@ def _describe_call(item: Item) -> _Call:
                 _command_line(text) or None,
             )
         case "custom_tool_call":
-            raw = str(item.get("input", ""))
             leaves: list[tuple[str | None, str]] = [(None, raw)]
             command: str | None = None
         case _:
-            raw = str(item.get("arguments", ""))
             try:
                 arguments = json.loads(raw)
                 leaves = list(_string_leaves(arguments))
