@@ -4,10 +4,15 @@ and any replica: real servers, real connections."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import httpx
+import psycopg
+from sqlalchemy.engine import make_url
 
 from tests.builders import user_msg
 from tests.e2e.servers import running
@@ -169,3 +174,64 @@ def test_an_assembly_that_fails_after_taking_its_locks_leaves_none_held(postgres
                 other_replica.post("/assemble", json={"session_id": session_id}).status_code
             )
     assert statuses == [404, 201] * 5
+
+
+def _waiting(conninfo: str, *, wait_event: str, query_start: str) -> bool:
+    """Whether a server connection waits on `wait_event` in a statement starting so."""
+    with psycopg.connect(conninfo, autocommit=True) as probe:
+        row = probe.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = %s AND query ILIKE %s",
+            (wait_event, f"{query_start}%"),
+        ).fetchone()
+    return row is not None and row[0] > 0
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(4_000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the server never reached the state the test waits for")
+
+
+def test_a_usage_report_waiting_for_its_plan_leaves_the_plans_write_free_to_finish(
+    postgres_url: str,
+) -> None:
+    # A report naming an assembly whose plan is still being written waits for the plan. It must
+    # not hold its session's row meanwhile: the plan's insert share-locks that row (its foreign
+    # key), and the two waiting on each other would be a deadlock that loses the plan.
+    conninfo = make_url(postgres_url).set(drivername="postgresql").render_as_string(False)
+    session_id = f"plans-{uuid.uuid4().hex[:8]}"
+    with (
+        running(postgres_url) as server,
+        httpx.Client(base_url=server.base, timeout=60) as caller,
+        httpx.Client(base_url=server.base, timeout=60) as reporter,
+        psycopg.connect(conninfo) as blocker,
+    ):
+        caller.post("/sessions", json={"session_id": session_id}).raise_for_status()
+        caller.post(
+            f"/sessions/{session_id}/items", json={"items": [user_msg("hello")]}
+        ).raise_for_status()
+        # Inserts into the plans table wait while this is held: the next plan's write, done
+        # after its answer, waits here with the plan's lock taken.
+        blocker.execute("LOCK TABLE assemblies IN SHARE MODE")
+        answer = caller.post("/assemble", json={"session_id": session_id})
+        assert answer.status_code == 201, answer.text
+        assembly_id = answer.json()["assembly_id"]
+        _until(lambda: _waiting(conninfo, wait_event="relation", query_start="INSERT INTO"))
+        reported: list[httpx.Response] = []
+        usage = {"assembly_id": assembly_id, "input_tokens": 500, "cached_tokens": 0}
+        thread = threading.Thread(
+            target=lambda: reported.append(
+                reporter.post(f"/sessions/{session_id}/usage", json=usage)
+            )
+        )
+        thread.start()
+        _until(lambda: _waiting(conninfo, wait_event="advisory", query_start="SELECT"))
+        blocker.rollback()  # the plan's write goes on, then the report
+        thread.join()
+        stored = caller.get(f"/assemblies/{assembly_id}")
+        failures = _metric(caller.get("/metrics").text, "contextd_plan_store_failures_total")
+    assert [response.status_code for response in reported] == [204]
+    assert stored.status_code == 200, stored.text
+    assert failures == 0
