@@ -56,7 +56,11 @@ Count = Annotated[int, Field(ge=0, le=10**12)]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Refuses fields it does not name, and converts no scalar into another: `true` is not a
+    number, `1` is not a string, `"1"` is not an integer. A request the contract refuses is
+    refused here, so what the service accepts is exactly what `openapi.yaml` states."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class RequestModel(StrictModel):
@@ -181,7 +185,7 @@ class SessionDetailResponse(SessionResponse):
 class AppendMetadata(BaseModel):
     """Provenance of a batch; unknown keys are kept with the facts."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     harness_authored: bool = False
     truncation_token_limit: Annotated[int, Field(gt=0, le=10**9)] | None = None
@@ -339,7 +343,7 @@ def _defaults_to(field: str) -> Any:
 
 # A typed dict, not a model: one request may carry thousands of candidates, and pydantic
 # validates plain dicts about twice as fast as it builds model instances.
-@with_config(ConfigDict(extra="forbid"))
+@with_config(ConfigDict(extra="forbid", strict=True))
 class CandidateSpec(TypedDict):
     """One candidate: `id` and exactly one of `content` and `item`; any other field may be
     left out. `source_class` defaults to the source's name."""
