@@ -7,7 +7,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, NotRequired, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator, with_config
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    HttpUrl,
+    model_validator,
+    with_config,
+)
 from typing_extensions import TypedDict
 
 from app.domain import names
@@ -50,9 +58,24 @@ Label = Annotated[
 ManifestName = Annotated[
     str, Field(min_length=1, max_length=names.MAX_LENGTH, pattern=names.MANIFEST_NAME_PATTERN)
 ]
-MAX_SEQ = 2**63 - 1
-"""Sequence numbers are 64-bit in the database; larger ones are refused at the door."""
-Count = Annotated[int, Field(ge=0, le=10**12)]
+
+
+def _whole_number(value: object) -> object:
+    """`2.0` is an integer to JSON Schema (a number with a zero fraction), so a request may
+    spell one so; a strict model would refuse it. Nothing else is converted: not `true`, not
+    `"2"`, not `2.5`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WHOLE_NUMBER = BeforeValidator(_whole_number)
+"""Placed after an integer's `Field`, where pydantic still writes its bounds into the schema."""
+MAX_SEQ = 2**53 - 1
+"""The largest sequence number a request may name: the largest integer every JSON reader holds
+exactly (a double, a JavaScript number). The database's 64-bit bound, written as a maximum, is
+read by such readers as 2**63, one past it, so the contract would promise what is refused."""
+Count = Annotated[int, Field(ge=0, le=10**12), WHOLE_NUMBER]
 
 
 class StrictModel(BaseModel):
@@ -108,7 +131,7 @@ class CompactionOptions(StrictModel):
 class CreateSessionRequest(RequestModel):
     session_id: SessionIdText | None = None
     encoding: Encoding | None = None
-    context_window: Annotated[int, Field(gt=0, le=10_000_000)] | None = None
+    context_window: Annotated[int, Field(gt=0, le=10_000_000), WHOLE_NUMBER] | None = None
     model: Label | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     hooks: SessionHooks = Field(default_factory=SessionHooks)
@@ -188,13 +211,13 @@ class AppendMetadata(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     harness_authored: bool = False
-    truncation_token_limit: Annotated[int, Field(gt=0, le=10**9)] | None = None
+    truncation_token_limit: Annotated[int, Field(gt=0, le=10**9), WHOLE_NUMBER] | None = None
 
 
 class AppendRequest(RequestModel):
     items: Annotated[list[dict[str, Any]], Field(min_length=1)]
     format: Format = "responses"
-    expected_last_seq: Annotated[int, Field(ge=0, le=MAX_SEQ)] | None = None
+    expected_last_seq: Annotated[int, Field(ge=0, le=MAX_SEQ), WHOLE_NUMBER] | None = None
     idempotency_key: Label | None = None
     unit: Label | None = None
     phase: Label | None = None
@@ -250,7 +273,7 @@ class HealthResponse(BaseModel):
 
 class TruncationSpec(StrictModel):
     mode: TruncationMode = "tokens"
-    limit: Annotated[int, Field(ge=0, le=10_000_000)] = 10_000
+    limit: Annotated[int, Field(ge=0, le=10_000_000), WHOLE_NUMBER] = 10_000
     serialization_margin: Annotated[float, Field(ge=1.0, le=10.0)] = 1.2
 
 
@@ -343,14 +366,24 @@ def _defaults_to(field: str) -> Any:
 
 # A typed dict, not a model: one request may carry thousands of candidates, and pydantic
 # validates plain dicts about twice as fast as it builds model instances.
-@with_config(ConfigDict(extra="forbid", strict=True))
+@with_config(
+    ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "if": {"required": ["content"]},
+            "then": {"not": {"required": ["item"]}},
+            "else": {"required": ["item"]},
+        },
+    )
+)
 class CandidateSpec(TypedDict):
-    """One candidate: `id` and exactly one of `content` and `item`; any other field may be
-    left out. `source_class` defaults to the source's name."""
+    """One candidate: `id` and exactly one of `content` and `item` (the schema's `if`);
+    any other field may be left out. `source_class` defaults to the source's name."""
 
     id: Annotated[str, Field(min_length=1, max_length=500)]
-    content: NotRequired[str | None]
-    item: NotRequired[dict[str, Any] | None]
+    content: NotRequired[str]
+    item: NotRequired[dict[str, Any]]
     layer: NotRequired[Annotated[Layer, _defaults_to("layer")]]
     source_class: NotRequired[Label | None]
     form: NotRequired[Annotated[RawForm, Field(json_schema_extra={"default": "raw"})]]
@@ -382,7 +415,7 @@ class SourceSpec(StrictModel):
         return self
 
 
-Limit = Annotated[int, Field(ge=0, le=100_000_000)]
+Limit = Annotated[int, Field(ge=0, le=100_000_000), WHOLE_NUMBER]
 
 
 class BudgetSpec(StrictModel):
@@ -651,7 +684,11 @@ class WorldStateRequest(RequestModel):
         description="The whole current world state, by section id; a section left out is "
         "removed. A null member of an object means absent (as in a merge patch), except "
         "inside an array, which is kept whole.",
-        json_schema_extra={"propertyNames": {"pattern": f"^{SECTION_ID_PATTERN}$"}},
+        json_schema_extra={
+            "propertyNames": {"pattern": f"^{SECTION_ID_PATTERN}$"},
+            # A section is removed by leaving it out; a null one would say it twice.
+            "additionalProperties": {"not": {"type": "null"}},
+        },
     )
 
 
@@ -663,11 +700,11 @@ class WorldStateResponse(BaseModel):
 
 
 class CompactParams(StrictModel):
-    keep_recent: Annotated[int, Field(ge=0, le=10_000)] = 3
+    keep_recent: Annotated[int, Field(ge=0, le=10_000), WHOLE_NUMBER] = 3
     clear_at_least_tokens: Count = 0
     exclude_tools: list[Label] = Field(default_factory=list)
     clear_tool_inputs: bool = False
-    target_tokens: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
+    target_tokens: Annotated[int, Field(ge=1, le=100_000_000), WHOLE_NUMBER] | None = None
     summarizer: Summarizer = "builtin"
 
 
@@ -878,6 +915,7 @@ class RetractionRequest(RequestModel):
             description="The item to hide; left out (or null), the newest item the active "
             "history shows.",
         ),
+        WHOLE_NUMBER,
     ] = None
 
 
@@ -900,24 +938,24 @@ class ResetResponse(BaseModel):
     seq: int = Field(description="The reset fact's seq; the active history starts after it.")
 
 
-Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
-Bound = Annotated[int, Field(ge=1, le=10**9)]
+Seq = Annotated[int, Field(ge=1, le=MAX_SEQ), WHOLE_NUMBER]
+Bound = Annotated[int, Field(ge=1, le=10**9), WHOLE_NUMBER]
 
 
 class RecallRequest(RequestModel):
     """One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range."""
 
     seq: Seq | None = Field(default=None, description="The fact to read (or to search).")
-    from_line: Annotated[int, Field(ge=1, le=MAX_SEQ)] = Field(
+    from_line: Annotated[int, Field(ge=1, le=MAX_SEQ), WHOLE_NUMBER] = Field(
         default=1, description="First line of the window, counted from 1."
     )
-    from_char: Annotated[int, Field(ge=0, le=MAX_SEQ)] = Field(
+    from_char: Annotated[int, Field(ge=0, le=MAX_SEQ), WHOLE_NUMBER] = Field(
         default=0,
         description="Where in `from_line` the window starts: 0 unless paging through a line "
         "longer than `max_tokens` (the previous answer's `next_from_char`).",
     )
     max_lines: Bound = Field(default=200, description="Lines in the window, capped by the service.")
-    max_tokens: Annotated[int, Field(ge=16, le=10**9)] = Field(
+    max_tokens: Annotated[int, Field(ge=16, le=10**9), WHOLE_NUMBER] = Field(
         default=2000,
         description="Tokens in the window (exact, session encoding), capped by the service.",
     )

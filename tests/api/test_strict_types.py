@@ -77,3 +77,39 @@ def test_an_integer_is_still_a_number(client: TestClient) -> None:
     response = client.post("/sessions", json={"compaction": {"high_watermark": 1}})
     assert response.status_code == 201
     assert response.json()["compaction"]["high_watermark"] == 1.0
+
+
+def test_an_integer_may_be_spelled_with_a_zero_fraction(client: TestClient) -> None:
+    """JSON Schema reads `2000.0` as an integer, so the contract's integers accept it; a
+    fraction, a string or a boolean is still no integer."""
+    accepted = client.post("/sessions", json={"context_window": 2000.0})
+    assert accepted.status_code == 201
+    assert accepted.json()["context_window"] == 2000
+    for spelled in (2000.5, "2000", True):
+        refused = client.post("/sessions", json={"context_window": spelled})
+        assert refused.status_code == 422, spelled
+
+
+def test_a_sequence_number_is_bounded_where_every_json_reader_is_exact(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    response = client.post(f"/sessions/{session_id}/retractions", json={"seq": 2**53})
+    assert (response.status_code, response.json()) == (
+        422,
+        _refusal(["seq"], "Input should be less than or equal to 9007199254740991"),
+    )
+
+
+def test_a_candidate_is_text_or_an_item_never_null(client: TestClient, session_id: str) -> None:
+    """The schema states the rule (`content` or `item`, not both); a null is no value."""
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    candidate = {"id": "c", "content": None, "item": {"type": "message"}}
+    response = client.post(
+        "/assemble",
+        json={"session_id": session_id, "sources": [{"source": "s", "items": [candidate]}]},
+    )
+    assert (response.status_code, response.json()) == (
+        422,
+        _refusal(["sources", 0, "items", 0, "content"], "Input should be a valid string"),
+    )

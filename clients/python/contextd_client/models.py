@@ -42,8 +42,7 @@ class AppendMetadata(BaseModel):
 
 
 ExpectedLastSeq = TypeAliasType(
-    "ExpectedLastSeq",
-    Annotated[int, Field(ge=0, le=9223372036854776000, title="Expected Last Seq")],
+    "ExpectedLastSeq", Annotated[int, Field(ge=0, le=9007199254740991, title="Expected Last Seq")]
 )
 
 
@@ -235,8 +234,8 @@ Tokens = TypeAliasType("Tokens", Annotated[int, Field(ge=0, le=1000000000000, ti
 
 class CandidateSpec(BaseModel):
     """
-    One candidate: `id` and exactly one of `content` and `item`; any other field may be
-    left out. `source_class` defaults to the source's name.
+    One candidate: `id` and exactly one of `content` and `item` (the schema's `if`);
+    any other field may be left out. `source_class` defaults to the source's name.
     """
 
     model_config = ConfigDict(
@@ -702,7 +701,7 @@ class RecallMatchBody(BaseModel):
     """
 
 
-Seq = TypeAliasType("Seq", Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")])
+Seq = TypeAliasType("Seq", Annotated[int, Field(ge=1, le=9007199254740991, title="Seq")])
 """
 The fact to read (or to search).
 """
@@ -717,14 +716,14 @@ An RE2 regular expression (no backreferences or lookaround); `^` and `$` match a
 
 
 FromSeq = TypeAliasType(
-    "FromSeq", Annotated[int, Field(ge=1, le=9223372036854776000, title="From Seq")]
+    "FromSeq", Annotated[int, Field(ge=1, le=9007199254740991, title="From Seq")]
 )
 """
 First fact a search covers.
 """
 
 
-ToSeq = TypeAliasType("ToSeq", Annotated[int, Field(ge=1, le=9223372036854776000, title="To Seq")])
+ToSeq = TypeAliasType("ToSeq", Annotated[int, Field(ge=1, le=9007199254740991, title="To Seq")])
 """
 Last fact a search covers.
 """
@@ -742,11 +741,11 @@ class RecallRequest(BaseModel):
     """
     The fact to read (or to search).
     """
-    from_line: Annotated[int, Field(ge=1, le=9223372036854776000, title="From Line")] = 1
+    from_line: Annotated[int, Field(ge=1, le=9007199254740991, title="From Line")] = 1
     """
     First line of the window, counted from 1.
     """
-    from_char: Annotated[int, Field(ge=0, le=9223372036854776000, title="From Char")] = 0
+    from_char: Annotated[int, Field(ge=0, le=9007199254740991, title="From Char")] = 0
     """
     Where in `from_line` the window starts: 0 unless paging through a line longer than `max_tokens` (the previous answer's `next_from_char`).
     """
@@ -867,7 +866,7 @@ class RetractedItem(BaseModel):
     """
 
 
-Seq1 = TypeAliasType("Seq1", Annotated[int, Field(ge=1, le=9223372036854776000, title="Seq")])
+Seq1 = TypeAliasType("Seq1", Annotated[int, Field(ge=1, le=9007199254740991, title="Seq")])
 """
 The item to hide; left out (or null), the newest item the active history shows.
 """

@@ -99,13 +99,13 @@ class CacheBreakpointBody(TypedDict):
 
 class CandidateSpec(TypedDict):
     """
-    One candidate: `id` and exactly one of `content` and `item`; any other field may be
-    left out. `source_class` defaults to the source's name.
+    One candidate: `id` and exactly one of `content` and `item` (the schema's `if`);
+    any other field may be left out. `source_class` defaults to the source's name.
     """
 
     id: str
-    content: NotRequired[str | None]
-    item: NotRequired[dict[str, Any] | None]
+    content: NotRequired[str]
+    item: NotRequired[dict[str, Any]]
     layer: NotRequired[Literal["prefix", "task", "recent", "memory", "retrieval"]]
     source_class: NotRequired[str | None]
     form: NotRequired[Literal["raw"]]

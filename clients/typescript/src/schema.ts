@@ -833,18 +833,18 @@ export interface components {
         };
         /**
          * CandidateSpec
-         * @description One candidate: `id` and exactly one of `content` and `item`; any other field may be
-         *     left out. `source_class` defaults to the source's name.
+         * @description One candidate: `id` and exactly one of `content` and `item` (the schema's `if`);
+         *     any other field may be left out. `source_class` defaults to the source's name.
          */
         CandidateSpec: {
             /** Id */
             id: string;
             /** Content */
-            content?: string | null;
+            content?: string;
             /** Item */
             item?: {
                 [key: string]: unknown;
-            } | null;
+            };
             /**
              * Layer
              * @default memory
