@@ -41,10 +41,17 @@ class AlreadyRetracted(Conflict):
 
 
 class NotInActiveHistory(Conflict):
-    """The seq names a fact the active history does not show (compacted away, reset, or not a
-    model-visible item)."""
+    """The seq names a fact the active history does not show (compacted away, reset, not a
+    model-visible item, or past the log)."""
 
     code = "not_in_active_history"
+
+
+class NothingToRetract(Conflict):
+    """A retraction of "the newest item" found an active history that shows none. The session
+    is there, so this is its state, not a missing resource: a 404 would say it was gone."""
+
+    code = "nothing_to_retract"
 
 
 class InvalidInput(ContextdError):

@@ -29,7 +29,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, Protocol
 
 from app.domain.compaction import CompactionResult
-from app.domain.errors import AlreadyRetracted, InvalidInput, NotFound, NotInActiveHistory
+from app.domain.errors import (
+    AlreadyRetracted,
+    InvalidInput,
+    NothingToRetract,
+    NotInActiveHistory,
+)
 from app.domain.formats import to_responses
 from app.domain.history import HistoryEntry
 from app.domain.items import (
@@ -178,17 +183,17 @@ def plan_retraction(active: ActiveHistory, seq: int | None) -> Retraction:
     outputs, retracting an output retracts its call (and the call's other outputs), so the
     history stays one a provider accepts. The fact lists every seq it hides.
 
-    A seq past the log, or no seq in an active history that shows no logged item, is
-    `NotFound`; a seq already retracted, or that the active history does not show, is a
-    conflict.
+    Every refusal is a conflict with the session's state (the session itself was found): no
+    seq in an active history that shows no logged item (`NothingToRetract`), a seq already
+    retracted, or one the active history does not show, past the log included.
     """
     position = {s: i for i, s in enumerate(active.seqs) if s is not None}
     if seq is None:
         if not position:
-            raise NotFound("the active history shows no logged item to retract")
+            raise NothingToRetract("the active history shows no logged item to retract")
         seq = max(position)
     if not 1 <= seq <= active.last_seq:
-        raise NotFound(f"session has no seq {seq} (its last is {active.last_seq})")
+        raise NotInActiveHistory(f"session has no seq {seq} (its last is {active.last_seq})")
     if seq in active.retracted:
         raise AlreadyRetracted(f"seq {seq} is already retracted", details={"seq": seq})
     if seq not in position:

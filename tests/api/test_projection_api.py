@@ -75,7 +75,16 @@ def test_a_retraction_without_a_seq_pops_the_newest_shown_item(
     assert _history(client, session_id) == []
     before = client.get(f"/sessions/{session_id}").json()["last_seq"]
     empty = client.post(f"/sessions/{session_id}/retractions", json={})
-    assert (empty.status_code, empty.json()["error"]["code"]) == (404, "not_found")
+    assert (empty.status_code, empty.json()) == (
+        409,
+        {
+            "error": {
+                "code": "nothing_to_retract",
+                "message": "the active history shows no logged item to retract",
+                "details": None,
+            }
+        },
+    )
     assert client.get(f"/sessions/{session_id}").json()["last_seq"] == before
 
 
@@ -91,13 +100,14 @@ def test_bad_retractions_are_refused_and_change_nothing(
     bookkeeping = client.post(f"/sessions/{session_id}/retractions", json={"seq": 6})
     nowhere = client.post("/sessions/no-such-session/retractions", json={"seq": 1})
     assert [r.status_code for r in (missing, again, paired, bookkeeping, nowhere)] == [
-        404,
+        409,
         409,
         409,
         409,
         404,
     ]
-    assert [r.json()["error"]["code"] for r in (again, paired, bookkeeping)] == [
+    assert [r.json()["error"]["code"] for r in (missing, again, paired, bookkeeping)] == [
+        "not_in_active_history",
         "already_retracted",
         "already_retracted",
         "not_in_active_history",

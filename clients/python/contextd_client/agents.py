@@ -59,7 +59,7 @@ from agents.tool_context import ToolContext
 
 from contextd_client import models
 from contextd_client.client import AsyncContextdClient
-from contextd_client.errors import NotFound
+from contextd_client.errors import Conflict
 from contextd_client.items import Item
 from contextd_client.recall import (
     RECALL_TOOL_DESCRIPTION,
@@ -266,8 +266,10 @@ class ContextdSession:
         await self.link.ensure_session()
         try:
             answer = await self.client.retract(self.session_id)
-        except NotFound:
-            return None
+        except Conflict as refused:
+            if refused.code == "nothing_to_retract":
+                return None
+            raise
         # The answer lists what it hid in seq order; the newest is the one asked for.
         return cast(TResponseInputItem, answer.items[-1].item)
 

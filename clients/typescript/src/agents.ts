@@ -52,7 +52,7 @@ import {
 } from "@openai/agents-core";
 
 import { ContextdClient, type ClientOptions, type Item, type Schemas } from "./client.js";
-import { NotFound } from "./errors.js";
+import { Conflict } from "./errors.js";
 import { RECALL_TOOL_DESCRIPTION, RECALL_TOOL_NAME, recallToolParameters } from "./recall.js";
 import { ContextLink, entryDigest, type LinkOptions, type Usage } from "./runtime.js";
 
@@ -485,7 +485,7 @@ export class ContextdSession implements Session {
     try {
       answer = await this.client.retract(this.sessionId, {});
     } catch (error) {
-      if (error instanceof NotFound) {
+      if (error instanceof Conflict && error.body.code === "nothing_to_retract") {
         return undefined;
       }
       throw error;
