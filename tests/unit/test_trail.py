@@ -39,10 +39,12 @@ def test_names_the_agent_used_come_first_by_use_then_recency_then_what_outputs_r
 
     assert trail == Trail(
         groups=(
+            # Names only tool outputs showed rank last, and fit: the one two outputs showed,
+            # and those one did (the parameter names `raw_bytes`, and the size `8192`).
+            (3, ("raw_bytes",)),
             (4, ("HeaderError", "parse_header")),
             (5, ("src/http/parser.py",)),
-            # Seen in two outputs, never written by the agent: it ranks last, and is kept.
-            (6, ("MAX_HEADER_SIZE",)),
+            (6, ("8192", "MAX_HEADER_SIZE")),
             (7, ("read_chunk", "stream.pos_marker")),
         ),
         left_out=None,
@@ -57,12 +59,12 @@ def test_what_the_budget_leaves_out_is_named_by_the_seqs_of_its_last_use() -> No
     )
 
     assert trail == Trail(
-        groups=((5, ("src/http/parser.py",)), (7, ("read_chunk",))), left_out=(4, 7)
+        groups=((5, ("src/http/parser.py",)), (7, ("read_chunk",))), left_out=(3, 7)
     )
     assert trail_entries(trail) == (
         "seq 5: src/http/parser.py",
         "seq 7: read_chunk",
-        "left out for space: names last used in fact seqs 4–7",
+        "left out for space: names last used in fact seqs 3–7",
     )
 
 
@@ -108,14 +110,24 @@ def test_a_second_compaction_carries_the_first_records_names_with_their_seqs() -
     first_record = read_product(first[0].item)
     assert first_record is not None
     # What the agent said last is the record's state; the trail holds the rest.
-    assert first_record.trail == Trail(groups=((6, ("MAX_HEADER_SIZE",)),))
+    assert first_record.trail == Trail(
+        groups=((3, ("raw_bytes",)), (6, ("8192", "MAX_HEADER_SIZE")))
+    )
 
     second = compact(first + history[7:])
     record = read_product(second[0].item)
 
     assert record is not None
-    assert record.trail == Trail(groups=((6, ("MAX_HEADER_SIZE",)), (8, ("ChunkReader",))))
+    # The first record's names keep the seqs of their last use; the new range adds its own.
+    assert record.trail == Trail(
+        groups=(
+            (3, ("raw_bytes",)),
+            (6, ("8192", "MAX_HEADER_SIZE")),
+            (8, ("ChunkReader",)),
+            (13, ("a/src/http/parser.py",)),
+        )
+    )
     # The same input gives the same record, byte for byte, and it reads back exactly.
     assert compact(first + history[7:]) == second
     assert read_product(render_product(record)) == record
-    assert "- seq 6: MAX_HEADER_SIZE\n- seq 8: ChunkReader\n" in visible_text(second[0].item)
+    assert "- seq 6: 8192, MAX_HEADER_SIZE\n- seq 8: ChunkReader\n" in visible_text(second[0].item)

@@ -46,7 +46,7 @@ from app.domain.compaction.product import (
     read_product,
     render_product,
 )
-from app.domain.compaction.trail import build_trail, name_uses, trail_entries
+from app.domain.compaction.trail import NameUse, build_trail, name_uses, trail_entries
 from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
 from app.domain.normalize import find_pairing_violations
@@ -334,22 +334,26 @@ def _record(
     previous = ctx.previous.trail if ctx.previous is not None else None
     uses = name_uses(covered, previous)
 
-    def trail_within(shown: Product, trail_budget: int) -> Trail:
+    def trail_within(shown: Product, trail_budget: int, *, of: dict[str, NameUse]) -> Trail:
         text = visible_text(render_product(shown)) + "\n" + (ctx.inp.goal or "")
-        return build_trail(uses, previous=previous, shown=text, budget=trail_budget, count=ctx.size)
+        return build_trail(of, previous=previous, shown=text, budget=trail_budget, count=ctx.size)
 
-    wanted = trail_within(product, budget // _TRAIL_SHARE)
+    # What the trail may take from the other lists is what the names the agent wrote (or two
+    # outputs showed) need; names one output showed only fill what is left.
+    wanted = trail_within(
+        product, budget // _TRAIL_SHARE, of={n: use for n, use in uses.items() if use.uses >= 0}
+    )
     reserve = ctx.size("\n".join(trail_entries(wanted))) if wanted.groups else 0
     fitted = fit_product(product, budget=budget - reserve, count=ctx.size)
     left = budget - ctx.size(visible_text(render_product(fitted)))
-    record = replace(fitted, trail=trail_within(fitted, left))
+    record = replace(fitted, trail=trail_within(fitted, left, of=uses))
     # The trail's cost is estimated name by name: measured over, it gives back the excess.
     for _ in range(3):
         over = ctx.size(visible_text(render_product(record))) - budget
         if over <= 0 or record.trail is None or not record.trail.groups:
             break
         left -= over
-        record = replace(fitted, trail=trail_within(fitted, left))
+        record = replace(fitted, trail=trail_within(fitted, left, of=uses))
     return record
 
 

@@ -8,8 +8,9 @@ their last use. Invariants:
 - Deterministic: a pure function of the covered entries, the earlier trail, the text the record
   already shows, the budget and the counter.
 - Ranked by use, then recency: a name the agent used more than once (or one an earlier record
-  carried) before a name used once, the newer before the older, then names seen in at least
-  two tool outputs; ties longest first, then by name. The names that fit the budget are kept;
+  carried) before a name used once, the newer before the older, then names only tool outputs
+  showed (two or more of them before one); ties longest first, then by name. The names that
+  fit the budget are kept;
   a name another kept name contains is shown by it and not repeated.
 - Never silently dropped: names left out for space are named by the span of fact seqs of their
   last use (`Trail.left_out`), merged across compactions, so a recall search of that span finds
@@ -37,8 +38,9 @@ _GROUP_TOKENS = 5
 @dataclass(frozen=True)
 class NameUse:
     uses: int
-    """Model output items naming it (an earlier record's names count `_CARRIED_USES`; names
-    only tool outputs show count 0, ranking after every name the agent wrote)."""
+    """Model output items naming it (an earlier record's names count `_CARRIED_USES`); a name
+    only tool outputs show counts 0 when two or more show it, else -1: after every name the
+    agent wrote."""
     last_seq: int
 
 
@@ -63,8 +65,8 @@ def name_uses(covered: Sequence[HistoryEntry], previous: Trail | None) -> dict[s
             before = found.get(name)
             found[name] = NameUse((before.uses if before else 0) + 1, entry.seq)
     for name, use in seen.items():
-        if name not in found and use.uses >= 2:
-            found[name] = NameUse(0, use.last_seq)
+        if name not in found:
+            found[name] = NameUse(0 if use.uses >= 2 else -1, use.last_seq)
     return found
 
 
