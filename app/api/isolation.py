@@ -17,10 +17,11 @@ from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.json_body import JsonRoute
 from app.api.models import (
-    ChildSessionRequest,
     ChildSessionResponse,
     ConclusionRequest,
     ConclusionResponse,
+    DelegateRequest,
+    ForkRequest,
     ManifestName,
     ManifestRequest,
     ManifestResponse,
@@ -54,12 +55,18 @@ def _checked_inheritance(parent: WorldState, inherit: dict[str, bool]) -> dict[s
 
 
 def _create_child(
-    db: Session, *, tenant_id: int, parent_id: str, body: ChildSessionRequest, kind: ChildKind
+    db: Session, *, tenant_id: int, parent_id: str, body: ForkRequest
 ) -> ChildSessionResponse:
+    """A fork, or a delegate when `body` carries a brief."""
+    kind: ChildKind = "delegate" if isinstance(body, DelegateRequest) else "fork"
     parent = repository.get_session(db, tenant_id=tenant_id, external_id=parent_id, lock=True)
     parent_state = load_history(db, parent).active.world_state
     inherit = _checked_inheritance(parent_state, body.inherit)
-    brief = client_items(body.items, body.format, field="items") if kind == "delegate" else []
+    brief = (
+        client_items(body.items, body.format, field="items")
+        if isinstance(body, DelegateRequest)
+        else []
+    )
     child, _ = repository.create_session(
         db,
         tenant_id=tenant_id,
@@ -74,7 +81,7 @@ def _create_child(
         inherit=inherit,
         unit=body.unit,
     )
-    if kind == "delegate":
+    if isinstance(body, DelegateRequest):
         facts = delegate_brief(
             goal=body.goal,
             sections={s: v for s, v in parent_state.sections.items() if s in inherit},
@@ -109,14 +116,10 @@ def _create_child(
     response_model=ChildSessionResponse,
 )
 def delegate(
-    session_id: str, body: ChildSessionRequest, tenant_id: TenantId, db: Db
+    session_id: str, body: DelegateRequest, tenant_id: TenantId, db: Db
 ) -> ChildSessionResponse:
     """A child that starts from a brief (goal and the items given), not the parent's history."""
-    if body.goal is None:
-        raise InvalidInput(
-            "a delegate needs a goal", details=[{"loc": ["body", "goal"], "msg": "required"}]
-        )
-    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body, kind="delegate")
+    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body)
 
 
 @router.post(
@@ -124,16 +127,9 @@ def delegate(
     status_code=status.HTTP_201_CREATED,
     response_model=ChildSessionResponse,
 )
-def fork(
-    session_id: str, body: ChildSessionRequest, tenant_id: TenantId, db: Db
-) -> ChildSessionResponse:
+def fork(session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db) -> ChildSessionResponse:
     """A child that sees the parent's active history as of now, shared rather than copied."""
-    if body.goal is not None or body.items:
-        raise InvalidInput(
-            "a fork starts from its parent's history; `goal` and `items` are for delegates",
-            details=[{"loc": ["body"], "msg": "goal and items are not accepted by fork"}],
-        )
-    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body, kind="fork")
+    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body)
 
 
 @router.post(

@@ -875,15 +875,20 @@ class ManifestVersionResponse(BaseModel):
     version: int
 
 
-class ChildSessionRequest(RequestModel):
-    """`goal` and `items` (the brief) are for delegates; forks see the parent's history."""
+class ForkRequest(RequestModel):
+    """A fork sees its parent's active history as of now: it is given no brief."""
 
     session_id: SessionIdText | None = None
-    goal: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
-    items: list[dict[str, Any]] = Field(default_factory=list)
-    format: Format = "responses"
     inherit: dict[Annotated[str, Field(max_length=64)], bool] = Field(default_factory=dict)
     unit: Label | None = None
+
+
+class DelegateRequest(ForkRequest):
+    """A delegate starts from a brief, not its parent's history: a goal, and the items given."""
+
+    goal: Annotated[str, Field(min_length=1, max_length=100_000)]
+    items: list[dict[str, Any]] = Field(default_factory=list)
+    format: Format = "responses"
 
 
 class ChildSessionResponse(BaseModel):

@@ -217,3 +217,16 @@ def test_a_manifest_name_is_one_path_segment(client: TestClient) -> None:
     )
     assert named.status_code == 422
     assert named.json()["error"]["details"][0]["loc"] == ["body", "manifest"]
+
+
+def test_the_schema_says_a_fork_takes_no_brief_and_a_delegate_needs_a_goal(
+    client: TestClient, session_id: str
+) -> None:
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    fork = client.post(f"/sessions/{session_id}/fork", json={"goal": "g"})
+    delegate = client.post(f"/sessions/{session_id}/delegate", json={"items": []})
+    refusals = [(r.status_code, r.json()["error"]["details"]) for r in (fork, delegate)]
+    assert refusals == [
+        (422, [{"loc": ["body", "goal"], "msg": "Extra inputs are not permitted"}]),
+        (422, [{"loc": ["body", "goal"], "msg": "Field required"}]),
+    ]

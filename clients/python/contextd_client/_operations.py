@@ -188,12 +188,12 @@ def end_session(session_id: str, body: p.EndSessionRequest) -> Call[models.EndSe
     return _send("POST", path, models.EndSessionResponse, body)
 
 
-def delegate(parent_id: str, body: p.ChildSessionRequest) -> Call[models.ChildSessionResponse]:
+def delegate(parent_id: str, body: p.DelegateRequest) -> Call[models.ChildSessionResponse]:
     path = f"/sessions/{_segment(parent_id)}/delegate"
     return _send("POST", path, models.ChildSessionResponse, body)
 
 
-def fork(parent_id: str, body: p.ChildSessionRequest) -> Call[models.ChildSessionResponse]:
+def fork(parent_id: str, body: p.ForkRequest) -> Call[models.ChildSessionResponse]:
     path = f"/sessions/{_segment(parent_id)}/fork"
     return _send("POST", path, models.ChildSessionResponse, body)
 

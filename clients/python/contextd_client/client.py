@@ -237,13 +237,11 @@ class ContextdClient:
         return self._run(ops.end_session(session_id, body))
 
     def delegate(
-        self, parent_id: str, /, **body: Unpack[p.ChildSessionRequest]
+        self, parent_id: str, /, **body: Unpack[p.DelegateRequest]
     ) -> models.ChildSessionResponse:
         return self._run(ops.delegate(parent_id, body))
 
-    def fork(
-        self, parent_id: str, /, **body: Unpack[p.ChildSessionRequest]
-    ) -> models.ChildSessionResponse:
+    def fork(self, parent_id: str, /, **body: Unpack[p.ForkRequest]) -> models.ChildSessionResponse:
         return self._run(ops.fork(parent_id, body))
 
     def merge(
@@ -441,12 +439,12 @@ class AsyncContextdClient:
         return await self._run(ops.end_session(session_id, body))
 
     async def delegate(
-        self, parent_id: str, /, **body: Unpack[p.ChildSessionRequest]
+        self, parent_id: str, /, **body: Unpack[p.DelegateRequest]
     ) -> models.ChildSessionResponse:
         return await self._run(ops.delegate(parent_id, body))
 
     async def fork(
-        self, parent_id: str, /, **body: Unpack[p.ChildSessionRequest]
+        self, parent_id: str, /, **body: Unpack[p.ForkRequest]
     ) -> models.ChildSessionResponse:
         return await self._run(ops.fork(parent_id, body))
 

@@ -259,29 +259,6 @@ class CandidateSpec(BaseModel):
     tokens: Annotated[Tokens | None, Field(title="Tokens")] = None
 
 
-Goal = TypeAliasType("Goal", Annotated[str, Field(max_length=100000, min_length=1, title="Goal")])
-
-
-class ChildSessionRequest(BaseModel):
-    """
-    `goal` and `items` (the brief) are for delegates; forks see the parent's history.
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
-    goal: Annotated[Goal | None, Field(title="Goal")] = None
-    items: Annotated[list[dict[str, Any]] | None, Field(title="Items")] = None
-    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
-        "responses"
-    )
-    inherit: Annotated[
-        dict[Annotated[str, StringConstraints(max_length=64)], bool] | None, Field(title="Inherit")
-    ] = None
-    unit: Annotated[Unit | None, Field(title="Unit")] = None
-
-
 class ChildSessionResponse(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -328,7 +305,7 @@ class CompactParams(BaseModel):
     )
 
 
-Goal1 = TypeAliasType("Goal1", Annotated[str, Field(max_length=100000, title="Goal")])
+Goal = TypeAliasType("Goal", Annotated[str, Field(max_length=100000, title="Goal")])
 """
 Stateless mode only: the goal to pin (sessions use their own).
 """
@@ -356,7 +333,7 @@ class CompactRequest(BaseModel):
     ]
     params: CompactParams | None = None
     summary: ClientSummary | None = None
-    goal: Annotated[Goal1 | None, Field(title="Goal")] = None
+    goal: Annotated[Goal | None, Field(title="Goal")] = None
     """
     Stateless mode only: the goal to pin (sessions use their own).
     """
@@ -426,6 +403,26 @@ Model = TypeAliasType(
     "Model",
     Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Model")],
 )
+
+
+class DelegateRequest(BaseModel):
+    """
+    A delegate starts from a brief, not its parent's history: a goal, and the items given.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
+    inherit: Annotated[
+        dict[Annotated[str, StringConstraints(max_length=64)], bool] | None, Field(title="Inherit")
+    ] = None
+    unit: Annotated[Unit | None, Field(title="Unit")] = None
+    goal: Annotated[str, Field(max_length=100000, min_length=1, title="Goal")]
+    items: Annotated[list[dict[str, Any]] | None, Field(title="Items")] = None
+    format: Annotated[Literal["responses", "chat", "anthropic"], Field(title="Format")] = (
+        "responses"
+    )
 
 
 class DroppedFieldBody(BaseModel):
@@ -514,6 +511,21 @@ class ExcludedItem(BaseModel):
     seq: Annotated[int, Field(title="Seq")]
     type: Annotated[str, Field(title="Type")]
     reason: Annotated[str, Field(title="Reason")]
+
+
+class ForkRequest(BaseModel):
+    """
+    A fork sees its parent's active history as of now: it is given no brief.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[SessionId | None, Field(title="Session Id")] = None
+    inherit: Annotated[
+        dict[Annotated[str, StringConstraints(max_length=64)], bool] | None, Field(title="Inherit")
+    ] = None
+    unit: Annotated[Unit | None, Field(title="Unit")] = None
 
 
 class GoalRequest(BaseModel):

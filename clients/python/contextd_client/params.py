@@ -119,19 +119,6 @@ class CandidateSpec(TypedDict):
     tokens: NotRequired[int | None]
 
 
-class ChildSessionRequest(TypedDict):
-    """
-    `goal` and `items` (the brief) are for delegates; forks see the parent's history.
-    """
-
-    session_id: NotRequired[str | None]
-    goal: NotRequired[str | None]
-    items: NotRequired[list[dict[str, Any]]]
-    format: NotRequired[Literal["responses", "chat", "anthropic"]]
-    inherit: NotRequired[dict[str, bool]]
-    unit: NotRequired[str | None]
-
-
 class ChildSessionResponse(TypedDict):
     session_id: str
     parent_id: str
@@ -201,6 +188,19 @@ class ConclusionResponse(TypedDict):
     seq: int
 
 
+class DelegateRequest(TypedDict):
+    """
+    A delegate starts from a brief, not its parent's history: a goal, and the items given.
+    """
+
+    session_id: NotRequired[str | None]
+    inherit: NotRequired[dict[str, bool]]
+    unit: NotRequired[str | None]
+    goal: str
+    items: NotRequired[list[dict[str, Any]]]
+    format: NotRequired[Literal["responses", "chat", "anthropic"]]
+
+
 class DroppedFieldBody(TypedDict):
     index: int
     field: str
@@ -261,6 +261,16 @@ class ExcludedItem(TypedDict):
     seq: int
     type: str
     reason: str
+
+
+class ForkRequest(TypedDict):
+    """
+    A fork sees its parent's active history as of now: it is given no brief.
+    """
+
+    session_id: NotRequired[str | None]
+    inherit: NotRequired[dict[str, bool]]
+    unit: NotRequired[str | None]
 
 
 class GoalRequest(TypedDict):

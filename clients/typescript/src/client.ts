@@ -496,7 +496,7 @@ export class ContextdClient {
 
   delegate(
     parentId: string,
-    body: Schemas["ChildSessionRequest"],
+    body: Schemas["DelegateRequest"],
     options?: CallOptions,
   ): Promise<Schemas["ChildSessionResponse"]> {
     return this.run(
@@ -514,7 +514,7 @@ export class ContextdClient {
 
   fork(
     parentId: string,
-    body: Schemas["ChildSessionRequest"],
+    body: Schemas["ForkRequest"],
     options?: CallOptions,
   ): Promise<Schemas["ChildSessionResponse"]> {
     return this.run(

@@ -896,32 +896,6 @@ export interface components {
             /** Tokens */
             tokens?: number | null;
         };
-        /**
-         * ChildSessionRequest
-         * @description `goal` and `items` (the brief) are for delegates; forks see the parent's history.
-         */
-        ChildSessionRequest: {
-            /** Session Id */
-            session_id?: string | null;
-            /** Goal */
-            goal?: string | null;
-            /** Items */
-            items?: {
-                [key: string]: unknown;
-            }[];
-            /**
-             * Format
-             * @default responses
-             * @enum {string}
-             */
-            format?: "responses" | "chat" | "anthropic";
-            /** Inherit */
-            inherit?: {
-                [key: string]: boolean;
-            };
-            /** Unit */
-            unit?: string | null;
-        };
         /** ChildSessionResponse */
         ChildSessionResponse: {
             /** Session Id */
@@ -1241,6 +1215,32 @@ export interface components {
              */
             recall_tool?: boolean;
         };
+        /**
+         * DelegateRequest
+         * @description A delegate starts from a brief, not its parent's history: a goal, and the items given.
+         */
+        DelegateRequest: {
+            /** Session Id */
+            session_id?: string | null;
+            /** Inherit */
+            inherit?: {
+                [key: string]: boolean;
+            };
+            /** Unit */
+            unit?: string | null;
+            /** Goal */
+            goal: string;
+            /** Items */
+            items?: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Format
+             * @default responses
+             * @enum {string}
+             */
+            format?: "responses" | "chat" | "anthropic";
+        };
         /** DroppedFieldBody */
         DroppedFieldBody: {
             /** Index */
@@ -1330,6 +1330,20 @@ export interface components {
             type: string;
             /** Reason */
             reason: string;
+        };
+        /**
+         * ForkRequest
+         * @description A fork sees its parent's active history as of now: it is given no brief.
+         */
+        ForkRequest: {
+            /** Session Id */
+            session_id?: string | null;
+            /** Inherit */
+            inherit?: {
+                [key: string]: boolean;
+            };
+            /** Unit */
+            unit?: string | null;
         };
         /** GoalRequest */
         GoalRequest: {
@@ -3961,7 +3975,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["ChildSessionRequest"];
+                "application/json": components["schemas"]["DelegateRequest"];
             };
         };
         responses: {
@@ -4052,7 +4066,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["ChildSessionRequest"];
+                "application/json": components["schemas"]["ForkRequest"];
             };
         };
         responses: {
