@@ -91,6 +91,16 @@ class RequestModel(StrictModel):
     UTF-16 surrogate escape before any model sees it."""
 
 
+def given(name: str) -> dict[str, Any]:
+    """JSON Schema for "field `name` is given": present and not null, as handlers read it."""
+    return {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+
+
+def exactly_one_of(first: str, second: str) -> dict[str, Any]:
+    """JSON Schema for "exactly one of two optional fields is given" (see `given`)."""
+    return {"if": given(first), "then": {"not": given(second)}, "else": given(second)}
+
+
 HOOK_OUTCOMES = (
     f"Each hook's outcome: `event`; `outcome` ({', '.join(get_args(HookOutcome))}); `reason`, "
     f"why a call failed or was not made ({', '.join(get_args(FailureReason))}; null otherwise); "
@@ -279,6 +289,8 @@ class TruncationSpec(StrictModel):
 
 class NormalizeRequest(RequestModel):
     """Either `items` (stateless) or `session_id` (that session's active history)."""
+
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("items", "session_id"))
 
     items: list[dict[str, Any]] | None = None
     session_id: SessionIdText | None = None
@@ -715,6 +727,8 @@ class ClientSummary(StrictModel):
 class CompactRequest(RequestModel):
     """Either `session_id` (writes a compaction fact) or `items` (stateless, writes nothing)."""
 
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("session_id", "items"))
+
     session_id: SessionIdText | None = None
     items: list[dict[str, Any]] | None = None
     format: Format = "responses"
@@ -948,7 +962,16 @@ Bound = Annotated[int, Field(ge=1, le=10**9), WHOLE_NUMBER]
 
 
 class RecallRequest(RequestModel):
-    """One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range."""
+    """One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range. The
+    schema states which fields go together; `from_seq` after `to_seq` it cannot."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": given("seq"),
+            "then": {"not": {"anyOf": [given("from_seq"), given("to_seq")]}},
+            "else": {"allOf": [given("pattern"), {"anyOf": [given("from_seq"), given("to_seq")]}]},
+        }
+    )
 
     seq: Seq | None = Field(default=None, description="The fact to read (or to search).")
     from_line: Annotated[int, Field(ge=1, le=MAX_SEQ), WHOLE_NUMBER] = Field(

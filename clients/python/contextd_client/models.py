@@ -743,7 +743,8 @@ Last fact a search covers.
 
 class RecallRequest(BaseModel):
     """
-    One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range.
+    One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range. The
+    schema states which fields go together; `from_seq` after `to_seq` it cannot.
     """
 
     model_config = ConfigDict(

@@ -405,7 +405,8 @@ class RecallMatchBody(TypedDict):
 
 class RecallRequest(TypedDict):
     """
-    One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range.
+    One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range. The
+    schema states which fields go together; `from_seq` after `to_seq` it cannot.
     """
 
     seq: NotRequired[int | None]

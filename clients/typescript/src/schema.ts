@@ -1702,7 +1702,8 @@ export interface components {
         };
         /**
          * RecallRequest
-         * @description One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range.
+         * @description One fact in a window (`seq`), or a search (`pattern`) of one fact or a seq range. The
+         *     schema states which fields go together; `from_seq` after `to_seq` it cannot.
          */
         RecallRequest: {
             /**
