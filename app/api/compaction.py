@@ -400,7 +400,8 @@ def context_window(
 def end_session(
     session_id: str, body: EndSessionRequest, tenant_id: TenantId, db: Db, hook_caller: Hooks
 ) -> EndSessionResponse:
-    """Writes a final handoff of the session and fires its `session_end` hook."""
+    """Writes a final handoff of the session and fires its `session_end` hook. A `conclusion`
+    from a session without a parent is a 409 `not_a_child_session`."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, session)
     hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))

@@ -27,7 +27,7 @@ from app.api.models import (
     ManifestResponse,
     ManifestVersionResponse,
 )
-from app.domain.errors import InvalidInput
+from app.domain.errors import SectionNotInParent
 from app.domain.facts import ChildKind, child_link_fact, client_items, delegate_brief
 from app.domain.ids import derive_id
 from app.domain.manifest import manifest_from_document
@@ -44,7 +44,7 @@ router = APIRouter(
 def _checked_inheritance(parent: WorldState, inherit: dict[str, bool]) -> dict[str, bool]:
     lacking = sorted(s for s, wanted in inherit.items() if wanted and s not in parent.sections)
     if lacking:
-        raise InvalidInput(
+        raise SectionNotInParent(
             "a child cannot inherit what its parent lacks: " + ", ".join(lacking),
             details=[
                 {"loc": ["body", "inherit", s], "msg": "parent has no such section"}
@@ -118,7 +118,8 @@ def _create_child(
 def delegate(
     session_id: str, body: DelegateRequest, tenant_id: TenantId, db: Db
 ) -> ChildSessionResponse:
-    """A child that starts from a brief (goal and the items given), not the parent's history."""
+    """A child that starts from a brief (goal and the items given), not the parent's history.
+    Inheriting a world-state section the parent lacks is a 409 `section_not_in_parent`."""
     return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body)
 
 
@@ -128,7 +129,8 @@ def delegate(
     response_model=ChildSessionResponse,
 )
 def fork(session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db) -> ChildSessionResponse:
-    """A child that sees the parent's active history as of now, shared rather than copied."""
+    """A child that sees the parent's active history as of now, shared rather than copied.
+    Inheriting a world-state section the parent lacks is a 409 `section_not_in_parent`."""
     return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body)
 
 
@@ -140,7 +142,8 @@ def fork(session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db) -> Chi
 def merge(
     session_id: str, body: ConclusionRequest, tenant_id: TenantId, db: Db
 ) -> ConclusionResponse:
-    """The only way anything flows from a fork back to its parent: one explicit conclusion."""
+    """The only way anything flows from a fork back to its parent: one explicit conclusion.
+    From a session without a parent, a 409 `not_a_child_session`."""
     parent, seq = repository.append_conclusion(
         db,
         tenant_id=tenant_id,

@@ -28,7 +28,8 @@ def retract(
     session_id: str, body: RetractionRequest, tenant_id: TenantId, db: Db
 ) -> RetractionResponse:
     """Hides item `seq` (the newest shown when none is given) from the active history, with
-    its call or outputs (pairing holds)."""
+    its call or outputs (pairing holds). Refusals are 409s: `nothing_to_retract`,
+    `not_in_active_history` (past the log included), `already_retracted`."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     retraction = plan_retraction(fold_session(db, session), body.seq)
     written = repository.append_facts(db, session=session, facts=[retraction.fact])

@@ -30,7 +30,7 @@ from app.api.models import (
 )
 from app.api.responses import AnswerThenFinish
 from app.domain.calibration import SessionWindow, calibrate
-from app.domain.errors import InvalidInput, PayloadTooLarge
+from app.domain.errors import AssemblyOfAnotherSession, InvalidInput, PayloadTooLarge
 from app.domain.facts import client_batch, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
@@ -277,7 +277,8 @@ def report_usage(
     `assembly_id`, that assembly's predicted reused prefix is counted against the provider's
     cached tokens too, under the call's unit and phase, else the assembly's; and its
     `input_tokens` calibrate the session's model of provider tokens (an overhead and a ratio
-    per encoding token), once per assembly (see the session's `tokenizer`)."""
+    per encoding token), once per assembly (see the session's `tokenizer`). An assembly made
+    for another session, or for none, is a 409 `assembly_of_another_session`."""
     # The calibration rules are `app.domain.calibration`'s.
     calibrates = body.assembly_id is not None and body.input_tokens > 0
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
@@ -292,9 +293,9 @@ def report_usage(
             # update its fit one after another.
             db.refresh(session, with_for_update=True)
         # The tenant can read this assembly, so a 404 would contradict GET /assemblies/{id}:
-        # the id exists, it is the body that names the wrong one.
+        # the id exists and the request is well formed; it conflicts with what is stored.
         if assembly.session_id != session.id:
-            raise InvalidInput(
+            raise AssemblyOfAnotherSession(
                 f"assembly {body.assembly_id!r} was not assembled for session {session_id!r}",
                 details=[{"loc": ["body", "assembly_id"], "msg": "assembly of another session"}],
             )

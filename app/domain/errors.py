@@ -54,6 +54,25 @@ class NothingToRetract(Conflict):
     code = "nothing_to_retract"
 
 
+class NotAChildSession(Conflict):
+    """A conclusion (merge, or an end with one) from a session that has no parent."""
+
+    code = "not_a_child_session"
+
+
+class AssemblyOfAnotherSession(Conflict):
+    """A usage report names an assembly the tenant can read, made for another session (or
+    for none): the id is right, the session it is reported against is not."""
+
+    code = "assembly_of_another_session"
+
+
+class SectionNotInParent(Conflict):
+    """A child asked to inherit a world-state section its parent does not hold."""
+
+    code = "section_not_in_parent"
+
+
 class InvalidInput(ContextdError):
     """Well-formed JSON that breaks a rule; `details` is a list of {loc, msg}."""
 

@@ -27,7 +27,7 @@ from app.domain.compaction import CompactionResult
 from app.domain.errors import (
     Conflict,
     IdempotencyMismatch,
-    InvalidInput,
+    NotAChildSession,
     NotFound,
     SequenceConflict,
 )
@@ -346,7 +346,7 @@ def append_conclusion(
     and the conclusion's seq there."""
     child = get_session(db, tenant_id=tenant_id, external_id=child_id)
     if child.parent_id is None:
-        raise InvalidInput(
+        raise NotAChildSession(
             f"session {child_id!r} has no parent to report to",
             details=[{"loc": ["path", "session_id"], "msg": "not a child session"}],
         )

@@ -619,9 +619,9 @@ def test_usage_naming_an_unknown_or_foreign_assembly_is_refused_and_records_noth
         client.post(path, json={"cached_tokens": 1, "assembly": of_other}),
     ]
     assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "not_found")
-    assert [r.status_code for r in foreign] == [422, 422]
+    assert [r.status_code for r in foreign] == [409, 409]
     assert foreign[0].json()["error"] == {
-        "code": "validation_error",
+        "code": "assembly_of_another_session",
         "message": f"assembly {of_other!r} was not assembled for session {session_id!r}",
         "details": [{"loc": ["body", "assembly_id"], "msg": "assembly of another session"}],
     }

@@ -107,7 +107,7 @@ def test_governance_is_inherited_only_as_declared_and_never_gained(
     lacking = client.post(
         f"/sessions/{session_id}/delegate", json={"goal": "g", "inherit": {"secrets": True}}
     )
-    assert lacking.status_code == 422
+    assert (lacking.status_code, lacking.json()["error"]["code"]) == (409, "section_not_in_parent")
     child = client.post(
         f"/sessions/{session_id}/delegate", json={"goal": "g", "inherit": {"rules": True}}
     ).json()
@@ -120,9 +120,10 @@ def test_governance_is_inherited_only_as_declared_and_never_gained(
     ]
     assert [i["id"] for i in fork_prefix if i["source"] == "world_state"] == []
     assert client.post("/sessions/no-such/delegate", json={"goal": "g"}).status_code == 404
-    assert (
-        client.post(f"/sessions/{session_id}/merge", json={"conclusion": user_msg("x")}).status_code
-        == 422
+    root_merge = client.post(f"/sessions/{session_id}/merge", json={"conclusion": user_msg("x")})
+    assert (root_merge.status_code, root_merge.json()["error"]["code"]) == (
+        409,
+        "not_a_child_session",
     )
 
 
@@ -230,3 +231,34 @@ def test_the_schema_says_a_fork_takes_no_brief_and_a_delegate_needs_a_goal(
         (422, [{"loc": ["body", "goal"], "msg": "Extra inputs are not permitted"}]),
         (422, [{"loc": ["body", "goal"], "msg": "Field required"}]),
     ]
+
+
+def test_what_the_stored_state_refuses_is_a_named_conflict(
+    client: TestClient, session_id: str
+) -> None:
+    """The requests are well formed; the sessions they name cannot take them (409, not 422)."""
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    merge = client.post(f"/sessions/{session_id}/merge", json={"conclusion": {}})
+    fork = client.post(f"/sessions/{session_id}/fork", json={"inherit": {"plan": True}})
+    assert (merge.status_code, merge.json()) == (
+        409,
+        {
+            "error": {
+                "code": "not_a_child_session",
+                "message": f"session {session_id!r} has no parent to report to",
+                "details": [{"loc": ["path", "session_id"], "msg": "not a child session"}],
+            }
+        },
+    )
+    assert (fork.status_code, fork.json()) == (
+        409,
+        {
+            "error": {
+                "code": "section_not_in_parent",
+                "message": "a child cannot inherit what its parent lacks: plan",
+                "details": [
+                    {"loc": ["body", "inherit", "plan"], "msg": "parent has no such section"}
+                ],
+            }
+        },
+    )

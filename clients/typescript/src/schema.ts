@@ -133,7 +133,8 @@ export interface paths {
          *     `assembly_id`, that assembly's predicted reused prefix is counted against the provider's
          *     cached tokens too, under the call's unit and phase, else the assembly's; and its
          *     `input_tokens` calibrate the session's model of provider tokens (an overhead and a ratio
-         *     per encoding token), once per assembly (see the session's `tokenizer`).
+         *     per encoding token), once per assembly (see the session's `tokenizer`). An assembly made
+         *     for another session, or for none, is a 409 `assembly_of_another_session`.
          */
         post: operations["report_usage"];
         delete?: never;
@@ -154,7 +155,8 @@ export interface paths {
         /**
          * Retract
          * @description Hides item `seq` (the newest shown when none is given) from the active history, with
-         *     its call or outputs (pairing holds).
+         *     its call or outputs (pairing holds). Refusals are 409s: `nothing_to_retract`,
+         *     `not_in_active_history` (past the log included), `already_retracted`.
          */
         post: operations["retract"];
         delete?: never;
@@ -397,7 +399,8 @@ export interface paths {
         put?: never;
         /**
          * End Session
-         * @description Writes a final handoff of the session and fires its `session_end` hook.
+         * @description Writes a final handoff of the session and fires its `session_end` hook. A `conclusion`
+         *     from a session without a parent is a 409 `not_a_child_session`.
          */
         post: operations["end_session"];
         delete?: never;
@@ -418,6 +421,7 @@ export interface paths {
         /**
          * Delegate
          * @description A child that starts from a brief (goal and the items given), not the parent's history.
+         *     Inheriting a world-state section the parent lacks is a 409 `section_not_in_parent`.
          */
         post: operations["delegate"];
         delete?: never;
@@ -438,6 +442,7 @@ export interface paths {
         /**
          * Fork
          * @description A child that sees the parent's active history as of now, shared rather than copied.
+         *     Inheriting a world-state section the parent lacks is a 409 `section_not_in_parent`.
          */
         post: operations["fork"];
         delete?: never;
@@ -458,6 +463,7 @@ export interface paths {
         /**
          * Merge
          * @description The only way anything flows from a fork back to its parent: one explicit conclusion.
+         *     From a session without a parent, a 409 `not_a_child_session`.
          */
         post: operations["merge"];
         delete?: never;
