@@ -434,7 +434,8 @@ def assemble(
 ) -> Response:
     """Selects, places and accounts one context, and stores its plan under `assembly_id`
     (see `app.storage.plans` for when the plan is written). The cost metrics are recorded just
-    after the response is sent, before the connection takes its next request."""
+    after the response is sent, before the connection takes its next request. A `role` the
+    stored `manifest` has no view for is a 409 `role_not_in_manifest`."""
     started = time.perf_counter()
     try:
         # Stored as received: re-serialising a half-megabyte request costs milliseconds.

@@ -73,6 +73,12 @@ class SectionNotInParent(Conflict):
     code = "section_not_in_parent"
 
 
+class RoleNotInManifest(Conflict):
+    """An assembly asks a stored manifest for a role it has no view for."""
+
+    code = "role_not_in_manifest"
+
+
 class InvalidInput(ContextdError):
     """Well-formed JSON that breaks a rule; `details` is a list of {loc, msg}."""
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.domain.assemble import Candidate, Contribution
-from app.domain.errors import InvalidInput
+from app.domain.errors import InvalidInput, RoleNotInManifest
 
 EntryKind = Literal["rule", "source"]
 
@@ -145,10 +145,11 @@ def validate_manifest(manifest: Manifest) -> Manifest:
 def view_for(
     manifest: Manifest, role: str, *, environment: str | None = None
 ) -> tuple[ManifestEntry, ...]:
-    """The entries `role` loads, in priority order. A role without a view is `InvalidInput`."""
+    """The entries `role` loads, in priority order. A role without a view is a conflict with
+    the stored manifest (`RoleNotInManifest`): the request itself is well formed."""
     view = manifest.roles.get(role)
     if view is None:
-        raise InvalidInput(
+        raise RoleNotInManifest(
             f"the manifest has no view for role {role!r}",
             details=[{"loc": ["body", "role"], "msg": f"known roles: {sorted(manifest.roles)}"}],
         )

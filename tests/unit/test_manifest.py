@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.domain.assemble import Candidate, Contribution
-from app.domain.errors import InvalidInput
+from app.domain.errors import InvalidInput, RoleNotInManifest
 from app.domain.manifest import (
     Manifest,
     ManifestEntry,
@@ -38,7 +38,7 @@ def test_view_follows_links_orders_by_priority_and_filters_environment() -> None
 
 
 def test_a_role_without_a_view_is_refused() -> None:
-    with pytest.raises(InvalidInput, match="no view for role 'auditor'"):
+    with pytest.raises(RoleNotInManifest, match="no view for role 'auditor'"):
         view_for(MANIFEST, "auditor")
 
 
