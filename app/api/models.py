@@ -727,7 +727,27 @@ class ClientSummary(StrictModel):
 class CompactRequest(RequestModel):
     """Either `session_id` (writes a compaction fact) or `items` (stateless, writes nothing)."""
 
-    model_config = ConfigDict(json_schema_extra=exactly_one_of("session_id", "items"))
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                exactly_one_of("session_id", "items"),
+                # A client summarizer posts its summary, unless a dry run asks for the prompt.
+                {
+                    "if": {
+                        "required": ["params"],
+                        "properties": {
+                            "params": {
+                                "required": ["summarizer"],
+                                "properties": {"summarizer": {"const": "client"}},
+                            },
+                            "dry_run": {"not": {"const": True}},
+                        },
+                    },
+                    "then": given("summary"),
+                },
+            ]
+        }
+    )
 
     session_id: SessionIdText | None = None
     items: list[dict[str, Any]] | None = None

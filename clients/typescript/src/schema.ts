@@ -996,7 +996,7 @@ export interface components {
             dry_run?: boolean;
             /** Encoding */
             encoding?: ("o200k_base" | "cl100k_base") | null;
-        };
+        } & (unknown & unknown);
         /** CompactResponse */
         CompactResponse: {
             /** Compaction Id */
