@@ -438,6 +438,9 @@ class BudgetSpec(StrictModel):
 
 
 class AssembleRequest(RequestModel):
+    # A manifest is read through one role's view, so naming one names the role too.
+    model_config = ConfigDict(json_schema_extra={"if": given("manifest"), "then": given("role")})
+
     session_id: SessionIdText | None = None
     sources: list[SourceSpec] = Field(default_factory=list)
     budget: BudgetSpec | None = None
