@@ -39,6 +39,7 @@ from app.domain.assemble import (
     Candidate,
     Contribution,
     Layer,
+    PlanEntry,
     diff_selections,
     reused_prefix,
 )
@@ -323,15 +324,21 @@ def _plan_naming_what_it_leaves_out(
     return plan, elided
 
 
+def _history_decisions(loaded: LoadedHistory, plan: AssemblyPlan) -> list[tuple[int, PlanEntry]]:
+    """(index in the normalized history, plan entry) of each history item the plan decided
+    on: every item but the state fragments, which the world state shows."""
+    offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
+    decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
+    return list(zip(offered, decisions, strict=True))
+
+
 def _first_shown_seq(loaded: LoadedHistory, plan: AssemblyPlan) -> int | None:
     """The fact seq of the first history item `plan` shows (records a compaction wrote have
     none); None when it shows no logged fact."""
-    offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
-    decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
     return min(
         (
             seq
-            for j, entry in zip(offered, decisions, strict=True)
+            for j, entry in _history_decisions(loaded, plan)
             if entry["decision"] == "selected" and (seq := loaded.seqs[j]) is not None
         ),
         default=None,
@@ -355,8 +362,6 @@ def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
         and seq not in active.retracted
         and not is_state_fragment(entry[1])
     ]
-    offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
-    decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
     shown = {
         j: Shown(
             tokens=entry["tokens"] if entry["decision"] == "selected" else 0,
@@ -365,7 +370,7 @@ def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
             else _WINDOW_DROPS.get(entry["reason"] or "", entry["reason"]),
             cut=entry["form"] == TRUNCATED_FORM,
         )
-        for j, entry in zip(offered, decisions, strict=True)
+        for j, entry in _history_decisions(loaded, plan)
     }
     return elisions(
         history=history,
