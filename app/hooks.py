@@ -44,7 +44,7 @@ import anyio
 import httpx
 import orjson
 
-from app.domain.errors import InvalidInput
+from app.domain.errors import RuleBroken
 from app.settings import Settings
 
 log = logging.getLogger("contextd")
@@ -174,7 +174,11 @@ def check_destinations(
             message = f"{address} is not a public address (see CTX_HOOK_ALLOWED_NETWORKS)"
             details.append({"loc": ["body", "hooks", name], "msg": message})
     if details:
-        raise InvalidInput("a hook URL names an address hooks may not reach", details=details)
+        raise RuleBroken(
+            "hook_address_refused",
+            "a hook URL names an address hooks may not reach",
+            details=details,
+        )
 
 
 class HookCallFailed(Exception):

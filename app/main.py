@@ -26,6 +26,7 @@ from app.api import (
 )
 from app.api.deps import TenantCache
 from app.api.errors import install_error_handlers
+from app.api.links import install_links
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.hooks import HookCaller
 from app.settings import Settings
@@ -107,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(compaction.router)
     app.include_router(isolation.router)
     install_error_handlers(app, retry_after_seconds=settings.retry_after_seconds)
+    install_links(app)
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.max_body_bytes,

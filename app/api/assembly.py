@@ -17,7 +17,7 @@ from fastapi import APIRouter, Response, status
 from sqlalchemy.orm import Session
 
 from app.api.deps import AppSettings, Db, RawBody, TenantId
-from app.api.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.models import (
     AssembleRequest,
@@ -429,7 +429,12 @@ def _cache_breakpoints(
     return placed
 
 
-@router.post("/assemble", status_code=status.HTTP_201_CREATED, response_model=AssembleResponse)
+@router.post(
+    "/assemble",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AssembleResponse,
+    responses=rule_responses("duplicate_candidate_ids", "unstorable_value"),
+)
 def assemble(
     body: AssembleRequest,
     raw: RawBody,
@@ -515,6 +520,7 @@ def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
     "/assemblies/{assembly_id}/replay",
     status_code=status.HTTP_201_CREATED,
     response_model=ReplayResponse,
+    responses=rule_responses("duplicate_candidate_ids", "unstorable_value"),
 )
 def replay_assembly(
     assembly_id: str, body: ReplayRequest, tenant_id: TenantId, db: Db, settings: AppSettings

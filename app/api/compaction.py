@@ -19,7 +19,7 @@ import anyio
 from fastapi import APIRouter, Response, status
 
 from app.api.deps import AppSettings, Db, Hooks, TenantId
-from app.api.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.models import (
     AdviceResponse,
@@ -255,7 +255,10 @@ def _respond(
     "/compact",
     status_code=status.HTTP_201_CREATED,
     response_model=CompactResponse,
-    responses={200: {"model": CompactResponse, "description": "Dry run, no-op or stateless."}},
+    responses={
+        200: {"model": CompactResponse, "description": "Dry run, no-op or stateless."},
+        **rule_responses("unstorable_value"),
+    },
 )
 def compact(
     body: CompactRequest,
@@ -396,7 +399,11 @@ def context_window(
     )
 
 
-@router.post("/sessions/{session_id}/end", response_model=EndSessionResponse)
+@router.post(
+    "/sessions/{session_id}/end",
+    response_model=EndSessionResponse,
+    responses=rule_responses("conclusion_not_one_item", "reserved_item_type", "unstorable_value"),
+)
 def end_session(
     session_id: str, body: EndSessionRequest, tenant_id: TenantId, db: Db, hook_caller: Hooks
 ) -> EndSessionResponse:

@@ -18,7 +18,8 @@ from typing import Annotated
 import anyio
 import anyio.to_thread
 from cachetools import TTLCache
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -91,7 +92,21 @@ def _close_quietly(db: Session) -> None:
         db.invalidate()
 
 
-async def get_tenant(request: Request, db: Annotated[Session, Depends(get_db)]) -> int:
+BEARER = HTTPBearer(
+    scheme_name="bearer",
+    description="An API key as `Authorization: Bearer <key>`. A service with no key configured "
+    "is open: every request then belongs to the `default` tenant.",
+    auto_error=False,
+)
+"""Declares the scheme in the contract; `_resolve_tenant` reads and checks the header itself,
+so that a refusal carries the service's error body and its RFC 6750 challenge."""
+
+
+async def get_tenant(
+    request: Request,
+    db: Annotated[Session, Depends(get_db)],
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
+) -> int:
     """The caller's tenant: from this process's cache on the event loop when it is there,
     otherwise resolved (and any refusal raised) in the threadpool."""
     cached = _cached_tenant(request)

@@ -65,6 +65,23 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         503: "Database unavailable; retry after the given seconds.",
     }.items()
 }
+
+
+def rule_responses(*rules: str) -> dict[int | str, dict[str, Any]]:
+    """The 422 of an operation that checks `rules` (of `errors.RULES`) beyond its schema: each
+    named in the description and listed under `x-rules`, so a tool can tell a broken rule the
+    contract states from a refused valid request."""
+    listed = "".join(f"\n- `{rule}`: {errors.RULES[rule]}" for rule in rules)
+    return {
+        422: {
+            "model": ErrorResponse,
+            "description": "Validation failed (`validation_error`), or a rule the schema cannot "
+            "state was broken, answered with the rule's code:" + listed,
+            "x-rules": [{"code": rule, "rule": errors.RULES[rule]} for rule in rules],
+        }
+    }
+
+
 ERROR_RESPONSES[401]["headers"] = {
     "WWW-Authenticate": {
         "description": 'The Bearer challenge (RFC 6750): `Bearer realm="contextd"`, with '
@@ -135,6 +152,11 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
             {"loc": list(problem.get("loc", ())), "msg": str(problem.get("msg", ""))}
             for problem in problems
         ]
+        # A request whose only faults are rules the schema cannot state is answered with the
+        # rule's own code, as the operation's contract lists it.
+        rules = [problem["type"] for problem in problems if problem.get("type") in errors.RULES]
+        if len(rules) == len(problems):
+            return error_response(422, rules[0], str(problems[0].get("msg", "")), details)
         return error_response(422, "validation_error", "the request failed validation", details)
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
@@ -165,7 +187,7 @@ def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
         log.info("value refused by the database: %s", type(exc).__name__)
         return error_response(
             422,
-            "validation_error",
+            "unstorable_value",
             "a value cannot be stored (text may not contain a NUL character)",
             [{"loc": ["request"], "msg": "value refused by the database"}],
         )

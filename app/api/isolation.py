@@ -14,7 +14,7 @@ from fastapi import APIRouter, Path, status
 from sqlalchemy.orm import Session
 
 from app.api.deps import Db, TenantId
-from app.api.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.models import (
     ChildSessionResponse,
@@ -114,6 +114,7 @@ def _create_child(
     "/sessions/{session_id}/delegate",
     status_code=status.HTTP_201_CREATED,
     response_model=ChildSessionResponse,
+    responses=rule_responses("reserved_item_type", "unstorable_value"),
 )
 def delegate(
     session_id: str, body: DelegateRequest, tenant_id: TenantId, db: Db
@@ -127,6 +128,7 @@ def delegate(
     "/sessions/{session_id}/fork",
     status_code=status.HTTP_201_CREATED,
     response_model=ChildSessionResponse,
+    responses=rule_responses("unstorable_value"),
 )
 def fork(session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db) -> ChildSessionResponse:
     """A child that sees the parent's active history as of now, shared rather than copied.
@@ -138,6 +140,7 @@ def fork(session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db) -> Chi
     "/sessions/{session_id}/merge",
     status_code=status.HTTP_201_CREATED,
     response_model=ConclusionResponse,
+    responses=rule_responses("conclusion_not_one_item", "reserved_item_type", "unstorable_value"),
 )
 def merge(
     session_id: str, body: ConclusionRequest, tenant_id: TenantId, db: Db
@@ -156,7 +159,11 @@ def merge(
     return ConclusionResponse(parent_id=parent.external_id or "", seq=seq)
 
 
-@router.put("/manifests/{name}", response_model=ManifestVersionResponse)
+@router.put(
+    "/manifests/{name}",
+    response_model=ManifestVersionResponse,
+    responses=rule_responses("manifest_inconsistent", "unstorable_value"),
+)
 def put_manifest(
     name: Annotated[ManifestName, Path()], body: ManifestRequest, tenant_id: TenantId, db: Db
 ) -> ManifestVersionResponse:

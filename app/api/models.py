@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
     with_config,
 )
+from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
 from app.domain import names
@@ -134,7 +135,11 @@ class CompactionOptions(StrictModel):
     def _ordered(self) -> CompactionOptions:
         high, low = self.high_watermark, self.low_watermark
         if high is not None and low is not None and low >= high:
-            raise ValueError(f"low_watermark ({low}) must be below high_watermark ({high})")
+            raise PydanticCustomError(
+                "watermarks_out_of_order",
+                "low_watermark ({low}) must be below high_watermark ({high})",
+                {"low": low, "high": high},
+            )
         return self
 
 
@@ -423,7 +428,11 @@ class SourceSpec(StrictModel):
         if len({candidate["id"] for candidate in self.items}) < len(self.items):
             counts = Counter(candidate["id"] for candidate in self.items)
             repeated = sorted(i for i, n in counts.items() if n > 1)
-            raise ValueError(f"duplicate candidate ids in one contribution: {repeated[:5]}")
+            raise PydanticCustomError(
+                "duplicate_candidate_ids",
+                "duplicate candidate ids in one contribution: {ids}",
+                {"ids": repeated[:5]},
+            )
         return self
 
 
@@ -1031,7 +1040,11 @@ class RecallRequest(RequestModel):
         if ranged and self.pattern is None:
             raise ValueError("a seq range is searched: give a `pattern`")
         if self.from_seq is not None and self.to_seq is not None and self.from_seq > self.to_seq:
-            raise ValueError(f"from_seq ({self.from_seq}) is after to_seq ({self.to_seq})")
+            raise PydanticCustomError(
+                "seq_range_reversed",
+                "from_seq ({from_seq}) is after to_seq ({to_seq})",
+                {"from_seq": self.from_seq, "to_seq": self.to_seq},
+            )
         return self
 
 

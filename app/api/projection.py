@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from app.api.deps import Db, TenantId
-from app.api.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.models import ResetResponse, RetractedItem, RetractionRequest, RetractionResponse
 from app.domain.facts import plan_retraction, reset_fact
@@ -23,6 +23,7 @@ router = APIRouter(
     "/{session_id}/retractions",
     status_code=status.HTTP_201_CREATED,
     response_model=RetractionResponse,
+    responses=rule_responses("unstorable_value"),
 )
 def retract(
     session_id: str, body: RetractionRequest, tenant_id: TenantId, db: Db

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from fastapi import APIRouter
 
 from app.api.deps import AppSettings, Db, TenantId
-from app.api.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.models import RecallMatchBody, RecallRequest, RecallResponse
-from app.domain.errors import NotFound
+from app.domain.errors import SeqPastLog
 from app.domain.facts import fact_text
 from app.domain.recall import (
     compile_pattern,
@@ -46,7 +46,11 @@ def _texts(db: Db, session: SessionRow, first: int, last: int) -> Iterator[tuple
         after = rows[-1].seq
 
 
-@router.post("/{session_id}/recall", response_model=RecallResponse)
+@router.post(
+    "/{session_id}/recall",
+    response_model=RecallResponse,
+    responses=rule_responses("seq_range_reversed", "invalid_pattern"),
+)
 def recall(
     session_id: str, body: RecallRequest, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> RecallResponse:
@@ -66,7 +70,7 @@ def recall(
     mode = "window" if pattern is None else "search"
     if first > session.last_seq:
         record_recall(mode=mode, outcome="not_found", tokens=0, unit=session.unit, tenant=tenant_id)
-        raise NotFound(f"session has no seq {first} (its last is {session.last_seq})")
+        raise SeqPastLog(f"session has no seq {first} (its last is {session.last_seq})")
     fact = repository.get_fact(db, session_id=session.id, seq=first) if body.seq else None
     bounds = {"max_lines": max_lines, "max_tokens": max_tokens, "max_matches": max_matches}
     if pattern is not None:

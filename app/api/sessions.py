@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import AppSettings, Db, TenantId
-from app.api.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.grounding import grade_next_action, next_action
 from app.api.json_body import JsonRoute
 from app.api.models import (
@@ -30,7 +30,7 @@ from app.api.models import (
 )
 from app.api.responses import AnswerThenFinish
 from app.domain.calibration import SessionWindow, calibrate
-from app.domain.errors import AssemblyOfAnotherSession, InvalidInput, PayloadTooLarge
+from app.domain.errors import AssemblyOfAnotherSession, PayloadTooLarge, RuleBroken
 from app.domain.facts import client_batch, item_fact
 from app.domain.ids import derive_id
 from app.domain.items import admission_reason
@@ -78,8 +78,10 @@ def _compaction_options(body: CreateSessionRequest, settings: Settings) -> dict[
     try:
         settings.session_watermarks(options)
     except ValueError as exc:
-        raise InvalidInput(
-            str(exc), details=[{"loc": ["body", "compaction"], "msg": str(exc)}]
+        raise RuleBroken(
+            "watermarks_out_of_order",
+            str(exc),
+            details=[{"loc": ["body", "compaction"], "msg": str(exc)}],
         ) from exc
     return options
 
@@ -88,7 +90,10 @@ def _compaction_options(body: CreateSessionRequest, settings: Settings) -> dict[
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=SessionResponse,
-    responses={200: {"model": SessionResponse, "description": "Existing, identical session."}},
+    responses={
+        200: {"model": SessionResponse, "description": "Existing, identical session."},
+        **rule_responses("watermarks_out_of_order", "hook_address_refused", "unstorable_value"),
+    },
 )
 def create_session(
     body: CreateSessionRequest,
@@ -147,7 +152,10 @@ def get_session(
     status_code=status.HTTP_201_CREATED,
     response_model=AppendResponse,
     responses={
-        200: {"model": AppendResponse, "description": "Idempotent replay; nothing written."}
+        200: {"model": AppendResponse, "description": "Idempotent replay; nothing written."},
+        **rule_responses(
+            "too_many_items", "reserved_item_type", "unstorable_value", "idempotency_mismatch"
+        ),
     },
 )
 def append_items(
@@ -161,7 +169,8 @@ def append_items(
     """Appends the items to the log. When they hold the model's output after a session-mode
     assembly, that assembly is graded against it after the answer (`grade_next_action`)."""
     if len(body.items) > settings.max_items_per_request:
-        raise InvalidInput(
+        raise RuleBroken(
+            "too_many_items",
             f"at most {settings.max_items_per_request} items per request",
             details=[{"loc": ["body", "items"], "msg": "too many items"}],
         )
@@ -269,6 +278,7 @@ def list_items(
     "/{session_id}/usage",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
+    responses=rule_responses("unstorable_value"),
 )
 def report_usage(
     session_id: str, body: UsageRequest, tenant_id: TenantId, db: Db, settings: AppSettings

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import Db, TenantId
-from app.api.errors import ERROR_RESPONSES
+from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.models import GoalRequest, GoalResponse, WorldStateRequest, WorldStateResponse
-from app.domain.errors import InvalidInput
+from app.domain.errors import RuleBroken
 from app.domain.facts import goal_fact, world_state_facts
 from app.domain.world_state import diff_world_state, validate_sections
 from app.storage import repository
@@ -23,11 +23,17 @@ router = APIRouter(
 )
 
 
-@router.put("/{session_id}/goal", response_model=GoalResponse)
+@router.put(
+    "/{session_id}/goal",
+    response_model=GoalResponse,
+    responses=rule_responses("blank_goal", "unstorable_value"),
+)
 def put_goal(session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db) -> GoalResponse:
     if not body.text.strip():
-        raise InvalidInput(
-            "the goal is empty", details=[{"loc": ["body", "text"], "msg": "blank goal"}]
+        raise RuleBroken(
+            "blank_goal",
+            "the goal is empty",
+            details=[{"loc": ["body", "text"], "msg": "blank goal"}],
         )
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     goal = load_history(db, session).active.goal
@@ -40,7 +46,11 @@ def put_goal(session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db) ->
     return GoalResponse(version=version, seq=result.facts[0].seq)
 
 
-@router.put("/{session_id}/world-state", response_model=WorldStateResponse)
+@router.put(
+    "/{session_id}/world-state",
+    response_model=WorldStateResponse,
+    responses=rule_responses("invalid_world_state", "unstorable_value"),
+)
 def put_world_state(
     session_id: str, body: WorldStateRequest, tenant_id: TenantId, db: Db
 ) -> WorldStateResponse:

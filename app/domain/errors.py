@@ -79,10 +79,57 @@ class RoleNotInManifest(Conflict):
     code = "role_not_in_manifest"
 
 
+class SeqPastLog(Conflict):
+    """A read names a seq the session's log has not reached yet: the session is there."""
+
+    code = "seq_past_log"
+
+
+class WindowPastText(Conflict):
+    """A recall window starts past the end of the fact's text (`from_line`, `from_char`)."""
+
+    code = "window_past_text"
+
+
 class InvalidInput(ContextdError):
     """Well-formed JSON that breaks a rule; `details` is a list of {loc, msg}."""
 
     code = "validation_error"
+
+
+RULES: dict[str, str] = {
+    "watermarks_out_of_order": "`low_watermark` is below `high_watermark`, a watermark left "
+    "out taking the service's setting.",
+    "duplicate_candidate_ids": "Candidate ids are distinct within one source.",
+    "seq_range_reversed": "`from_seq` is not after `to_seq`.",
+    "invalid_pattern": "`pattern` is a regular expression RE2 compiles (no backreferences, no "
+    "lookaround).",
+    "manifest_inconsistent": "Entry ids are unique; `links`, role views and `priorities` name "
+    "entries of the manifest; links form no cycle.",
+    "blank_goal": "The goal's `text` holds a character that is not white space.",
+    "too_many_items": "At most the service's `CTX_MAX_ITEMS_PER_REQUEST` items in one request.",
+    "reserved_item_type": "Item types starting with `contextd.` are written by the service only.",
+    "unstorable_value": "Text holds no NUL character, and an item's `type` is at most 64 "
+    "characters.",
+    "invalid_world_state": "A world-state section is not null (leave it out to remove it).",
+    "conclusion_not_one_item": "A conclusion converts to exactly one item.",
+    "hook_address_refused": "A hook URL names an address hooks may reach (no private network "
+    "unless the service allows it).",
+    "idempotency_mismatch": "An idempotency key names one batch: a retry repeats it exactly.",
+}
+"""Rules a request can break although its schema holds, because the schema language cannot
+state them (they relate two fields, or need the service's settings or a parser): each is
+answered 422 with its own code, and each operation lists in the contract the ones it checks."""
+
+
+class RuleBroken(InvalidInput):
+    """Schema-valid input that breaks one of `RULES`; its `code` is the rule's."""
+
+    def __init__(self, rule: str, message: str, *, details: Any = None) -> None:
+        if rule not in RULES:
+            raise ValueError(f"unknown rule {rule!r}")
+        super().__init__(message, details=details)
+        self.code = rule
 
 
 class IdempotencyMismatch(InvalidInput):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.domain.assemble import Candidate, Contribution
-from app.domain.errors import InvalidInput, RoleNotInManifest
+from app.domain.errors import RoleNotInManifest, RuleBroken
 
 EntryKind = Literal["rule", "source"]
 
@@ -138,7 +138,7 @@ def validate_manifest(manifest: Manifest) -> Manifest:
         if entry_id not in by_id:
             problems.append({"loc": ["body", "priorities"], "msg": f"unknown entry {entry_id!r}"})
     if problems:
-        raise InvalidInput("the manifest is inconsistent", details=problems)
+        raise RuleBroken("manifest_inconsistent", "the manifest is inconsistent", details=problems)
     return manifest
 
 

@@ -25,7 +25,7 @@ from typing import Any, assert_never
 
 import re2
 
-from app.domain.errors import InvalidInput
+from app.domain.errors import RuleBroken, WindowPastText
 from app.domain.items import CountTokens, Format
 
 __all__ = [
@@ -113,7 +113,7 @@ def read_window(
     at least 16). Raises `InvalidInput` for a start past the text."""
     total = line_count(text)
     if from_line > max(total, 1):
-        raise InvalidInput(
+        raise WindowPastText(
             f"from_line {from_line} is past the last line ({total})",
             details=[{"loc": ["body", "from_line"], "msg": f"the text has {total} lines"}],
         )
@@ -121,7 +121,7 @@ def read_window(
     line_end = text.find("\n", start)
     line_end = len(text) if line_end < 0 else line_end + 1
     if from_char > 0 and start + from_char >= line_end:  # an empty text has no character
-        raise InvalidInput(
+        raise WindowPastText(
             f"from_char {from_char} is past the end of line {from_line}",
             details=[{"loc": ["body", "from_char"], "msg": "past the end of the line"}],
         )
@@ -195,7 +195,8 @@ def compile_pattern(pattern: str) -> re2._Regexp[bytes]:
     ends. Raises `InvalidInput` with RE2's reason for a pattern it refuses (backreferences and
     lookaround among them: they have no linear-time algorithm)."""
     if len(pattern) > MAX_PATTERN_LENGTH:
-        raise InvalidInput(
+        raise RuleBroken(
+            "invalid_pattern",
             f"a pattern is at most {MAX_PATTERN_LENGTH} characters",
             details=[{"loc": ["body", "pattern"], "msg": "pattern too long"}],
         )
@@ -210,7 +211,8 @@ def compile_pattern(pattern: str) -> re2._Regexp[bytes]:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
-        raise InvalidInput(
+        raise RuleBroken(
+            "invalid_pattern",
             f"invalid pattern: {reason}",
             details=[{"loc": ["body", "pattern"], "msg": str(reason)}],
         ) from None

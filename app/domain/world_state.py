@@ -50,7 +50,7 @@ from typing import Any, Literal
 import json_merge_patch  # type: ignore[import-untyped]
 
 from app.domain.assemble import Candidate, Contribution
-from app.domain.errors import InvalidInput
+from app.domain.errors import InvalidInput, RuleBroken
 from app.domain.history import HistoryEntry
 from app.domain.items import Item, developer_message, item_type, visible_text
 
@@ -221,8 +221,10 @@ def validate_sections(sections: Mapping[str, Any]) -> dict[str, Any]:
         else:
             snapshot[section] = _canonical(value, loc=loc, problems=problems)
     if problems:
-        raise InvalidInput(
-            f"the world state has {len(problems)} invalid value(s)", details=problems
+        raise RuleBroken(
+            "invalid_world_state",
+            f"the world state has {len(problems)} invalid value(s)",
+            details=problems,
         )
     return dict(sorted(snapshot.items()))
 

@@ -188,11 +188,12 @@ def test_refusals_change_nothing(postgres_url: str, session_id: str) -> None:
         path = f"/sessions/{session_id}/recall"
         cases = [
             (beta, {"seq": 1}, 404, "not_found"),
-            (alpha, {"seq": 2}, 404, "not_found"),
-            (alpha, {"from_seq": 5, "pattern": "x"}, 404, "not_found"),
-            (alpha, {"seq": 1, "from_line": 3}, 422, "validation_error"),
-            (alpha, {"seq": 1, "pattern": "(unclosed"}, 422, "validation_error"),
-            (alpha, {"seq": 1, "pattern": r"(a)\1"}, 422, "validation_error"),
+            (alpha, {"seq": 2}, 409, "seq_past_log"),
+            (alpha, {"from_seq": 5, "pattern": "x"}, 409, "seq_past_log"),
+            (alpha, {"seq": 1, "from_line": 3}, 409, "window_past_text"),
+            (alpha, {"seq": 1, "pattern": "(unclosed"}, 422, "invalid_pattern"),
+            (alpha, {"seq": 1, "pattern": r"(a)\1"}, 422, "invalid_pattern"),
+            (alpha, {"from_seq": 3, "to_seq": 2, "pattern": "x"}, 422, "seq_range_reversed"),
             (alpha, {"from_seq": 1}, 422, "validation_error"),
             (alpha, {}, 422, "validation_error"),
             (alpha, {"seq": 1, "max_tokens": 3}, 422, "validation_error"),

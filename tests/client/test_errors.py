@@ -88,17 +88,17 @@ def test_an_invalid_body_fails_validation_with_its_details(ctx: ContextdClient) 
     )
 
 
-def test_a_recall_past_the_log_is_not_found_and_a_bad_pattern_fails_validation(
+def test_a_recall_past_the_log_is_a_conflict_and_a_bad_pattern_names_its_rule(
     ctx: ContextdClient, session_id: str
 ) -> None:
     ctx.create_session(session_id=session_id)
     ctx.append_items(session_id, items=[user_msg("first")])
-    with pytest.raises(NotFound) as missing:
+    with pytest.raises(Conflict) as past:
         ctx.recall(session_id, seq=2)
-    assert _shape(missing.value) == (
-        NotFound,
-        404,
-        "not_found",
+    assert _shape(past.value) == (
+        Conflict,
+        409,
+        "seq_past_log",
         "session has no seq 2 (its last is 1)",
         None,
     )
@@ -107,7 +107,7 @@ def test_a_recall_past_the_log_is_not_found_and_a_bad_pattern_fails_validation(
     assert _shape(invalid.value) == (
         ValidationFailed,
         422,
-        "validation_error",
+        "invalid_pattern",
         "invalid pattern: missing ): (unclosed",
         [{"loc": ["body", "pattern"], "msg": "missing ): (unclosed"}],
     )

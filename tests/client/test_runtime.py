@@ -13,8 +13,8 @@ import pytest
 
 from contextd_client import (
     AsyncContextdClient,
+    Conflict,
     ContextdClient,
-    NotFound,
     Retries,
     Unavailable,
     ValidationFailed,
@@ -200,7 +200,7 @@ def test_a_recall_the_service_refuses_is_answered_with_its_reason_not_raised(
             client.recall(session_id, seq=3, pattern="(unclosed")
         with pytest.raises(ValidationFailed) as not_a_number:
             client.recall(session_id, seq="three")  # type: ignore[arg-type]  # the model's
-        with pytest.raises(NotFound) as past_the_log:
+        with pytest.raises(Conflict) as past_the_log:
             client.recall(session_id, seq=99)
 
         answers = [
@@ -242,6 +242,6 @@ def test_the_async_link_answers_a_recall_alike(server: Server, session_id: str) 
 
     answers = asyncio.run(scenario())
     with ContextdClient(server.base, api_key=API_KEY) as client:
-        with pytest.raises(NotFound) as past_the_log:
+        with pytest.raises(Conflict) as past_the_log:
             client.recall(session_id, seq=99)
         assert answers == [client.recall(session_id, seq=3).tool_output, past_the_log.value.message]

@@ -442,7 +442,7 @@ def test_validate_sections_lists_every_problem() -> None:
         },
         {"loc": ["sections", "tools", "1"], "msg": "keys must be Unicode strings"},
     ]
-    assert raised.value.code == "validation_error"
+    assert raised.value.code == "invalid_world_state"
 
 
 @pytest.mark.parametrize("sections", [None, [], "rules", 3])
