@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from app.domain.compaction import CompactionResult
-from app.domain.errors import InvalidInput
+from app.domain.errors import RuleBroken
 from app.domain.formats import to_responses
 from app.domain.history import HistoryEntry
 from app.domain.items import (
@@ -80,7 +80,8 @@ def client_batch(
         if len(kind := item_type(item)) > MAX_TYPE_LENGTH or "\x00" in kind
     ]
     if unstorable:
-        raise InvalidInput(
+        raise RuleBroken(
+            "unstorable_value",
             f"an item type is at most {MAX_TYPE_LENGTH} characters, without a NUL character",
             details=[
                 {"loc": ["body", field, i, "type"], "msg": "type cannot be stored"}
@@ -91,7 +92,8 @@ def client_batch(
         i for i, item in enumerate(parsed.items) if item_type(item).startswith(INTERNAL_TYPE_PREFIX)
     ]
     if reserved:
-        raise InvalidInput(
+        raise RuleBroken(
+            "reserved_item_type",
             f"item types starting with {INTERNAL_TYPE_PREFIX!r} are written by the service only",
             details=[{"loc": ["body", field, i, "type"], "msg": "reserved type"} for i in reserved],
         )
@@ -124,7 +126,8 @@ def conclusion_item(conclusion: dict[str, Any], fmt: Format) -> Item:
     """A child's conclusion as the one Responses item it must be."""
     items = client_items([conclusion], fmt, field="conclusion")
     if len(items) != 1:
-        raise InvalidInput(
+        raise RuleBroken(
+            "conclusion_not_one_item",
             "a conclusion is exactly one item",
             details=[{"loc": ["body", "conclusion"], "msg": "converts to several items"}],
         )
