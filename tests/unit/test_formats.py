@@ -23,8 +23,9 @@ from app.domain.formats import (
     Parsed,
     Placeholder,
     Rendering,
+    cap_cache_breakpoints,
     from_responses,
-    place_cache_breakpoint,
+    mark_cache_breakpoint,
     to_responses,
 )
 from app.domain.items import FORMATS, OUTPUT_TYPES, Format, Item, item_type
@@ -714,17 +715,49 @@ def test_cache_breakpoints_land_on_the_last_cacheable_block() -> None:
         {**_reasoning("hmm", encrypted_content="sig"), ORIGIN_KEY: ANTHROPIC},
     ]
     rendered = from_responses(items, "anthropic")
-    assert place_cache_breakpoint(rendered, 0) == Block(None, 0)
+    first, block = mark_cache_breakpoint(rendered, 0)
+    assert block == Block(None, 0)
     # Thinking blocks take no cache_control: the breakpoint moves back to the user turn, whose
     # string content becomes a block so that it can carry one.
-    assert place_cache_breakpoint(rendered, 2) == Block(0, 0)
-    assert rendered.system == [
-        {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}
-    ]
-    assert rendered.items[0] == {
-        "role": "user",
-        "content": [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}}],
-    }
+    both, block = mark_cache_breakpoint(first, 2)
+    assert block == Block(0, 0)
+    ephemeral = {"cache_control": {"type": "ephemeral"}}
+    thinking = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    assert both == Rendering(
+        [
+            {"role": "user", "content": [{"type": "text", "text": "go", **ephemeral}]},
+            {"role": "assistant", "content": [thinking]},
+        ],
+        [{"type": "text", "text": "rules", **ephemeral}],
+        locations=[Block(None, 0), Block(0, None), Block(1, 0)],
+    )
+    # Marking returns a new rendering: the one marked is as it was.
+    assert rendered == from_responses(items, "anthropic")
+
+
+def test_capping_breakpoints_keeps_the_services_own_and_the_latest() -> None:
+    text = {"type": "text", "text": "x"}
+    ephemeral = {"cache_control": {"type": "ephemeral"}}
+    roles = ["user", "assistant", "user", "assistant", "user"]
+    rendering = Rendering(
+        [{"role": role, "content": [{**text, **ephemeral}]} for role in roles],
+        [{"type": "text", "text": "rules"}],
+        locations=[Block(None, 0), *(Block(m, 0) for m in range(5))],
+    )
+    mine, block = mark_cache_breakpoint(rendering, 0)
+    assert block == Block(None, 0)
+    capped = cap_cache_breakpoints(mine, keep={(None, 0)})
+    # Six breakpoints, two over the limit: the client's earliest two go, the service's stays.
+    assert capped == Rendering(
+        [
+            {"role": role, "content": [text if m < 2 else {**text, **ephemeral}]}
+            for m, role in enumerate(roles)
+        ],
+        [{"type": "text", "text": "rules", **ephemeral}],
+        dropped_fields=[DroppedField(0, "cache_control")] * 2,
+        locations=rendering.locations,
+    )
+    assert mine.dropped_fields == []
 
 
 @pytest.mark.parametrize(
