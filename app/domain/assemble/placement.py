@@ -1,0 +1,199 @@
+"""Placement: the order the model sees the selected candidates and the history in, and the plan
+that reports what became of every one of them; `assemble` runs selection, the history's fit and
+placement, in that order.
+
+Invariants (see the package doc for the whole contract of `assemble`'s result):
+
+- Under `edges` the order is: the `prefix` layer, sorted by (source, id) only with candidates
+  of `history_lead_source` last, so its bytes do not change when other layers change; then the
+  history; then memory and retrieval, the strongest at the block's edges and the weakest in its
+  middle; then task (required last), recent (input order) and the restated copies. A change to
+  anything after the prefix never moves the history's bytes.
+- Under `input_order` candidates keep their input order and the history follows them.
+- `plan` lists every candidate, then every history entry, each exactly once in input order;
+  a position is that of its first occurrence among `items`.
+- `total_tokens` is the sum of the tokens of `items`, restated copies included.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Sequence
+
+from app.domain.assemble.history_fit import fit_history
+from app.domain.assemble.model import (
+    HISTORY_SOURCE,
+    LAYERS,
+    RAW_FORM,
+    RESTATED_SUFFIX,
+    TRUNCATED_FORM,
+    AssemblyInput,
+    AssemblyPlan,
+    Candidate,
+    Layer,
+    PlanEntry,
+    SelectedItem,
+    canonical_hash,
+    fits,
+)
+from app.domain.assemble.selection import select_candidates
+from app.domain.items import CountTokens
+
+
+def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
+    """Select, degrade and place candidates and history under `inp.budget`; see the package doc."""
+    # One cache for the three steps: a text is counted once per assembly, whichever step meets it.
+    count = functools.cache(count_tokens)
+    budget = inp.budget
+    selection = select_candidates(inp, count=count)
+    candidates, scores, raw_tokens = selection.candidates, selection.scores, selection.raw_tokens
+    reasons, chosen, selected = selection.reasons, selection.chosen, selection.selected
+    history = fit_history(
+        inp, total_tokens=selection.tokens, counted_items=len(selected), count=count
+    )
+    history_items, history_tokens = history.items, history.tokens
+    history_start, fitting_start = history.start, history.fitting_start
+    total_tokens, counted_items = history.total_tokens, history.counted_items
+
+    # Placement.
+    restated: list[int] = []
+    if inp.placement == "edges":
+        rank_of = {i: n for n, i in enumerate(selected)}
+        by_layer: dict[Layer, list[int]] = {layer: [] for layer in LAYERS}
+        for i in selected:
+            by_layer[candidates[i].layer].append(i)
+        middle = [i for i in selected if candidates[i].layer in ("memory", "retrieval")]
+        order = [
+            # Sorted by (source, id) alone so that the prefix bytes survive any other change;
+            # the history's lead closes it.
+            *sorted(
+                by_layer["prefix"],
+                key=lambda i: (
+                    candidates[i].source == inp.history_lead_source,
+                    candidates[i].source,
+                    candidates[i].id,
+                    rank_of[i],
+                ),
+            ),
+            # The strongest at the block's edges, the weakest in its middle.
+            *middle[0::2],
+            *reversed(middle[1::2]),
+            *(i for i in by_layer["task"] if not candidates[i].required),
+            *(i for i in by_layer["task"] if candidates[i].required),
+            *sorted(by_layer["recent"]),  # input order: recent candidates are chronological
+        ]
+        # The history follows the stable prefix directly, and whatever may change from call
+        # to call (memory, retrieval, task state) follows the history: an update then never
+        # moves the bytes of the history, which are most of a session's reusable prefix.
+        leading = len(by_layer["prefix"])
+        restated = [i for i in order if candidates[i].restate_at_end]
+    else:
+        order = sorted(selected)
+        leading = len(order)  # input order: contributions, then the history
+
+    items: list[SelectedItem] = []
+    position_of: dict[int, int] = {}
+
+    def place(
+        c: Candidate, *, item_id: str, form: str, tokens: int, text: str | None = None
+    ) -> None:
+        """Place `c` in `form`, or as `text` (a restatement) when given."""
+        raw = form == RAW_FORM and text is None
+        items.append(
+            SelectedItem(
+                id=item_id,
+                source=c.source,
+                layer=c.layer,
+                source_class=c.accounting_class,
+                form=form,
+                position=len(items),
+                tokens=tokens,
+                content=text if text is not None else c.content if raw else c.forms[form],
+                item=c.item if raw else None,
+            )
+        )
+
+    def place_candidates(chosen_order: Sequence[int]) -> None:
+        for i in chosen_order:
+            position_of[i] = len(items)
+            place(candidates[i], item_id=candidates[i].id, form=chosen[i][0], tokens=chosen[i][1])
+
+    place_candidates(order[:leading])
+    history_position = len(items)
+    for k in range(history_start, len(inp.history)):
+        entry = inp.history[k]
+        items.append(
+            SelectedItem(
+                id=entry.id,
+                source=HISTORY_SOURCE,
+                layer="recent",
+                source_class=HISTORY_SOURCE,
+                form=RAW_FORM if history_items[k] is entry.item else TRUNCATED_FORM,
+                position=len(items),
+                tokens=history_tokens[k],
+                content=None,
+                item=history_items[k],
+            )
+        )
+    place_candidates(order[leading:])
+    for i in restated:
+        c = candidates[i]
+        form, tokens = chosen[i]
+        if c.restatement is not None:
+            form, tokens = RAW_FORM, count(c.restatement)
+        place(c, item_id=c.id + RESTATED_SUFFIX, form=form, tokens=tokens, text=c.restatement)
+
+    plan: list[PlanEntry] = []
+    for i, c in enumerate(candidates):
+        reason = reasons.get(i)
+        form, tokens = chosen[i] if reason is None else (RAW_FORM, raw_tokens[i])
+        plan.append(
+            {
+                "id": c.id,
+                "source": c.source,
+                "layer": c.layer,
+                "source_class": c.source_class or c.layer,  # Candidate.accounting_class
+                "decision": "selected" if reason is None else "dropped",
+                "reason": reason,
+                "form": form,
+                "tokens": tokens,
+                "score": scores[i],
+                "position": position_of.get(i),
+            }
+        )
+    plan += [
+        {
+            "id": entry.id,
+            "source": HISTORY_SOURCE,
+            "layer": "recent",
+            "source_class": HISTORY_SOURCE,
+            "decision": "selected" if k >= history_start else "dropped",
+            "reason": None
+            if k >= history_start
+            else history.reason
+            if k < fitting_start
+            else "history_cut",
+            "form": RAW_FORM if history_items[k] is entry.item else TRUNCATED_FORM,
+            "tokens": history_tokens[k],
+            "score": None,
+            "position": history_position + k - history_start if k >= history_start else None,
+        }
+        for k, entry in enumerate(inp.history)
+    ]
+
+    by_source_class: Counter[str] = Counter()
+    for selected_item in items:
+        by_source_class[selected_item.source_class] += selected_item.tokens
+    return AssemblyPlan(
+        items=tuple(items),
+        plan=tuple(plan),
+        total_tokens=total_tokens,
+        truncated=bool(reasons) or history_start > 0,
+        over_budget=not fits(0, budget.max_tokens, used=total_tokens)
+        or not fits(0, budget.max_items, used=counted_items),
+        by_source_class=dict(sorted(by_source_class.items())),
+        plan_hash=canonical_hash(
+            [[it.id, it.source, it.layer, it.form, it.content, it.item] for it in items]
+        ),
+    )
