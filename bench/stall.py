@@ -26,7 +26,7 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from bench.common import bench_database
-from tests.e2e.servers import TcpProxy, running, with_port
+from bench.servers import TcpProxy, running, with_port
 
 
 @dataclass(frozen=True)
