@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 from app.api.deps import AppSettings, Db, RawBody, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.api.models import (
+from app.api.responses import AnswerThenFinish, json_response
+from app.contract.assembly import (
     AssembleRequest,
     AssembleResponse,
     AssemblyDiffBody,
@@ -29,7 +30,6 @@ from app.api.models import (
     ReplayResponse,
     StoredAssemblyResponse,
 )
-from app.api.responses import AnswerThenFinish, json_response
 from app.domain.advice import budget_advice, with_history_cut
 from app.domain.assemble import (
     HISTORY_SOURCE,

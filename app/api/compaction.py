@@ -21,7 +21,8 @@ from fastapi import APIRouter, Response, status
 from app.api.deps import AppSettings, Db, Hooks, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.api.models import (
+from app.contract.common import TokenizerBody
+from app.contract.compaction import (
     AdviceResponse,
     CompactedIdentifiers,
     CompactParams,
@@ -31,9 +32,8 @@ from app.api.models import (
     EndSessionRequest,
     EndSessionResponse,
     LostIdentifier,
-    SessionHooks,
-    TokenizerBody,
 )
+from app.contract.sessions import SessionHooks
 from app.domain.advice import GRADED_CALLS, keeps_needing_what_was_hidden
 from app.domain.assemble import HISTORY_SOURCE
 from app.domain.calibration import SessionWindow

@@ -14,8 +14,8 @@ from fastapi import APIRouter, Query, Response
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES
 from app.api.json_body import JsonRoute
-from app.api.models import HistoryResponse, NormalizeRequest, NormalizeResponse
 from app.api.responses import json_response
+from app.contract.history import HistoryResponse, NormalizeRequest, NormalizeResponse
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses, to_responses
 from app.domain.items import Format, visible_text

@@ -16,13 +16,13 @@ from sqlalchemy.orm import Session
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.api.models import (
+from app.contract.common import ManifestName
+from app.contract.isolation import (
     ChildSessionResponse,
     ConclusionRequest,
     ConclusionResponse,
     DelegateRequest,
     ForkRequest,
-    ManifestName,
     ManifestRequest,
     ManifestResponse,
     ManifestVersionResponse,

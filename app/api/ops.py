@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.api.deps import settings_of
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.json_body import JsonRoute
-from app.api.models import HealthResponse
+from app.contract.common import HealthResponse
 from app.domain.errors import bearer_challenge
 from app.storage.database import answer_deadline, is_migrated
 

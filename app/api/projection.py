@@ -9,7 +9,12 @@ from fastapi import APIRouter, status
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.api.models import ResetResponse, RetractedItem, RetractionRequest, RetractionResponse
+from app.contract.projection import (
+    ResetResponse,
+    RetractedItem,
+    RetractionRequest,
+    RetractionResponse,
+)
 from app.domain.facts import plan_retraction, reset_fact
 from app.storage import repository
 from app.storage.history import fold_session

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.api.models import RecallMatchBody, RecallRequest, RecallResponse
+from app.contract.recall import RecallMatchBody, RecallRequest, RecallResponse
 from app.domain.errors import SeqPastLog
 from app.domain.facts import fact_text
 from app.domain.recall import (

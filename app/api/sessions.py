@@ -12,8 +12,9 @@ from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.grounding import grade_next_action, next_action
 from app.api.json_body import JsonRoute
-from app.api.models import (
-    MAX_SEQ,
+from app.api.responses import AnswerThenFinish
+from app.contract.common import MAX_SEQ, TokenizerBody
+from app.contract.sessions import (
     AppendedItem,
     AppendRequest,
     AppendResponse,
@@ -25,10 +26,8 @@ from app.api.models import (
     SessionDetailResponse,
     SessionHooks,
     SessionResponse,
-    TokenizerBody,
     UsageRequest,
 )
-from app.api.responses import AnswerThenFinish
 from app.domain.calibration import SessionWindow, calibrate
 from app.domain.errors import AssemblyOfAnotherSession, PayloadTooLarge, RuleBroken
 from app.domain.facts import client_batch, item_fact

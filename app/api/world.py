@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from app.api.deps import Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.api.models import GoalRequest, GoalResponse, WorldStateRequest, WorldStateResponse
+from app.contract.world import GoalRequest, GoalResponse, WorldStateRequest, WorldStateResponse
 from app.domain.errors import RuleBroken
 from app.domain.facts import goal_fact, world_state_facts
 from app.domain.world_state import diff_world_state, validate_sections

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.api.models import ManifestRequest
+from app.contract.isolation import ManifestRequest
 from app.domain.world_state import render_section
 from tests.builders import assistant_msg, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory

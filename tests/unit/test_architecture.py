@@ -93,3 +93,33 @@ def test_handler_modules_never_import_each_other() -> None:
     }
     assert len(handlers) >= 7  # sessions, history, assembly, world, compaction, isolation, ops
     assert offenders == set()
+
+
+CONTRACT = DOMAIN.parent / "contract"
+CONTRACT_ALLOWED_ROOTS = {
+    "__future__",
+    "collections",
+    "datetime",
+    "pydantic",
+    "pydantic_core",
+    "typing",
+    "typing_extensions",
+}
+CONTRACT_ALLOWED_APP = ("app.contract", "app.domain", "app.hooks", "app.tokens")
+
+
+def test_contract_imports_nothing_above_it() -> None:
+    """The wire models sit below the HTTP shell and the use cases, which both import them, so
+    they import neither, nor storage: only the core, hooks and tokens."""
+    offenders = {
+        f"{path.name}: {module}"
+        for path in sorted(CONTRACT.glob("*.py"))
+        for module in _imported_modules(path)
+        if (
+            module.split(".")[0] not in CONTRACT_ALLOWED_ROOTS | {"app"}
+            or (module.startswith("app") and not module.startswith(CONTRACT_ALLOWED_APP))
+            or module == "app"
+        )
+    }
+    assert len(list(CONTRACT.glob("*.py"))) >= 10  # common and one module per router
+    assert offenders == set()
