@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
 
 from pydantic import AliasChoices, Field, IPvAnyNetwork, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.domain.advice import Watermarks
-from app.domain.budget import usable_window
-from app.domain.calibration import SessionWindow, session_tokenizer
-from app.tokens import model_encoding
 
 MIB = 1024 * 1024
-
-
-class SessionColumns(Protocol):
-    """The columns of a session its window depends on: a session row has them, and so has the
-    snapshot an assembly reads."""
-
-    @property
-    def encoding(self) -> str: ...
-    @property
-    def context_window(self) -> int: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def attributes(self) -> dict[str, Any]: ...
-    @property
-    def calibration(self) -> dict[str, Any] | None: ...
 
 
 class Settings(BaseSettings):
@@ -177,28 +156,3 @@ class Settings(BaseSettings):
     def watermarks(self) -> Watermarks:
         """The service-wide compaction watermarks (a session may set its own)."""
         return Watermarks(high=self.compaction_high_watermark, low=self.compaction_low_watermark)
-
-    def session_watermarks(self, options: Mapping[str, Any]) -> Watermarks:
-        """A session's watermarks: its own `compaction` options, else the service's. Raises
-        ValueError when they end up inverted."""
-        return Watermarks(
-            high=options.get("high_watermark") or self.compaction_high_watermark,
-            low=options.get("low_watermark") or self.compaction_low_watermark,
-        )
-
-    def session_window(self, session: SessionColumns) -> SessionWindow:
-        """The session's one window under this service's output reserve: in provider tokens,
-        with its watermarks and the tokenizer that converts it into the session's encoding.
-        Assembly, advice, compaction targets and every session answer take it from here."""
-        usable = usable_window(session.context_window, output_reserve=self.output_reserve_tokens)
-        return SessionWindow(
-            usable=usable,
-            watermarks=self.session_watermarks(session.attributes.get("compaction", {})),
-            tokenizer=session_tokenizer(
-                session.model,
-                encoding=session.encoding,
-                state=session.calibration,
-                model_encoding=model_encoding,
-                usable=usable,
-            ),
-        )

@@ -1,21 +1,9 @@
-"""`/compact`, compaction advice, the context window and session end: load, plan in the core,
-call hooks, store.
-
-A compaction is a projection: it appends one `contextd.compaction` fact (see `app.domain.facts`)
-and the raw log keeps every item. The plan is made before any summarizer or hook is called, so
-a no-op, a dry run or a stateless call never reaches out; and no transaction is open while one
-runs, so a slow endpoint holds no connection (what is written after it is re-checked under the
-session's lock).
+"""`/compact`, compaction advice, the context window and session end over HTTP: the writes go
+through `app.usecases.compact`; the reads weigh the loaded history against the session's window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
-from functools import partial
-from typing import Any
-
-import anyio
 from fastapi import APIRouter, Response, status
 
 from app.api.deps import AppSettings, Db, Hooks, TenantId
@@ -24,231 +12,18 @@ from app.api.json_body import JsonRoute
 from app.contract.common import TokenizerBody
 from app.contract.compaction import (
     AdviceResponse,
-    CompactedIdentifiers,
-    CompactParams,
     CompactRequest,
     CompactResponse,
     ContextWindowResponse,
     EndSessionRequest,
     EndSessionResponse,
-    LostIdentifier,
 )
-from app.contract.sessions import SessionHooks
-from app.domain.advice import GRADED_CALLS, keeps_needing_what_was_hidden
 from app.domain.assemble import HISTORY_SOURCE
-from app.domain.calibration import SessionWindow
-from app.domain.compaction import (
-    PRODUCT_STRATEGIES,
-    CompactionInput,
-    CompactionParams,
-    CompactionResult,
-    NotAppliedReason,
-    Strategy,
-    plan_compaction,
-    render_summarization_prompt,
-)
-from app.domain.errors import Conflict, InvalidInput
-from app.domain.formats import from_responses, to_responses
-from app.domain.history import HistoryEntry
-from app.domain.items import CountTokens, visible_text
-from app.domain.normalize import normalize_history
-from app.domain.world_state import invariant_items
-from app.hooks import HookCaller, HookResult, SummarizerUnavailable, summarize_with_llm
-from app.metrics import record_compaction, record_hook
-from app.settings import Settings
-from app.storage import plans, repository
-from app.storage.history import LoadedHistory, load_history
-from app.tokens import token_counter
+from app.storage import repository
+from app.usecases import compact as compaction
+from app.usecases.history import load_history, session_window
 
 router = APIRouter(route_class=JsonRoute, tags=["compaction"], responses=ERROR_RESPONSES)
-
-
-def _session_input(
-    loaded: LoadedHistory, *, strategy: Strategy, params: CompactionParams
-) -> CompactionInput:
-    active = loaded.active
-    return CompactionInput(
-        history=active.entries(loaded.items),
-        strategy=strategy,
-        params=params,
-        goal=active.goal.text if active.goal else None,
-        invariants=invariant_items(active.goal, active.world_state),
-    )
-
-
-def _low_watermark_target(
-    loaded: LoadedHistory, window: SessionWindow, *, groundings: Sequence[dict[str, Any]]
-) -> int:
-    """The default `target_tokens` of a session compaction, in the compaction's accounting (the
-    history with its re-anchored invariants): what brings the assembled context down to the
-    low watermark, or half the history when it is below that already. A session whose model
-    kept needing what its contexts hid (`groundings`, its latest graded calls) compacts to
-    halfway between the watermarks instead."""
-    active = loaded.active
-    count = token_counter(loaded.encoding)
-    invariants = sum(
-        count(visible_text(item)) for item in invariant_items(active.goal, active.world_state)
-    )
-    watermarks = window.watermarks
-    if keeps_needing_what_was_hidden(groundings):
-        watermarks = watermarks.relaxed()
-    target = watermarks.target(window.tokens) - loaded.pinned_tokens(window) + invariants
-    return max(1, min(target, loaded.tokens // 2))
-
-
-def _params(spec: CompactParams) -> CompactionParams:
-    return CompactionParams(
-        keep_recent=spec.keep_recent,
-        clear_at_least_tokens=spec.clear_at_least_tokens,
-        exclude_tools=tuple(spec.exclude_tools),
-        clear_tool_inputs=spec.clear_tool_inputs,
-        target_tokens=spec.target_tokens,
-        summarizer=spec.summarizer,
-    )
-
-
-def _client_summary(body: CompactRequest) -> tuple[str | None, dict[str, Any]]:
-    """The narrative a `client` summarizer posted (None otherwise), and the summarizer report
-    as it stands before any LLM is asked."""
-    requested = body.params.summarizer
-    if requested != "client":
-        return None, {"requested": requested, "used": "builtin"}
-    if body.summary is None and not body.dry_run:
-        raise InvalidInput(
-            "summarizer 'client' needs `summary.text` (a dry run returns the prompt to use)",
-            details=[{"loc": ["body", "summary"], "msg": "required for summarizer client"}],
-        )
-    used = "client" if body.summary is not None else None
-    return (body.summary.text if body.summary else None), {"requested": "client", "used": used}
-
-
-def _stateless_input(
-    body: CompactRequest, *, params: CompactionParams, count_tokens: CountTokens
-) -> CompactionInput:
-    items = to_responses(body.items or [], body.format).items
-    normalized = normalize_history(items, count_tokens=count_tokens).items
-    # Stateless: `seq` is the 1-based position in the normalized history.
-    entries = tuple(HistoryEntry(seq=n, item=item) for n, item in enumerate(normalized, 1))
-    return CompactionInput(history=entries, strategy=body.strategy, params=params, goal=body.goal)
-
-
-def _with_llm_summary(
-    inp: CompactionInput, *, settings: Settings
-) -> tuple[CompactionInput, dict[str, Any]]:
-    """`inp` with the narrative of the `llm` summarizer, or as it is (builtin) when the
-    summarizer is unavailable; and the report of which one was used."""
-    try:
-        text = summarize_with_llm(render_summarization_prompt(inp), settings=settings)
-    except SummarizerUnavailable as exc:
-        return inp, {"requested": "llm", "used": "builtin", "error": str(exc)}
-    return replace(inp, summary_text=text), {"requested": "llm", "used": "llm"}
-
-
-def _pre_compact(
-    hooks: SessionHooks,
-    *,
-    hook_caller: HookCaller,
-    tenant_id: int,
-    session_id: str,
-    result: CompactionResult,
-) -> HookResult:
-    """The session's `pre_compact` hook on the plan; a veto (or a failure that fails closed)
-    is a 409 and nothing is written."""
-    call = partial(
-        hook_caller.call,
-        str(hooks.pre_compact) if hooks.pre_compact else None,
-        tenant_id=tenant_id,
-        event="pre_compact",
-        payload={
-            "session_id": session_id,
-            "strategy": result.strategy,
-            "covered": list(result.covered) if result.covered else None,
-            "declares": result.declares,
-            "tokens_before": result.tokens_before,
-            "tokens_after": result.tokens_after,
-        },
-        fail_closed=hooks.failure_policy == "fail_closed",
-    )
-    hook = anyio.from_thread.run(call)  # on the event loop, which bounds it by its deadline
-    record_hook(hook)
-    if hook.outcome in ("vetoed", "failed_closed"):
-        raise Conflict(
-            f"the pre_compact hook stopped the compaction ({hook.outcome}: {hook.detail})",
-            details={"hooks": [hook.as_dict()]},
-        )
-    return hook
-
-
-def _not_applied(
-    body: CompactRequest, result: CompactionResult, *, stateless: bool, min_gain: float
-) -> NotAppliedReason | None:
-    """Why this compaction is answered without being written; None when it is written."""
-    if body.dry_run:
-        return "dry_run"
-    if result.is_noop:
-        return "noop"
-    if stateless:
-        return "stateless"
-    if not result.frees_at_least(min_gain):
-        return "too_little_gain"
-    return None
-
-
-MAX_LOST_LISTED = 50
-"""A compaction answer lists at most this many lost identifiers (and counts them all)."""
-
-
-def _respond(
-    result: CompactionResult,
-    *,
-    body: CompactRequest,
-    compaction_id: str | None = None,
-    not_applied_because: NotAppliedReason | None = None,
-    hooks: tuple[dict[str, Any], ...] = (),
-    summarizer: dict[str, Any],
-    prompt: str | None,
-    goal: str | None,
-) -> CompactResponse:
-    output_format = body.output_format or body.format
-    summary = result.summary.as_dict() if result.summary else None
-    if summary is not None and summary["goal"] is None:
-        summary["goal"] = goal  # the record names the goal it is pinned under; the answer states it
-    rendered = from_responses([e.item for e in result.history], output_format)
-    return CompactResponse(
-        compaction_id=compaction_id,
-        strategy=result.strategy,
-        requested_strategy=body.strategy,
-        declares=result.declares,
-        tokens_before=result.tokens_before,
-        tokens_after=result.tokens_after,
-        summary=summary,
-        notes=result.notes.as_dict() if result.notes else None,
-        working_set=[{"seq": seq, "reason": reason} for seq, reason in result.working_set],
-        history=rendered.items,
-        system=rendered.system,
-        conversion=rendered.report(),
-        loss_check={"missing": list(result.loss_missing), "fell_back": result.fell_back},
-        target_tokens=result.target_tokens,
-        over_target_because=result.over_target,
-        identifiers=None
-        if result.is_noop
-        else CompactedIdentifiers(
-            found=result.identifiers_found,
-            kept=result.identifiers_found - len(result.identifiers_lost),
-            lost=[
-                LostIdentifier(kind=lost.kind, text=lost.text, seqs=list(lost.seqs))
-                for lost in result.identifiers_lost[:MAX_LOST_LISTED]
-            ],
-            lost_total=len(result.identifiers_lost),
-        ),
-        hooks=list(hooks),
-        summarization_prompt=prompt,
-        summarizer=summarizer,
-        noop=result.is_noop,
-        dry_run=body.dry_run,
-        applied=compaction_id is not None,
-        not_applied_because=not_applied_because,
-    )
 
 
 @router.post(
@@ -268,93 +43,12 @@ def compact(
     hook_caller: Hooks,
     response: Response,
 ) -> CompactResponse:
-    if (body.session_id is None) == (body.items is None):
-        raise InvalidInput(
-            "give either `session_id` or `items`, not both and not neither",
-            details=[{"loc": ["body"], "msg": "exactly one of session_id, items is required"}],
-        )
-    summary_text, summarizer = _client_summary(body)
-    params = _params(body.params)
-    loaded: LoadedHistory | None = None
-    hooks = SessionHooks()
-    if body.session_id is not None:
-        session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
-        hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
-        loaded = load_history(db, session, encoding=body.encoding)
-        count_tokens = token_counter(loaded.encoding)
-        if params.target_tokens is None:
-            groundings = plans.recent_groundings(
-                db, tenant_id=tenant_id, session_pk=session.id, limit=GRADED_CALLS
-            )
-            target = _low_watermark_target(
-                loaded, settings.session_window(session), groundings=groundings
-            )
-            params = replace(params, target_tokens=target)
-        inp = _session_input(loaded, strategy=body.strategy, params=params)
-        # Everything the plan needs is read: end the transaction, so that no connection is
-        # held while the summarizer or the hook runs (the append locks and re-checks).
-        db.commit()
-    else:
-        count_tokens = token_counter(body.encoding or settings.default_encoding)
-        inp = _stateless_input(body, params=params, count_tokens=count_tokens)
-    inp = replace(inp, summary_text=summary_text)
-    result = plan_compaction(inp, count_tokens=count_tokens)
-    reason = _not_applied(
-        body, result, stateless=loaded is None, min_gain=settings.compaction_min_gain
+    answer = compaction.compact(
+        db, tenant_id=tenant_id, body=body, settings=settings, hook_caller=hook_caller
     )
-    if params.summarizer == "llm" and reason in ("noop", "too_little_gain"):
-        summarizer["used"] = None  # nothing worth summarizing: the summarizer is not called
-    elif params.summarizer == "llm" and body.strategy in PRODUCT_STRATEGIES and not body.dry_run:
-        inp, summarizer = _with_llm_summary(inp, settings=settings)
-        result = plan_compaction(inp, count_tokens=count_tokens)
-        reason = _not_applied(
-            body, result, stateless=loaded is None, min_gain=settings.compaction_min_gain
-        )
-    client_prompt = body.dry_run and params.summarizer == "client"
-    prompt = render_summarization_prompt(inp) if client_prompt else None
-    if reason is not None or loaded is None or body.session_id is None:
+    if not answer.applied:
         response.status_code = status.HTTP_200_OK
-        return _respond(
-            result,
-            body=body,
-            not_applied_because=reason,
-            summarizer=summarizer,
-            prompt=prompt,
-            goal=inp.goal,
-        )
-    hook = _pre_compact(
-        hooks,
-        hook_caller=hook_caller,
-        tenant_id=tenant_id,
-        session_id=body.session_id,
-        result=result,
-    )
-    if hook.notes:
-        result = plan_compaction(replace(inp, pinned_notes=hook.notes), count_tokens=count_tokens)
-    compaction_id = repository.append_compaction(
-        db,
-        tenant_id=tenant_id,
-        session_id=body.session_id,
-        expected_last_seq=loaded.active.last_seq,
-        result=result,
-        requested_strategy=body.strategy,
-    )
-    db.commit()
-    record_compaction(
-        strategy=result.strategy,
-        requested_strategy=body.strategy,
-        fell_back=result.fell_back,
-        tokens_saved=result.tokens_before - result.tokens_after,
-    )
-    return _respond(
-        result,
-        body=body,
-        compaction_id=compaction_id,
-        hooks=(hook.as_dict(),),
-        summarizer=summarizer,
-        prompt=prompt,
-        goal=inp.goal,
-    )
+    return answer
 
 
 @router.get("/sessions/{session_id}/compaction-advice", response_model=AdviceResponse)
@@ -362,7 +56,7 @@ def compaction_advice(
     session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> AdviceResponse:
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    window = settings.session_window(session)
+    window = session_window(settings, session)
     advice = load_history(db, session).advice(window)
     tokenizer = window.tokenizer
     return AdviceResponse(
@@ -379,7 +73,7 @@ def context_window(
 ) -> ContextWindowResponse:
     """The active context (what session-mode assembly pins and fits) against the window."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    window = settings.session_window(session)
+    window = session_window(settings, session)
     loaded = load_history(db, session)
     advice = loaded.advice(window)
     tokenizer = window.tokenizer
@@ -409,53 +103,6 @@ def end_session(
 ) -> EndSessionResponse:
     """Writes a final handoff of the session and fires its `session_end` hook. A `conclusion`
     from a session without a parent is a 409 `not_a_child_session`."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    loaded = load_history(db, session)
-    hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
-    inp = _session_input(loaded, strategy="handoff", params=CompactionParams())
-    result = plan_compaction(inp, count_tokens=token_counter(loaded.encoding))
-    compaction_id = None
-    if not result.is_noop:
-        compaction_id = repository.append_compaction(
-            db,
-            tenant_id=tenant_id,
-            session_id=session_id,
-            expected_last_seq=loaded.active.last_seq,
-            result=result,
-            requested_strategy="handoff",
-        )
-        record_compaction(
-            strategy=result.strategy,
-            requested_strategy="handoff",
-            fell_back=result.fell_back,
-            tokens_saved=result.tokens_before - result.tokens_after,
-        )
-    db.commit()  # no connection is held while the hook runs
-    call = partial(
-        hook_caller.call,
-        str(hooks.session_end) if hooks.session_end else None,
-        tenant_id=tenant_id,
-        event="session_end",
-        payload={
-            "session_id": session_id,
-            "compaction_id": compaction_id,
-            "handoff": [e.item for e in result.history],
-        },
-        fail_closed=False,
-    )
-    hook = anyio.from_thread.run(call)
-    record_hook(hook)
-    conclusion_seq = None
-    if body.conclusion is not None:
-        _, conclusion_seq = repository.append_conclusion(
-            db,
-            tenant_id=tenant_id,
-            child_id=session_id,
-            conclusion=body.conclusion,
-            fmt=body.format,
-            via="end",
-        )
-        db.commit()
-    return EndSessionResponse(
-        compaction_id=compaction_id, hooks=[hook.as_dict()], conclusion_seq=conclusion_seq
+    return compaction.end_session(
+        db, tenant_id=tenant_id, session_id=session_id, body=body, hook_caller=hook_caller
     )

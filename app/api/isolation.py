@@ -33,8 +33,8 @@ from app.domain.ids import derive_id
 from app.domain.manifest import manifest_from_document
 from app.domain.world_state import WorldState
 from app.storage import repository
-from app.storage.history import load_history
 from app.tokens import token_counter
+from app.usecases.history import load_history
 
 router = APIRouter(
     route_class=JsonRoute, tags=["isolation and manifests"], responses=ERROR_RESPONSES

@@ -3,24 +3,20 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
-from app.api.grounding import grade_next_action, next_action
 from app.api.json_body import JsonRoute
 from app.api.responses import AnswerThenFinish
 from app.contract.common import MAX_SEQ, TokenizerBody
 from app.contract.sessions import (
-    AppendedItem,
     AppendRequest,
     AppendResponse,
     CompactionOptions,
     CreateSessionRequest,
-    ExcludedItem,
     ItemsPageResponse,
     LoggedItem,
     SessionDetailResponse,
@@ -28,24 +24,17 @@ from app.contract.sessions import (
     SessionResponse,
     UsageRequest,
 )
-from app.domain.calibration import SessionWindow, calibrate
-from app.domain.errors import AssemblyOfAnotherSession, PayloadTooLarge, RuleBroken
-from app.domain.facts import client_batch, item_fact
+from app.domain.calibration import SessionWindow
+from app.domain.errors import RuleBroken
 from app.domain.ids import derive_id
-from app.domain.items import admission_reason
 from app.domain.json_encoding import encode_json
 from app.hooks import check_destinations
-from app.metrics import (
-    record_append,
-    record_cache_outcome,
-    record_calibration,
-    record_provider_usage,
-)
 from app.settings import Settings
-from app.storage import plans, repository
-from app.storage.history import load_history
+from app.storage import repository
 from app.storage.tables import SessionRow
-from app.tokens import token_counter
+from app.usecases import append as appending
+from app.usecases import usage
+from app.usecases.history import load_history, session_watermarks, session_window
 
 router = APIRouter(
     route_class=JsonRoute, prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES
@@ -75,7 +64,7 @@ def _compaction_options(body: CreateSessionRequest, settings: Settings) -> dict[
     inverted against the service's."""
     options = body.compaction.model_dump(exclude_none=True)
     try:
-        settings.session_watermarks(options)
+        session_watermarks(settings, options)
     except ValueError as exc:
         raise RuleBroken(
             "watermarks_out_of_order",
@@ -124,7 +113,7 @@ def create_session(
     db.commit()
     if not created:
         response.status_code = status.HTTP_200_OK
-    return _session_response(row, settings.session_window(row))
+    return _session_response(row, session_window(settings, row))
 
 
 @router.get("/{session_id}", response_model=SessionDetailResponse)
@@ -134,7 +123,7 @@ def get_session(
     row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, row)
     goal = loaded.active.goal
-    window = settings.session_window(row)
+    window = session_window(settings, row)
     return SessionDetailResponse(
         **_session_response(row, window).model_dump(),
         item_count=row.last_seq,
@@ -167,71 +156,16 @@ def append_items(
 ) -> AppendResponse | Response:
     """Appends the items to the log. When they hold the model's output after a session-mode
     assembly, that assembly is graded against it after the answer (`grade_next_action`)."""
-    if len(body.items) > settings.max_items_per_request:
-        raise RuleBroken(
-            "too_many_items",
-            f"at most {settings.max_items_per_request} items per request",
-            details=[{"loc": ["body", "items"], "msg": "too many items"}],
-        )
-    for index, item in enumerate(body.items):
-        size = len(encode_json(item))
-        if size > settings.max_item_bytes:
-            raise PayloadTooLarge(
-                f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
-            )
-    items, originals = client_batch(body.items, body.format, field="items")
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    count_tokens = token_counter(session.encoding)
-    provenance = body.metadata.model_dump(exclude_none=True)
-    new_facts = [
-        item_fact(item, provenance=provenance, count_tokens=count_tokens, original=original)
-        for item, original in zip(items, originals, strict=True)
-    ]
-    result = repository.append_facts(
-        db,
-        session=session,
-        facts=new_facts,
-        unit=body.unit,
-        phase=body.phase,
-        idempotency_key=body.idempotency_key,
-        expected_last_seq=body.expected_last_seq,
+    appended = appending.append(
+        db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings
     )
-    db.commit()
-    if result.replayed:
+    if appended.replayed:
         response.status_code = status.HTTP_200_OK
-    else:
-        record_append(
-            (fact.type for fact in new_facts),
-            tokens=sum(fact.tokens for fact in new_facts),
-            unit=body.unit,
-            phase=body.phase,
-            tenant=tenant_id,
-        )
-    harness_authored = body.metadata.harness_authored
-    excluded = [
-        ExcludedItem(seq=appended.seq, type=appended.type, reason=reason)
-        for appended, item in zip(result.facts, items, strict=False)
-        if (reason := admission_reason(item, harness_authored=harness_authored)) is not None
-    ]
-    answer = AppendResponse(
-        first_seq=result.facts[0].seq,
-        last_seq=result.facts[-1].seq,
-        items=[AppendedItem(seq=f.seq, type=f.type, tokens=f.tokens) for f in result.facts],
-        excluded=excluded,
-    )
-    action = next_action(items, first_seq=answer.first_seq)
-    if result.replayed or action is None:
-        return answer
+    if appended.after_answer is None:
+        return appended.answer
     return AnswerThenFinish(
-        encode_json(answer.model_dump(mode="json")),
-        finish=functools.partial(
-            grade_next_action,
-            db,
-            session=session,
-            tenant_id=tenant_id,
-            unit=body.unit or session.unit,
-            action=action,
-        ),
+        encode_json(appended.answer.model_dump(mode="json")),
+        finish=appended.after_answer,
         status_code=status.HTTP_201_CREATED,
     )
 
@@ -288,62 +222,5 @@ def report_usage(
     `input_tokens` calibrate the session's model of provider tokens (an overhead and a ratio
     per encoding token), once per assembly (see the session's `tokenizer`). An assembly made
     for another session, or for none, is a 409 `assembly_of_another_session`."""
-    # The calibration rules are `app.domain.calibration`'s.
-    calibrates = body.assembly_id is not None and body.input_tokens > 0
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    unit, phase = body.unit, body.phase
-    if body.assembly_id is not None:
-        # Read before the session's row is locked: on PostgreSQL this may wait for the plan's
-        # write, which takes a share lock on that row (its foreign key), so waiting for it
-        # while holding the row would deadlock the two.
-        assembly = plans.get_assembly(db, tenant_id=tenant_id, external_id=body.assembly_id)
-        if calibrates:
-            # Locked, and read again, when the report may calibrate: one session's reports
-            # update its fit one after another.
-            db.refresh(session, with_for_update=True)
-        # The tenant can read this assembly, so a 404 would contradict GET /assemblies/{id}:
-        # the id exists and the request is well formed; it conflicts with what is stored.
-        if assembly.session_id != session.id:
-            raise AssemblyOfAnotherSession(
-                f"assembly {body.assembly_id!r} was not assembled for session {session_id!r}",
-                details=[{"loc": ["body", "assembly_id"], "msg": "assembly of another session"}],
-            )
-        unit, phase = unit or assembly.unit, phase or assembly.phase
-        record_cache_outcome(
-            predicted_tokens=assembly.response["cache"]["reused_prefix_tokens"],
-            actual_tokens=body.cached_tokens,
-            unit=unit,
-            phase=phase,
-            tenant=tenant_id,
-        )
-        # The fit is per token of the session's own encoding; an assembly counted in
-        # another (a per-request `encoding`) says nothing about it. Plans stored before
-        # assemblies named their encoding were counted in the session's.
-        if calibrates and assembly.response.get("encoding", session.encoding) == session.encoding:
-            window = settings.session_window(session)
-            observation = calibrate(
-                window.tokenizer,
-                assembly_id=body.assembly_id,
-                input_tokens=body.input_tokens,
-                assembled_tokens=assembly.response["total_tokens"],
-                usable=window.usable,
-            )
-            if observation is not None:
-                calibrated = observation.tokenizer
-                repository.save_calibration(db, session=session, calibration=calibrated.state())
-                db.commit()
-                record_calibration(
-                    family=calibrated.family,
-                    ratio=calibrated.ratio,
-                    overhead=calibrated.overhead,
-                    drift=observation.drift,
-                )
-    record_provider_usage(
-        input_tokens=body.input_tokens,
-        cached_tokens=body.cached_tokens,
-        output_tokens=body.output_tokens,
-        unit=unit,
-        phase=phase,
-        tenant=tenant_id,
-    )
+    usage.report_usage(db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -12,8 +12,8 @@ from app.domain.errors import RuleBroken
 from app.domain.facts import goal_fact, world_state_facts
 from app.domain.world_state import diff_world_state, validate_sections
 from app.storage import repository
-from app.storage.history import load_history
 from app.tokens import token_counter
+from app.usecases.history import load_history
 
 router = APIRouter(
     route_class=JsonRoute,

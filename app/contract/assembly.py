@@ -5,7 +5,7 @@ Field names are the contract."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -287,6 +287,36 @@ class AssembleResponse(BaseModel):
         "(`tokenizer.overhead_tokens`, learnt from usage reports that count them) does not "
         "hold them already.",
     )
+
+
+class AssembleAnswer(TypedDict):
+    """`AssembleResponse` without its `assembly_id`, as the JSON-ready data the assembly use
+    case builds, stores and sends without validating it again (a test holds the two to the same
+    fields). Nested bodies are plain JSON objects of the shapes the response model declares."""
+
+    plan_hash: str
+    total_tokens: int
+    provider_tokens_estimate: int | None
+    encoding: str | None
+    tokenizer: dict[str, Any] | None
+    truncated: bool
+    over_budget: bool
+    items: list[dict[str, Any]]
+    plan: Sequence[Mapping[str, Any]]
+    by_source_class: dict[str, int]
+    cache: dict[str, Any]
+    advice: dict[str, Any]
+    budget: dict[str, Any]
+    startup_tokens: int
+    unit: str | None
+    messages: list[dict[str, Any]]
+    system: list[dict[str, Any]] | None
+    cache_breakpoints: list[dict[str, Any]]
+    prompt_cache_key: str | None
+    conversion: dict[str, Any]
+    tools: list[dict[str, Any]]
+    tools_tokens: int
+    elided: list[dict[str, Any]]
 
 
 class NextActionGrounding(BaseModel):

@@ -8,8 +8,6 @@
   becomes a single text block, the only form that can carry it.
 - A rendering is never changed: each step returns a new one, copying only the blocks and
   messages it touches, so whoever holds a rendering can rely on it staying as it was.
-  `place_cache_breakpoint` and `trim_cache_breakpoints` are the exception: in-place forms kept
-  for the assembly use case, which still reads its marks back from the rendering it passed in.
 """
 
 from __future__ import annotations
@@ -62,25 +60,6 @@ def cap_cache_breakpoints(rendering: Rendering, *, keep: Set[BlockKey]) -> Rende
         )
     dropped = [DroppedField(0, "cache_control") for _ in removed]
     return replace(rendering, dropped_fields=[*rendering.dropped_fields, *dropped])
-
-
-def place_cache_breakpoint(rendering: Rendering, index: int) -> Block | None:
-    """`mark_cache_breakpoint`, written into `rendering` in place."""
-    marked, where = mark_cache_breakpoint(rendering, index)
-    _adopt(rendering, marked)
-    return where
-
-
-def trim_cache_breakpoints(rendering: Rendering, *, keep: Set[BlockKey]) -> None:
-    """`cap_cache_breakpoints`, written into `rendering` in place."""
-    _adopt(rendering, cap_cache_breakpoints(rendering, keep=keep))
-
-
-def _adopt(rendering: Rendering, changed: Rendering) -> None:
-    rendering.items[:] = changed.items
-    if rendering.system is not None and changed.system is not None:
-        rendering.system[:] = changed.system
-    rendering.dropped_fields[:] = changed.dropped_fields
 
 
 def _blocks_of(message: Item) -> list[Item]:

@@ -1,0 +1,464 @@
+"""Assemble, replay and read back a plan: one context for one model call, its plan stored.
+
+`assemble` is what `POST /assemble` does, callable without HTTP: it opens the plan's slot (the
+lineage the prefix reuse is measured against), loads the session's history when the request
+names one, builds the budget, asks the core for the plan, advises, renders the output format
+and its cache breakpoints, and returns the answer with what is left to do after it (the cost
+metrics, then on PostgreSQL the plan's write: `app.storage.plans` says when a plan is stored
+and how a read still sees it at once). Invariants:
+
+- The answer is a pure function of the request, the log up to `as_of_seq` and the previous plan
+  of the same lineage: `plan_hash` pins the selection, replay re-runs it as of the same seq.
+- The answer is JSON-ready data built once (`AssembleAnswer`, the fields of
+  `AssembleResponse`), stored as is and sent as is: validating it as a model would cost more
+  than the selection (4 ms at 500 candidates, against a 2.5 ms floor).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.contract.assembly import (
+    AssembleAnswer,
+    AssembleRequest,
+    AssembleResponse,
+    AssemblyDiffBody,
+    CandidateSpec,
+    MovedItem,
+    ReplayRequest,
+    ReplayResponse,
+)
+from app.domain.advice import Advice, budget_advice, with_history_cut
+from app.domain.assemble import (
+    HISTORY_SOURCE,
+    AssemblyInput,
+    AssemblyPlan,
+    Candidate,
+    Contribution,
+    diff_selections,
+    reused_prefix,
+)
+from app.domain.assemble import assemble as assemble_plan
+from app.domain.budget import Budget, effective_budget
+from app.domain.calibration import SessionWindow
+from app.domain.elision import NOTICE_SOURCE, Elided
+from app.domain.errors import InvalidInput
+from app.domain.formats import (
+    Rendering,
+    cap_cache_breakpoints,
+    from_responses,
+    mark_cache_breakpoint,
+)
+from app.domain.ids import derive_id
+from app.domain.items import developer_message
+from app.domain.json_encoding import decode_json, encode_json
+from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
+from app.domain.recall import RECALL_TOOL_NAME, recall_tool
+from app.domain.world_state import history_without_fragments
+from app.metrics import record_assembly
+from app.settings import Settings
+from app.storage import plans, repository
+from app.tokens import token_counter
+from app.usecases.history import LoadedHistory, load_history, session_window
+from app.usecases.notices import plan_naming_what_it_leaves_out
+
+__all__ = ["Assembled", "StoredAnswer", "assemble", "replay", "stored_assembly"]
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """One assembly, not yet stored: the answer without its id, the plan, what to store and
+    where (`slot`), and the encoding the plan was counted in."""
+
+    answer: AssembleAnswer
+    plan: AssemblyPlan
+    record: plans.NewAssembly
+    slot: plans.AssemblySlot
+    encoding: str
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """An assembly's answer, its id included, and the work left after it is sent: the cost
+    metrics, then (PostgreSQL) the plan's write, both before the connection is reused."""
+
+    answer: dict[str, Any]
+    assembly_id: str
+    after_answer: Callable[[], None]
+
+
+def assemble(
+    db: Session, *, tenant_id: int, request: AssembleRequest, request_text: str, settings: Settings
+) -> StoredAnswer:
+    """`POST /assemble`: one context, its plan stored (see the module docstring)."""
+    assembled = _run(
+        db, tenant_id=tenant_id, request=request, request_text=request_text, settings=settings
+    )
+    assembly_id, store_later = plans.store_or_defer(db, assembled.record, slot=assembled.slot)
+    return StoredAnswer(
+        answer={"assembly_id": assembly_id, **assembled.answer},
+        assembly_id=assembly_id,
+        after_answer=functools.partial(
+            _account_then_store,
+            request,
+            assembled,
+            assembly_id=assembly_id,
+            store_later=store_later,
+        ),
+    )
+
+
+def replay(
+    db: Session, *, tenant_id: int, assembly_id: str, request: ReplayRequest, settings: Settings
+) -> ReplayResponse:
+    """`POST /assemblies/{id}/replay`: the stored request with `request.overrides`, assembled
+    again as of the same seq, stored as a new plan, and the difference."""
+    row = plans.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
+    original = AssembleRequest.model_validate_json(row.request)
+    overrides = request.overrides
+    replaced = {source.source for source in overrides.replace_sources}
+    dropped = set(overrides.drop_sources) | replaced
+    changed = original.model_copy(
+        update={
+            "sources": [s for s in original.sources if s.source not in dropped]
+            + list(overrides.replace_sources),
+            **overrides.model_dump(
+                include={"budget", "policy", "placement", "min_relevance"}, exclude_none=True
+            ),
+        }
+    )
+    if overrides.budget is not None:
+        changed.budget = overrides.budget
+    before = AssembleResponse.model_validate({"assembly_id": assembly_id, **row.response})
+    assembled = _run(
+        db,
+        tenant_id=tenant_id,
+        request=changed,
+        request_text=changed.model_dump_json(exclude_defaults=True),
+        settings=settings,
+        as_of_seq=row.as_of_seq,
+    )
+    replay_id = plans.store_now(db, assembled.record, slot=assembled.slot)
+    db.commit()
+    after = AssembleResponse.model_validate({"assembly_id": replay_id, **assembled.answer})
+    diff = diff_selections(
+        [(item.id, item.position) for item in before.items],
+        [(item.id, item.position) for item in after.items],
+        tokens_delta=after.total_tokens - before.total_tokens,
+    )
+    return ReplayResponse(
+        assembly=after,
+        diff=AssemblyDiffBody(
+            added=list(diff.added),
+            removed=list(diff.removed),
+            moved=[
+                MovedItem(id=move.id, from_=move.from_position, to=move.to_position)
+                for move in diff.moved
+            ],
+            tokens_delta=diff.tokens_delta,
+        ),
+    )
+
+
+def stored_assembly(db: Session, *, tenant_id: int, assembly_id: str) -> dict[str, Any]:
+    """`GET /assemblies/{id}`: the stored request and answer, as JSON-ready data."""
+    row = plans.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
+    request = decode_json(row.request)
+    return {
+        "assembly_id": assembly_id,
+        # The form every other timestamp of the API takes (pydantic's: UTC as `Z`).
+        "created_at": row.created_at.isoformat().replace("+00:00", "Z"),
+        "session_id": request.get("session_id"),
+        "request": request,
+        "response": {"assembly_id": assembly_id, **row.response},
+        "grounding": row.grounding,
+    }
+
+
+def _candidate(spec: CandidateSpec, source: str) -> Candidate:
+    fields: dict[str, Any] = {**spec, "source": source}
+    fields.pop("form", None)  # only `raw` is accepted: the core picks cheaper forms itself
+    # Cost is accounted per source unless the caller names a class.
+    fields["source_class"] = spec.get("source_class") or source
+    return Candidate(**fields)
+
+
+def _manifest_sources(
+    db: Session, *, tenant_id: int, request: AssembleRequest
+) -> tuple[Contribution, ...]:
+    if request.manifest is None:
+        return ()
+    if request.role is None:
+        raise InvalidInput(
+            "`manifest` needs a `role` to pick its view",
+            details=[{"loc": ["body", "role"], "msg": "required with manifest"}],
+        )
+    stored = repository.get_manifest(db, tenant_id=tenant_id, name=request.manifest)
+    manifest = manifest_from_document(stored.document)
+    return manifest_contributions(view_for(manifest, request.role, environment=request.environment))
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """What one assembly is assembled against: the session's history and window (None in
+    stateless mode), the encoding counted in, the tools sent beside it, and the budgets."""
+
+    loaded: LoadedHistory | None
+    window: SessionWindow | None
+    encoding: str
+    tools: list[dict[str, Any]]
+    tools_tokens: int
+    budget: Budget
+    selection_budget: Budget
+
+
+def _setting(
+    db: Session,
+    session: Any,
+    *,
+    request: AssembleRequest,
+    settings: Settings,
+    as_of_seq: int | None,
+) -> _Setting:
+    loaded, window = None, None
+    if session is not None:
+        loaded = load_history(
+            db,
+            session,
+            up_to_seq=as_of_seq,
+            encoding=request.encoding,
+            input_modalities=frozenset(request.input_modalities),
+            recall_tool=request.recall_tool,
+        )
+        window = session_window(settings, session)
+    encoding = loaded.encoding if loaded else request.encoding or settings.default_encoding
+    tools = [recall_tool(request.output_format)] if loaded and loaded.recall_tool else []
+    tools_tokens = sum(token_counter(encoding)(encode_json(tool).decode()) for tool in tools)
+    # Usage reports count the definitions too: what the fitted overhead holds is not charged
+    # again.
+    charged_tools = window.tokenizer.beyond_overhead(tools_tokens) if window else tools_tokens
+    explicit = request.budget.model_dump() if request.budget is not None else None
+    budget = effective_budget(
+        request.policy, session_window=window.tokens if window else None, explicit=explicit
+    )
+    # The tool definitions are sent with the context, in the same window.
+    selection_budget = (
+        replace(budget, max_tokens=max(0, budget.max_tokens - charged_tools))
+        if charged_tools and budget.max_tokens is not None
+        else budget
+    )
+    return _Setting(loaded, window, encoding, tools, tools_tokens, budget, selection_budget)
+
+
+def _plan(
+    setting: _Setting,
+    *,
+    request: AssembleRequest,
+    sources: tuple[Contribution, ...],
+    settings: Settings,
+) -> tuple[AssemblyPlan, tuple[Elided, ...]]:
+    loaded, window = setting.loaded, setting.window
+    requested = tuple(
+        Contribution(s.source, tuple(_candidate(spec, s.source) for spec in s.items))
+        for s in request.sources
+    )
+    assembly_input = AssemblyInput(
+        contributions=sources + (loaded.state if loaded else ()) + requested,
+        history=history_without_fragments(loaded.items, loaded.sizes, seqs=loaded.seqs)
+        if loaded
+        else (),
+        budget=setting.selection_budget,
+        history_counts_toward_max_items=request.budget is not None or window is None,
+        placement=request.placement,
+        min_relevance=request.min_relevance,
+        near_duplicate_threshold=settings.near_duplicate_threshold,
+        recall_cap=settings.retrieval_recall_cap,
+        history_cut_step=window.cut_step if window else None,
+        keep_newest=loaded is not None,
+        history_lead_source=NOTICE_SOURCE,
+    )
+    count = token_counter(setting.encoding)
+    if loaded is None:
+        return assemble_plan(assembly_input, count_tokens=count), ()
+    tool = RECALL_TOOL_NAME if setting.tools else None
+    return plan_naming_what_it_leaves_out(assembly_input, loaded, count=count, tool=tool)
+
+
+def _advice(setting: _Setting, plan: AssemblyPlan) -> Advice:
+    if setting.loaded is not None and setting.window is not None:
+        cut = [e for e in plan.plan if e["source"] == HISTORY_SOURCE and e["decision"] == "dropped"]
+        return with_history_cut(
+            setting.loaded.advice(setting.window),
+            cut_items=len(cut),
+            cut_tokens=sum(e["tokens"] for e in cut),
+        )
+    return budget_advice(total_tokens=plan.total_tokens, max_tokens=setting.budget.max_tokens)
+
+
+def _run(
+    db: Session,
+    *,
+    tenant_id: int,
+    request: AssembleRequest,
+    request_text: str,
+    settings: Settings,
+    as_of_seq: int | None = None,
+) -> Assembled:
+    """Assemble one context; the caller stores it. `as_of_seq` pins the session history (replay)."""
+    session, slot = plans.open_assembly(
+        db, tenant_id=tenant_id, session_id=request.session_id, unit=request.unit
+    )
+    sources = _manifest_sources(db, tenant_id=tenant_id, request=request)
+    setting = _setting(db, session, request=request, settings=settings, as_of_seq=as_of_seq)
+    loaded, window = setting.loaded, setting.window
+    plan, elided = _plan(setting, request=request, sources=sources, settings=settings)
+    fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
+    reused = reused_prefix(slot.previous_fingerprints, fingerprints)
+    # A child session's tokens are accounted under its own unit unless the call names one.
+    unit = request.unit or (loaded.active.unit if loaded else None)
+    # Everything selected, in position order, as one provider-ready list: text candidates
+    # become developer messages, items stay as they are.
+    context = [
+        item.item if item.item is not None else developer_message(item.content or "")
+        for item in plan.items
+    ]
+    rendered = from_responses(context, request.output_format)
+    breakpoints: list[dict[str, Any]] = []
+    if request.output_format == "anthropic":
+        rendered, breakpoints = _cache_breakpoints(rendered, plan, reused_items=reused.items)
+    answer: AssembleAnswer = {
+        "plan_hash": plan.plan_hash,
+        "total_tokens": plan.total_tokens,
+        "provider_tokens_estimate": (
+            window.tokenizer.provider_tokens(plan.total_tokens) if window else None
+        ),
+        "encoding": setting.encoding,
+        "tokenizer": window.tokenizer.as_dict() if window else None,
+        "truncated": plan.truncated,
+        "over_budget": plan.over_budget,
+        "items": [
+            {
+                "id": item.id,
+                "source": item.source,
+                "layer": item.layer,
+                "source_class": item.source_class,
+                "form": item.form,
+                "position": item.position,
+                "tokens": item.tokens,
+                "content": item.content,
+                "item": item.item,
+            }
+            for item in plan.items
+        ],
+        "plan": plan.plan,
+        "by_source_class": plan.by_source_class,
+        "cache": {
+            "reused_prefix_tokens": reused.tokens,
+            "new_tokens": plan.total_tokens - reused.tokens,
+            "reused_prefix_items": reused.items,
+            "last_reused_item_id": plan.items[reused.items - 1].id if reused.items else None,
+        },
+        "advice": _advice(setting, plan).as_dict(),
+        "budget": asdict(setting.budget),
+        "startup_tokens": sum(i.tokens for i in plan.items if i.layer == "prefix"),
+        "unit": unit,
+        "messages": rendered.items,
+        "system": rendered.system,
+        "cache_breakpoints": breakpoints,
+        "prompt_cache_key": (
+            derive_id("pck", tenant_id, session.id, unit or "")
+            if session is not None and request.output_format != "anthropic"
+            else None
+        ),
+        "conversion": rendered.report(),
+        "tools": setting.tools,
+        "tools_tokens": setting.tools_tokens,
+        "elided": [asdict(entry) for entry in elided],
+    }
+    record = plans.NewAssembly(
+        tenant_id=tenant_id,
+        session_pk=session.id if session else None,
+        as_of_seq=loaded.active.last_seq if loaded else None,
+        unit=unit,
+        phase=request.phase,
+        plan_hash=plan.plan_hash,
+        request=request_text,
+        response=dict(answer),
+        fingerprints=[list(pair) for pair in fingerprints],
+    )
+    return Assembled(answer=answer, plan=plan, record=record, slot=slot, encoding=setting.encoding)
+
+
+def _cache_breakpoints(
+    rendered: Rendering, plan: AssemblyPlan, *, reused_items: int
+) -> tuple[Rendering, list[dict[str, Any]]]:
+    """`rendered` with Anthropic prompt-cache breakpoints marked, and where they are.
+
+    Three places, in request order: the end of the stable prefix (system content that changes
+    only with rules, tools or the goal), the last block the previous call of this lineage shares
+    (read from the cache), and the end of the history (written for the next call, whose history
+    extends this one). Breakpoints a client sent stay while the request has room for them.
+    """
+    items = plan.items
+    leading_prefix = next((i for i, it in enumerate(items) if it.layer != "prefix"), len(items))
+    history = [i for i, it in enumerate(items) if it.source == HISTORY_SOURCE]
+    targets = [
+        ("stable_prefix", leading_prefix - 1),
+        ("previous_call", reused_items - 1),
+        ("history_end", history[-1] if history else -1),
+    ]
+    placed: list[dict[str, Any]] = []
+    marked: set[tuple[int | None, int | None]] = set()
+    for reason, position in sorted(targets, key=lambda target: target[1]):
+        if position < 0:
+            continue
+        rendered, block = mark_cache_breakpoint(rendered, position)
+        if block is None or (block.message, block.block) in marked:
+            continue
+        marked.add((block.message, block.block))
+        placed.append(
+            {
+                "reason": reason,
+                "position": position,
+                "item_id": items[position].id,
+                "message": block.message,
+                "block": block.block,
+            }
+        )
+    return cap_cache_breakpoints(rendered, keep=marked), placed
+
+
+def _account_then_store(
+    request: AssembleRequest,
+    assembled: Assembled,
+    *,
+    assembly_id: str,
+    store_later: Callable[[], None] | None,
+) -> None:
+    """The work done after the caller has its answer: the cost metrics, then (PostgreSQL) the
+    plan, whatever became of the metrics."""
+    try:
+        record_assembly(
+            assembled.plan,
+            assembly_id=assembly_id,
+            reused_prefix_tokens=assembled.answer["cache"]["reused_prefix_tokens"],
+            startup_tokens=assembled.answer["startup_tokens"],
+            unit=assembled.answer["unit"],
+            phase=request.phase,
+            tenant=assembled.record.tenant_id,
+            given_tokens={
+                (s.source, c["id"]): tokens
+                for s in request.sources
+                for c in s.items
+                if (tokens := c.get("tokens"))
+            },
+            count_tokens=token_counter(assembled.encoding),
+        )
+    finally:
+        if store_later is not None:
+            store_later()

@@ -1,0 +1,226 @@
+"""A session's history as the use cases see it: loaded through storage, normalized, counted
+and advised on; and the session's window under this service's settings.
+
+`load_history` reads the fold (`app.storage.history`, cached per process); normalization and
+counts are computed on first use, once, so a use case that only needs the fold (goal, world
+state, children) never pays for them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy.orm import Session
+
+from app.domain.advice import Advice, Watermarks, advise_session
+from app.domain.assemble import Contribution
+from app.domain.budget import usable_window
+from app.domain.calibration import SessionWindow, session_tokenizer
+from app.domain.facts import ActiveHistory
+from app.domain.items import Item
+from app.domain.json_encoding import encode_json
+from app.domain.normalize import (
+    DEFAULT_MODALITIES,
+    DEFAULT_TRUNCATION_POLICY,
+    NormalizeResult,
+    normalize_history,
+)
+from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
+from app.domain.truncation import TruncationPolicy
+from app.domain.world_state import state_contributions
+from app.settings import Settings
+from app.storage.history import fold_session
+from app.storage.repository import SessionSnapshot
+from app.storage.tables import SessionRow
+from app.tokens import model_encoding, token_counter
+
+__all__ = [
+    "LoadedHistory",
+    "SessionColumns",
+    "load_history",
+    "session_watermarks",
+    "session_window",
+]
+
+
+class SessionColumns(Protocol):
+    """The columns of a session its window depends on: a session row has them, and so has the
+    snapshot an assembly reads."""
+
+    @property
+    def encoding(self) -> str: ...
+    @property
+    def context_window(self) -> int: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def attributes(self) -> dict[str, Any]: ...
+    @property
+    def calibration(self) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class LoadedHistory:
+    """A session's active history, and that history normalized, counted and advised on.
+
+    Normalization and counts are computed on first use, once: handlers that only need the
+    fold (goal, world state, children) never pay for them.
+    """
+
+    active: ActiveHistory
+    encoding: str
+    """The encoding the history is normalized and counted in."""
+    input_modalities: frozenset[str]
+    truncation: TruncationPolicy
+    recall_tool: bool = False
+    """Whether assemblies offer the recall tool: its definition is sent in the same window."""
+
+    @functools.cached_property
+    def normalized(self) -> NormalizeResult:
+        return normalize_history(
+            self.active.items,
+            count_tokens=token_counter(self.encoding),
+            input_modalities=self.input_modalities,
+            truncation=self.truncation,
+            item_metadata=self.active.metadata,
+            seqs=self.active.seqs,
+        )
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        """The normalized active history."""
+        return self.normalized.items
+
+    @functools.cached_property
+    def seqs(self) -> list[int | None]:
+        """The fact each normalized item stands for (a truncated output: the output it cut);
+        None for items the service wrote."""
+        return [entry.seq for entry in self.active.entries(self.items)]
+
+    @functools.cached_property
+    def sizes(self) -> list[int]:
+        """Each normalized item's tokens in `encoding` (stored counts where they apply)."""
+        return self.active.token_counts(
+            self.items, encoding=self.encoding, count_tokens=token_counter(self.encoding)
+        )
+
+    @functools.cached_property
+    def session_sizes(self) -> list[int]:
+        """Each normalized item's tokens in the session's own encoding (what advice weighs
+        against the session's window)."""
+        own = self.active.encoding
+        if own == self.encoding:
+            return self.sizes
+        return self.active.token_counts(self.items, encoding=own, count_tokens=token_counter(own))
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.sizes)
+
+    @functools.cached_property
+    def state(self) -> tuple[Contribution, ...]:
+        """The goal and world state as the candidates session-mode assembly pins, rendered once
+        for both the assembly and the advice that weighs them."""
+        return state_contributions(
+            self.active.goal, self.active.world_state, history_tokens=self.tokens
+        )
+
+    @functools.cached_property
+    def _state_by_source_class(self) -> dict[str, int]:
+        count = token_counter(self.active.encoding)
+        pinned: Counter[str] = Counter()
+        for contribution in self.state:
+            for candidate in contribution.candidates:
+                tokens = count(candidate.content or "")
+                if candidate.restate_at_end:  # restated by its restatement, else whole again
+                    tokens += count(candidate.restatement or candidate.content or "")
+                pinned[candidate.accounting_class] += tokens
+        return dict(pinned)
+
+    @functools.cached_property
+    def tools_tokens(self) -> int:
+        """Tokens, in the session's encoding, of the tool definitions assemblies offer."""
+        if not self.recall_tool:
+            return 0
+        return token_counter(self.active.encoding)(encode_json(recall_tool("responses")).decode())
+
+    def pinned_by_source_class(self, window: SessionWindow) -> dict[str, int]:
+        """Tokens, in the session's encoding, of what session-mode assembly sends beside the
+        history on every call, by source class: the goal (and its restatement), the world state
+        and, as far as `window`'s fitted overhead does not hold them already, the tool
+        definitions."""
+        pinned = dict(self._state_by_source_class)
+        if tools := window.tokenizer.beyond_overhead(self.tools_tokens):
+            pinned[TOOLS_SOURCE_CLASS] = tools
+        return dict(sorted(pinned.items()))
+
+    def pinned_tokens(self, window: SessionWindow) -> int:
+        return sum(self.pinned_by_source_class(window).values())
+
+    def advice(self, window: SessionWindow) -> Advice:
+        """Compaction advice for this history against the session's usable window, weighed in
+        the session's encoding."""
+        return advise_session(
+            self.items,
+            self.session_sizes,
+            phases=self.active.phases,
+            window=window.tokens,
+            pinned_tokens=self.pinned_tokens(window),
+            watermarks=window.watermarks,
+            grown_since_compaction=self.active.grown_since_compaction,
+        )
+
+
+def load_history(
+    db: Session,
+    session: SessionRow | SessionSnapshot,
+    *,
+    up_to_seq: int | None = None,
+    encoding: str | None = None,
+    input_modalities: frozenset[str] = DEFAULT_MODALITIES,
+    truncation: TruncationPolicy = DEFAULT_TRUNCATION_POLICY,
+    recall_tool: bool | None = None,
+) -> LoadedHistory:
+    """`session`'s active history (at `up_to_seq`), to be normalized and counted in `encoding`
+    (default: the session's) for a model that reads `input_modalities`, with the recall tool
+    offered or not (default: as the session was created)."""
+    return LoadedHistory(
+        active=fold_session(db, session, up_to_seq=up_to_seq),
+        encoding=encoding or session.encoding,
+        input_modalities=input_modalities,
+        truncation=truncation,
+        recall_tool=session.attributes.get("recall_tool", True)
+        if recall_tool is None
+        else recall_tool,
+    )
+
+
+def session_watermarks(settings: Settings, options: Mapping[str, Any]) -> Watermarks:
+    """A session's watermarks: its own `compaction` options, else the service's. Raises
+    ValueError when they end up inverted."""
+    return Watermarks(
+        high=options.get("high_watermark") or settings.compaction_high_watermark,
+        low=options.get("low_watermark") or settings.compaction_low_watermark,
+    )
+
+
+def session_window(settings: Settings, session: SessionColumns) -> SessionWindow:
+    """The session's one window under this service's output reserve: in provider tokens, with
+    its watermarks and the tokenizer that converts it into the session's encoding. Assembly,
+    advice, compaction targets and every session answer take it from here."""
+    usable = usable_window(session.context_window, output_reserve=settings.output_reserve_tokens)
+    return SessionWindow(
+        usable=usable,
+        watermarks=session_watermarks(settings, session.attributes.get("compaction", {})),
+        tokenizer=session_tokenizer(
+            session.model,
+            encoding=session.encoding,
+            state=session.calibration,
+            model_encoding=model_encoding,
+            usable=usable,
+        ),
+    )

@@ -1,0 +1,155 @@
+"""The session-mode plan and the notices that name what it leaves out of the history.
+
+A context that shows the history reduced or not at all names every elided range by its first
+fact seq, so the model can read it back with the recall tool: ranges before the first fact the
+history shows are named in the stable prefix (the notice changes only where the history's start
+does), ranges within it after the history (a new one rewrites only what follows the history).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.domain.assemble import (
+    HISTORY_SOURCE,
+    TRUNCATED_FORM,
+    AssemblyInput,
+    AssemblyPlan,
+    Candidate,
+    Contribution,
+    Layer,
+    PlanEntry,
+)
+from app.domain.assemble import assemble as assemble_plan
+from app.domain.compaction.product import is_compaction_product
+from app.domain.elision import (
+    NOTICE_ID,
+    NOTICE_SOURCE,
+    Elided,
+    Shown,
+    elisions,
+    named_seqs,
+    notice_text,
+    unnamed,
+)
+from app.domain.items import CountTokens, visible_text
+from app.domain.world_state import is_state_fragment
+from app.usecases.history import LoadedHistory
+
+_NOTICE_PASSES = 3
+"""Assemblies tried to settle the notice: adding it leaves the history less room, which can
+leave out more (one more pass), and what that leaves out extends a range the notice already
+names (so a third pass is rarely needed, and none after it)."""
+
+
+def plan_naming_what_it_leaves_out(
+    assembly_input: AssemblyInput, loaded: LoadedHistory, *, count: CountTokens, tool: str | None
+) -> tuple[AssemblyPlan, tuple[Elided, ...]]:
+    """A session-mode plan, what it leaves out of the session's history, and the notices naming
+    whatever of that its visible text does not already name: what lies before the first fact
+    the history shows in the stable prefix, before the history (it changes only where the
+    history's start does); what lies within it, such as a system message normalization left
+    out mid-session, after the history (a new one then rewrites only what follows the history,
+    never the history itself)."""
+    notice: Contribution | None = None
+    for _ in range(_NOTICE_PASSES):
+        contributions = assembly_input.contributions + ((notice,) if notice else ())
+        plan = assemble_plan(
+            replace(assembly_input, contributions=contributions), count_tokens=count
+        )
+        elided = _elided(loaded, plan)
+        named = named_seqs(
+            item.content or "" if item.item is None else visible_text(item.item)
+            for item in plan.items
+            if item.source != NOTICE_SOURCE
+        )
+        start = _first_shown_seq(loaded, plan)
+        missing = unnamed(elided, named)
+        before = [entry for entry in missing if start is None or entry.last_seq < start]
+        within = [entry for entry in missing if entry not in before]
+        placements: tuple[tuple[str, Layer, list[Elided]], ...] = (
+            (NOTICE_ID, "prefix", before),
+            (f"{NOTICE_ID}#within", "task", within),
+        )
+        candidates = tuple(
+            Candidate(
+                id=item_id,
+                source=NOTICE_SOURCE,
+                layer=layer,
+                source_class=NOTICE_SOURCE,
+                content=text,
+                required=True,
+            )
+            for item_id, layer, entries in placements
+            if (text := notice_text(entries, tool=tool)) is not None
+        )
+        wanted = Contribution(NOTICE_SOURCE, candidates) if candidates else None
+        if wanted == notice:
+            break
+        notice = wanted
+    return plan, elided
+
+
+def _history_decisions(loaded: LoadedHistory, plan: AssemblyPlan) -> list[tuple[int, PlanEntry]]:
+    """(index in the normalized history, plan entry) of each history item the plan decided
+    on: every item but the state fragments, which the world state shows."""
+    offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
+    decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
+    return list(zip(offered, decisions, strict=True))
+
+
+def _first_shown_seq(loaded: LoadedHistory, plan: AssemblyPlan) -> int | None:
+    """The fact seq of the first history item `plan` shows (records a compaction wrote have
+    none); None when it shows no logged fact."""
+    return min(
+        (
+            seq
+            for j, entry in _history_decisions(loaded, plan)
+            if entry["decision"] == "selected" and (seq := loaded.seqs[j]) is not None
+        ),
+        default=None,
+    )
+
+
+_WINDOW_DROPS = {"max_tokens": "window", "history_cut": "window"}
+"""Both are the window's doing, seen from the model: one reason keeps the notice the same
+while a calibration or a cheaper call moves where one ends and the other starts."""
+
+
+def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
+    """What `plan` leaves out of the session's history (see `app.domain.elision`)."""
+    active = loaded.active
+    history = [
+        (seq, entry[1], entry[4] or 0)
+        for seq, entry in active.logged.items()
+        # A fact without model-visible text (an unknown type, say) has nothing to read back.
+        if entry[4]
+        and seq > active.reset_at
+        and seq not in active.retracted
+        and not is_state_fragment(entry[1])
+    ]
+    shown = {
+        j: Shown(
+            tokens=entry["tokens"] if entry["decision"] == "selected" else 0,
+            dropped=None
+            if entry["decision"] == "selected"
+            else _WINDOW_DROPS.get(entry["reason"] or "", entry["reason"]),
+            cut=entry["form"] == TRUNCATED_FORM,
+        )
+        for j, entry in _history_decisions(loaded, plan)
+    }
+    return elisions(
+        history=history,
+        active_items=active.items,
+        active_seqs=active.seqs,
+        normalized=loaded.items,
+        shown=shown,
+        excluded={entry.index: entry.reason for entry in loaded.normalized.report.excluded},
+        compacted_by=active.compacted_by,
+        compaction_id=active.compaction_id,
+        record_tokens=sum(
+            item.tokens
+            for item in plan.items
+            if item.item is not None and is_compaction_product(item.item)
+        ),
+    )

@@ -1,0 +1,129 @@
+"""Recall: a fact read back in windows of whole lines, or the lines of the log matching a
+pattern. Writes nothing; the runtime appends the model's recall call and its output like any
+tool call. Bounds beyond the service's caps are capped, and the answer states those applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sqlalchemy.orm import Session
+
+from app.contract.recall import RecallMatchBody, RecallRequest, RecallResponse
+from app.domain.errors import SeqPastLog
+from app.domain.facts import fact_text
+from app.domain.recall import (
+    compile_pattern,
+    read_window,
+    search,
+    search_output,
+    window_output,
+)
+from app.metrics import record_recall
+from app.settings import Settings
+from app.storage import repository
+from app.storage.tables import SessionRow
+from app.tokens import token_counter
+
+__all__ = ["recall"]
+
+_SCAN_BATCH = 100
+"""Facts read per query while searching a range: memory stays bounded by a batch."""
+
+
+def _texts(db: Session, session: SessionRow, first: int, last: int) -> Iterator[tuple[int, str]]:
+    after = first - 1
+    while after < last:
+        rows = repository.read_facts(
+            db, session_id=session.id, after_seq=after, up_to_seq=last, limit=_SCAN_BATCH
+        )
+        if not rows:
+            return
+        for row in rows:
+            yield row.seq, fact_text(row.type, row.item)
+        after = rows[-1].seq
+
+
+def recall(
+    db: Session, *, tenant_id: int, session_id: str, body: RecallRequest, settings: Settings
+) -> RecallResponse:
+    """Reads fact `seq` back in a window of whole lines, or lists the lines matching `pattern`
+    in one fact or a seq range. Bounds beyond the service's caps are capped, and the answer
+    states the bounds applied."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    max_lines = min(body.max_lines, settings.recall_max_lines)
+    max_tokens = min(body.max_tokens, settings.recall_max_tokens)
+    max_matches = min(body.max_matches, settings.recall_max_matches)
+    count = token_counter(session.encoding)
+    pattern = compile_pattern(body.pattern) if body.pattern is not None else None
+    first = body.seq if body.seq is not None else body.from_seq or 1
+    last = (
+        body.seq if body.seq is not None else min(body.to_seq or session.last_seq, session.last_seq)
+    )
+    mode = "window" if pattern is None else "search"
+    if first > session.last_seq:
+        record_recall(mode=mode, outcome="not_found", tokens=0, unit=session.unit, tenant=tenant_id)
+        raise SeqPastLog(f"session has no seq {first} (its last is {session.last_seq})")
+    fact = repository.get_fact(db, session_id=session.id, seq=first) if body.seq else None
+    bounds = {"max_lines": max_lines, "max_tokens": max_tokens, "max_matches": max_matches}
+    if pattern is not None:
+        texts = (
+            [(first, fact_text(fact.type, fact.item))] if fact else _texts(db, session, first, last)
+        )
+        found = search(
+            pattern, texts, max_matches=max_matches, max_bytes=settings.recall_max_scan_bytes
+        )
+        output = search_output(body.pattern or "", first, last, found)
+        response = RecallResponse(
+            seq=body.seq,
+            type=fact.type if fact else None,
+            text=None,
+            from_line=None,
+            from_char=None,
+            to_line=None,
+            total_lines=None,
+            tokens=None,
+            next_from_line=None,
+            next_from_char=None,
+            matches=[RecallMatchBody(seq=m.seq, line=m.line, text=m.text) for m in found.matches],
+            from_seq=first,
+            to_seq=last,
+            next_from_seq=found.next_from_seq,
+            tool_output=output,
+            **bounds,
+        )
+        outcome = "found" if found.matches else "no_match"
+    else:
+        assert fact is not None  # a seq up to last_seq is in the dense log
+        window = read_window(
+            fact_text(fact.type, fact.item),
+            from_line=body.from_line,
+            from_char=body.from_char,
+            max_lines=max_lines,
+            max_tokens=max_tokens,
+            count_tokens=count,
+        )
+        output = window_output(first, fact.type, window)
+        response = RecallResponse(
+            seq=first,
+            type=fact.type,
+            text=window.text,
+            from_line=window.from_line,
+            from_char=window.from_char,
+            to_line=window.to_line,
+            total_lines=window.total_lines,
+            tokens=window.tokens,
+            next_from_line=window.next_from_line,
+            next_from_char=window.next_from_char if window.next_from_line is not None else None,
+            matches=[],
+            from_seq=None,
+            to_seq=None,
+            next_from_seq=None,
+            tool_output=output,
+            **bounds,
+        )
+        outcome = "found"
+    record_recall(
+        mode=mode, outcome=outcome, tokens=count(output), unit=session.unit, tenant=tenant_id
+    )
+    return response
