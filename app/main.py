@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(world.router)
     app.include_router(compaction.router)
     app.include_router(isolation.router)
-    install_error_handlers(app, retry_after_seconds=settings.retry_after_seconds)
+    install_error_handlers(app)
     install_links(app)
     app.add_middleware(
         BodyLimitMiddleware,

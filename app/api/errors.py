@@ -120,86 +120,93 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(allowed | {"OPTIONS"})
 
 
-def install_error_handlers(app: FastAPI, *, retry_after_seconds: int) -> None:
-    unavailable_headers = {"Retry-After": str(retry_after_seconds)}
-
-    async def on_contextd_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, errors.ContextdError)
-        status = next((s for kind, s in STATUS_BY_ERROR.items() if isinstance(exc, kind)), 409)
-        headers = unavailable_headers if status == 503 else None
-        if isinstance(exc, errors.Unauthorized):
-            headers = {"WWW-Authenticate": errors.bearer_challenge(exc.error)}
-        if status == 503:
-            DATABASE_UNAVAILABLE.inc()
-        return error_response(status, exc.code, exc.message, exc.details, headers)
-
-    async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        problems = list(exc.errors())
-        decoding = [problem for problem in problems if problem.get("type") == "json_invalid"]
-        if decoding:
-            reasons = [
-                {
-                    "loc": list(problem.get("loc", ())),
-                    "msg": str(problem.get("ctx", {}).get("error")),
-                }
-                for problem in decoding
-            ]
-            return error_response(
-                400, "malformed_json", "the request body is not valid JSON", reasons
-            )
-        details = [
-            {"loc": list(problem.get("loc", ())), "msg": str(problem.get("msg", ""))}
-            for problem in problems
-        ]
-        # A request whose only faults are rules the schema cannot state is answered with the
-        # rule's own code, as the operation's contract lists it.
-        rules = [problem["type"] for problem in problems if problem.get("type") in errors.RULES]
-        if len(rules) == len(problems):
-            return error_response(422, rules[0], str(problems[0].get("msg", "")), details)
-        return error_response(422, "validation_error", "the request failed validation", details)
-
-    async def on_http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        headers = exc.headers
-        if exc.status_code == 405:
-            # The router names only the first route the path matched; every route counts.
-            allow = ", ".join(_allowed_methods(request))
-            if request.method == "OPTIONS":
-                return Response(status_code=204, headers={"Allow": allow})
-            headers = {**(headers or {}), "Allow": allow}
-        code = HTTP_CODES.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
-
-    async def on_database_down(_request: Request, exc: Exception) -> JSONResponse:
+async def _on_contextd_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.ContextdError)
+    status = next((s for kind, s in STATUS_BY_ERROR.items() if isinstance(exc, kind)), 409)
+    headers = _unavailable_headers(request) if status == 503 else None
+    if isinstance(exc, errors.Unauthorized):
+        headers = {"WWW-Authenticate": errors.bearer_challenge(exc.error)}
+    if status == 503:
         DATABASE_UNAVAILABLE.inc()
-        log.warning("database unavailable: %s", type(exc).__name__)
-        return error_response(
-            503,
-            "database_unavailable",
-            "the database is unavailable; retry later",
-            headers=unavailable_headers,
-        )
+    return error_response(status, exc.code, exc.message, exc.details, headers)
 
-    async def on_unstorable_value(_request: Request, exc: Exception) -> JSONResponse:
-        # The database refused a value the wire models let through (a NUL character in a
-        # path or an item type, say): the caller's input, so a 422, and nothing was written.
-        log.info("value refused by the database: %s", type(exc).__name__)
-        return error_response(
-            422,
-            "unstorable_value",
-            "a value cannot be stored (text may not contain a NUL character)",
-            [{"loc": ["request"], "msg": "value refused by the database"}],
-        )
 
-    async def on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", exc_info=exc)
-        return error_response(500, "internal_error", "an internal error occurred")
+async def _on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = list(exc.errors())
+    decoding = [problem for problem in problems if problem.get("type") == "json_invalid"]
+    if decoding:
+        reasons = [
+            {"loc": list(problem.get("loc", ())), "msg": str(problem.get("ctx", {}).get("error"))}
+            for problem in decoding
+        ]
+        return error_response(400, "malformed_json", "the request body is not valid JSON", reasons)
+    details = [
+        {"loc": list(problem.get("loc", ())), "msg": str(problem.get("msg", ""))}
+        for problem in problems
+    ]
+    # A request whose only faults are rules the schema cannot state is answered with the
+    # rule's own code, as the operation's contract lists it.
+    rules = [problem["type"] for problem in problems if problem.get("type") in errors.RULES]
+    if len(rules) == len(problems):
+        return error_response(422, rules[0], str(problems[0].get("msg", "")), details)
+    return error_response(422, "validation_error", "the request failed validation", details)
 
-    app.add_exception_handler(errors.ContextdError, on_contextd_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(HTTPException, on_http_error)
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    headers = exc.headers
+    if exc.status_code == 405:
+        # The router names only the first route the path matched; every route counts.
+        allow = ", ".join(_allowed_methods(request))
+        if request.method == "OPTIONS":
+            return Response(status_code=204, headers={"Allow": allow})
+        headers = {**(headers or {}), "Allow": allow}
+    code = HTTP_CODES.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+
+async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
+    DATABASE_UNAVAILABLE.inc()
+    log.warning("database unavailable: %s", type(exc).__name__)
+    return error_response(
+        503,
+        "database_unavailable",
+        "the database is unavailable; retry later",
+        headers=_unavailable_headers(request),
+    )
+
+
+async def _on_unstorable_value(_request: Request, exc: Exception) -> JSONResponse:
+    # The database refused a value the wire models let through (a NUL character in a path or
+    # an item type, say): the caller's input, so a 422, and nothing was written.
+    log.info("value refused by the database: %s", type(exc).__name__)
+    return error_response(
+        422,
+        "unstorable_value",
+        "a value cannot be stored (text may not contain a NUL character)",
+        [{"loc": ["request"], "msg": "value refused by the database"}],
+    )
+
+
+async def _on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return error_response(500, "internal_error", "an internal error occurred")
+
+
+def _unavailable_headers(request: Request) -> dict[str, str]:
+    return {"Retry-After": str(request.app.state.settings.retry_after_seconds)}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every failure answered in the one error shape: the service's own errors by
+    `STATUS_BY_ERROR`, validation as 422 (a broken rule under its code) or 400 for malformed
+    JSON, a database that cannot answer as 503 with `Retry-After`, anything else as a 500 that
+    carries no trace."""
+    app.add_exception_handler(errors.ContextdError, _on_contextd_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(HTTPException, _on_http_error)
     for database_error in (OperationalError, InterfaceError, PoolTimeout):
-        app.add_exception_handler(database_error, on_database_down)
-    app.add_exception_handler(DataError, on_unstorable_value)
-    app.add_exception_handler(Exception, on_unexpected)
+        app.add_exception_handler(database_error, _on_database_down)
+    app.add_exception_handler(DataError, _on_unstorable_value)
+    app.add_exception_handler(Exception, _on_unexpected)

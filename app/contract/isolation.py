@@ -28,9 +28,19 @@ class RoleViewSpec(StrictModel):
     exclude: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list)
 
 
+def _every_key_named(schema: dict[str, Any]) -> None:
+    """Pydantic states the pattern of a dict's keys as `patternProperties`, which leaves a key
+    that does not match it unconstrained (and so valid to the schema); state it of every key."""
+    ((pattern, values),) = schema.pop("patternProperties").items()
+    schema["propertyNames"] = {**schema.get("propertyNames", {}), "pattern": pattern}
+    schema["additionalProperties"] = values
+
+
 class ManifestRequest(RequestModel):
     entries: Annotated[list[ManifestEntrySpec], Field(max_length=10_000)]
-    roles: dict[Label, RoleViewSpec] = Field(default_factory=dict)
+    roles: dict[Label, RoleViewSpec] = Field(
+        default_factory=dict, json_schema_extra=_every_key_named
+    )
     priorities: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list)
 
 

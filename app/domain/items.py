@@ -116,6 +116,11 @@ def visible_text(item: Item) -> str:
             return ""
 
 
+def item_tokens(item: Item, count: CountTokens) -> int:
+    """The tokens an item is charged: `count` of its visible text (`visible_text`)."""
+    return count(visible_text(item))
+
+
 Refusal = Literal[
     "not_an_object", "unknown_type", "system_message", "not_harness_authored", "malformed"
 ]

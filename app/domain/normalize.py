@@ -45,8 +45,8 @@ from app.domain.items import (
     Item,
     Refusal,
     admission_reason,
+    item_tokens,
     item_type,
-    visible_text,
 )
 from app.domain.truncation import TruncationMode, TruncationPolicy, truncate_tool_output
 
@@ -442,8 +442,8 @@ def normalize_history(
                 truncated.append(
                     TruncatedOutput(
                         call_id=named_call if isinstance(named_call, str) else None,
-                        original_tokens=count(visible_text(new_item)),
-                        kept_tokens=count(visible_text(cut_item)),
+                        original_tokens=item_tokens(new_item, count),
+                        kept_tokens=item_tokens(cut_item, count),
                     )
                 )
                 new_item = cut_item

@@ -42,7 +42,7 @@ from app.domain.compaction import (
 from app.domain.errors import Conflict, InvalidInput
 from app.domain.formats import from_responses, to_responses
 from app.domain.history import HistoryEntry
-from app.domain.items import CountTokens, visible_text
+from app.domain.items import CountTokens, item_tokens
 from app.domain.normalize import normalize_history
 from app.domain.world_state import invariant_items
 from app.hooks import HookCaller, HookResult, SummarizerUnavailable, summarize_with_llm
@@ -239,7 +239,7 @@ def _low_watermark_target(
     active = loaded.active
     count = token_counter(loaded.encoding)
     invariants = sum(
-        count(visible_text(item)) for item in invariant_items(active.goal, active.world_state)
+        item_tokens(item, count) for item in invariant_items(active.goal, active.world_state)
     )
     watermarks = window.watermarks
     if keeps_needing_what_was_hidden(groundings):

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.contract.history import NormalizeRequest
 from app.domain.errors import InvalidInput
 from app.domain.formats import from_responses, to_responses
-from app.domain.items import Format, visible_text
+from app.domain.items import Format, item_tokens
 from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_history
 from app.metrics import record_repairs
 from app.settings import Settings
@@ -57,7 +57,7 @@ def normalize(
         input_modalities=modalities,
         truncation=truncation,
     )
-    tokens = sum(count_tokens(visible_text(item)) for item in result.items)
+    tokens = sum(item_tokens(item, count_tokens) for item in result.items)
     return normalized_answer(result, output_format=output_format, tokens=tokens)
 
 

@@ -31,3 +31,9 @@ def test_the_schema_states_the_rules_the_service_enforces() -> None:
     assert [bool(re.fullmatch(pattern, value)) for value in accepted + refused] == [True] * 4 + [
         False
     ] * 4
+
+
+def test_no_key_is_left_unconstrained() -> None:
+    """`patternProperties` constrains only the keys that match it: a key that does not would be
+    valid to the schema and refused by the service, so keys are stated with `propertyNames`."""
+    assert "patternProperties" not in render_openapi()

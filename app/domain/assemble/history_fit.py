@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from app.domain.assemble.model import AssemblyInput, DropReason, fits
 from app.domain.history import HistoryEntry, history_cuts
-from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_type, visible_text
+from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_tokens, item_type
 from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
 
 
@@ -108,7 +108,7 @@ def _shrink_newest(
     for k, output in zip(outputs, shrunk, strict=True):
         if output is not history[k].item["output"]:
             item = {**history[k].item, "output": output}
-            changed[k] = (item, count(visible_text(item)))
+            changed[k] = (item, item_tokens(item, count))
     return changed
 
 
@@ -138,7 +138,7 @@ def fit_history(
     and `counted_items`; see the module doc."""
     budget = inp.budget
     history_tokens = [
-        entry.tokens if entry.tokens is not None else count(visible_text(entry.item))
+        entry.tokens if entry.tokens is not None else item_tokens(entry.item, count)
         for entry in inp.history
     ]
     history_items = [entry.item for entry in inp.history]

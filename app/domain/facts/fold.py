@@ -30,7 +30,7 @@ from app.domain.facts.kinds import (
     WORLD_STATE_FACT,
 )
 from app.domain.history import HistoryEntry
-from app.domain.items import INTERNAL_TYPE_PREFIX, OUTPUT_TYPES, Item, item_type, visible_text
+from app.domain.items import INTERNAL_TYPE_PREFIX, OUTPUT_TYPES, Item, item_tokens, item_type
 from app.domain.json_encoding import encode_json
 from app.domain.world_state import Goal, WorldState, apply_patch, is_state_fragment
 
@@ -305,7 +305,7 @@ class ActiveHistory:
         )
         counts = [stored.get(id(item)) for item in items]
         return [
-            count_tokens(visible_text(item)) if known is None else known
+            item_tokens(item, count_tokens) if known is None else known
             for item, known in zip(items, counts, strict=True)
         ]
 

@@ -30,6 +30,7 @@ from app.domain.items import (
     CountTokens,
     Format,
     Item,
+    item_tokens,
     item_type,
     visible_text,
 )
@@ -142,7 +143,7 @@ def item_fact(
     original: dict[str, Any] | None = None,
 ) -> NewFact:
     """A model-visible item as a fact, counted in the session's encoding."""
-    tokens = count_tokens(visible_text(item))
+    tokens = item_tokens(item, count_tokens)
     return NewFact(item_type(item), item, tokens, dict(provenance), original)
 
 

@@ -198,7 +198,8 @@ export interface paths {
          * Recall
          * @description Reads fact `seq` back in a window of whole lines, or lists the lines matching `pattern`
          *     in one fact or a seq range. Bounds beyond the service's caps are capped, and the answer
-         *     states the bounds applied.
+         *     states the bounds applied. A seq past the log, or a window past the fact's text, is a 409
+         *     (`seq_past_log`, `window_past_text`): the session is there.
          */
         post: operations["recall"];
         delete?: never;
@@ -2325,7 +2326,12 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `watermarks_out_of_order`: `low_watermark` is below `high_watermark`, a watermark left out taking the service's setting.
+             *     - `hook_address_refused`: A hook URL names an address hooks may reach (no private network unless the service allows it).
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2602,7 +2608,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `too_many_items`: At most the service's `CTX_MAX_ITEMS_PER_REQUEST` items in one request.
+             *     - `reserved_item_type`: Item types starting with `contextd.` are written by the service only.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             *     - `idempotency_mismatch`: An idempotency key names one batch: a retry repeats it exactly.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2691,7 +2703,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2782,7 +2797,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2960,7 +2978,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `seq_range_reversed`: `from_seq` is not after `to_seq`.
+             *     - `invalid_pattern`: `pattern` is a regular expression RE2 compiles (no backreferences, no lookaround).
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3229,7 +3251,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `duplicate_candidate_ids`: Candidate ids are distinct within one source.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3407,7 +3433,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `duplicate_candidate_ids`: Candidate ids are distinct within one source.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3498,7 +3528,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `blank_goal`: The goal's `text` holds a character that is not white space.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3589,7 +3623,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `invalid_world_state`: A world-state section is not null (leave it out to remove it).
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3687,7 +3725,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -3952,7 +3993,12 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `conclusion_not_one_item`: A conclusion converts to exactly one item.
+             *     - `reserved_item_type`: Item types starting with `contextd.` are written by the service only.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4043,7 +4089,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `reserved_item_type`: Item types starting with `contextd.` are written by the service only.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4134,7 +4184,10 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4225,7 +4278,12 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `conclusion_not_one_item`: A conclusion converts to exactly one item.
+             *     - `reserved_item_type`: Item types starting with `contextd.` are written by the service only.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -4403,7 +4461,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Validation failed. */
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `manifest_inconsistent`: Entry ids are unique; `links`, role views and `priorities` name entries of the manifest; links form no cycle.
+             *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
