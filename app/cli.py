@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from app.api.deps import hash_api_key
+from app.domain.ids import hash_api_key
 from app.settings import Settings
 from app.storage import repository
 from app.storage.database import create_db_engine, create_session_factory, migrate

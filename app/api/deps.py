@@ -7,7 +7,6 @@ refuses to serve open on a non-loopback address).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import threading
@@ -26,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.responses import after_answer_limiter
 from app.domain.errors import Unauthorized
+from app.domain.ids import hash_api_key
 from app.hooks import HookCaller
 from app.metrics import AFTER_ANSWER_FAILURES
 from app.settings import Settings
@@ -35,10 +35,6 @@ from app.storage.database import answer_deadline, spend_at_most
 log = logging.getLogger("contextd")
 
 OPEN_TENANT = "default"
-
-
-def hash_api_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def settings_of(request: Request) -> Settings:
