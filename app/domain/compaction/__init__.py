@@ -41,7 +41,10 @@ The package, one concern a module: `model` (the vocabulary: strategies, declarat
 input and result), `extraction` (what a range of history shows, and the records built from it),
 `product` (the product item: written and read back exactly), `loss_check` (the facts a lossy
 strategy must keep, and the identifiers a new history still lets the agent find), `strategies`
-(planning) and `prompt` (the summarizer's prompt).
+(planning: `plan_compaction`), `context` (what every strategy starts from: products, body,
+invariants), `clearing` (clear_tool_results), `lossy` (truncate, summary, handoff, notes),
+`record` (the record those write), `fitting` (outputs cut to fit), `trail` (the name trail) and
+`prompt` (the summarizer's prompt).
 """
 
 from app.domain.compaction.extraction import (

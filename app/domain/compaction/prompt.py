@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
+from app.domain.compaction.context import split
 from app.domain.compaction.extraction import merged
 from app.domain.compaction.model import CompactionInput
 from app.domain.compaction.product import read_product
-from app.domain.compaction.strategies import split
 from app.domain.history import history_cuts
 from app.domain.items import item_type, visible_text
 from app.domain.truncation import truncate_text
