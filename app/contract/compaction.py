@@ -21,13 +21,13 @@ from app.contract.common import (
     exactly_one_of,
     given,
 )
-from app.domain.compaction import NotAppliedReason, Strategy, Summarizer
+from app.domain.compaction import DEFAULT_KEEP_RECENT, NotAppliedReason, Strategy, Summarizer
 from app.domain.items import Format
 from app.tokens import Encoding
 
 
 class CompactParams(StrictModel):
-    keep_recent: Annotated[int, Field(ge=0, le=10_000), WHOLE_NUMBER] = 3
+    keep_recent: Annotated[int, Field(ge=0, le=10_000), WHOLE_NUMBER] = DEFAULT_KEEP_RECENT
     clear_at_least_tokens: Count = 0
     exclude_tools: list[Label] = Field(default_factory=list)
     clear_tool_inputs: bool = False

@@ -37,10 +37,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from app.domain.compaction.clearing import is_cleared_output
 from app.domain.compaction.extraction import error_signatures
 from app.domain.compaction.model import Strategy
 from app.domain.compaction.product import is_compaction_product
-from app.domain.compaction.strategies import is_cleared_output
 from app.domain.items import (
     OUTPUT_TYPES,
     Item,

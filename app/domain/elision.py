@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from app.domain.compaction.strategies import is_cleared_output
+from app.domain.compaction.clearing import is_cleared_output
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
 
 __all__ = [

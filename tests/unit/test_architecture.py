@@ -123,3 +123,69 @@ def test_contract_imports_nothing_above_it() -> None:
     }
     assert len(list(CONTRACT.glob("*.py"))) >= 10  # common and one module per router
     assert offenders == set()
+
+
+APP = DOMAIN.parent
+ROOT = APP.parent
+BELOW = {
+    "domain": ("app.usecases", "app.api", "app.storage", "app.contract"),
+    "storage": ("app.usecases", "app.api", "app.contract"),
+    "contract": ("app.usecases", "app.api"),
+    "usecases": ("app.api",),
+}
+"""Each layer and the layers above it, which it never imports: data flows down and back once."""
+
+
+def test_no_layer_reaches_up() -> None:
+    offenders = {
+        f"{layer}/{path.relative_to(APP / layer)}: {module}"
+        for layer, above in BELOW.items()
+        for path in sorted((APP / layer).rglob("*.py"))
+        for module in _imported_modules(path)
+        if module.startswith(above)
+    }
+    assert offenders == set()
+
+
+def _functions(path: Path) -> list[tuple[str, int]]:
+    return [
+        (node.name, (node.end_lineno or node.lineno) - node.lineno + 1)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
+def test_handlers_are_a_few_lines_each() -> None:
+    """The HTTP shell maps a request to a use case and its answer back: nothing in it needs
+    more than 60 lines."""
+    long = {
+        f"{path.name}:{name} ({lines} lines)"
+        for path in sorted(API.glob("*.py"))
+        for name, lines in _functions(path)
+        if lines > 60
+    }
+    assert long == set()
+
+
+def _is_generated(path: Path) -> bool:
+    return "`make client-models`; do not edit" in path.read_text()[:300]
+
+
+def test_every_hand_written_module_fits_in_a_head() -> None:
+    modules = [*APP.rglob("*.py"), *(ROOT / "clients" / "python").rglob("*.py")]
+    long = {
+        f"{path.relative_to(ROOT)} ({lines} lines)"
+        for path in modules
+        if not _is_generated(path) and (lines := len(path.read_text().splitlines())) > 600
+    }
+    assert long == set()
+
+
+def test_bench_imports_nothing_from_tests() -> None:
+    offenders = {
+        f"{path.name}: {module}"
+        for path in sorted((ROOT / "bench").glob("*.py"))
+        for module in _imported_modules(path)
+        if module == "tests" or module.startswith("tests.")
+    }
+    assert offenders == set()

@@ -55,6 +55,7 @@ from app.domain.compaction.extraction import (
 from app.domain.compaction.loss_check import find_lost_facts, find_lost_identifiers
 from app.domain.compaction.model import (
     DECLARATIONS,
+    DEFAULT_KEEP_RECENT,
     HANDOFF_MARKER,
     NOTES_MARKER,
     PRODUCT_STRATEGIES,
@@ -78,6 +79,7 @@ from app.domain.compaction.strategies import plan_compaction
 
 __all__ = [
     "DECLARATIONS",
+    "DEFAULT_KEEP_RECENT",
     "HANDOFF_MARKER",
     "NOTES_MARKER",
     "PRODUCT_STRATEGIES",

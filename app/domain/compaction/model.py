@@ -111,9 +111,14 @@ class CompactionBroken(ContextdError):
     code = "compaction_broken"
 
 
+DEFAULT_KEEP_RECENT = 3
+"""The newest tool outputs (or items) a compaction keeps whole unless asked otherwise: the
+default of the wire model and of the core alike."""
+
+
 @dataclass(frozen=True)
 class CompactionParams:
-    keep_recent: int = 3
+    keep_recent: int = DEFAULT_KEEP_RECENT
     clear_at_least_tokens: int = 0
     exclude_tools: tuple[str, ...] = ()
     clear_tool_inputs: bool = False

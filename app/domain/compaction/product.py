@@ -35,7 +35,7 @@ from app.domain.compaction.model import (
     Trail,
 )
 from app.domain.compaction.trail import read_trail, trail_entries
-from app.domain.items import Item, item_type, visible_text
+from app.domain.items import Item, item_tokens, item_type, visible_text
 
 _MARKERS: dict[ProductKind, str] = {
     "summary": SUMMARY_MARKER,
@@ -232,7 +232,7 @@ def fit_product(product: Product, *, budget: int, count: Callable[[str], int]) -
     merges), so that the model knows to recall what it no longer lists. Deterministic: a pure
     function of the product, the budget and the counter.
     """
-    over = count(visible_text(render_product(product))) - budget
+    over = item_tokens(render_product(product), count) - budget
     values = _values(product)
     floors = {key: floor for tier in _FLOORS for key, floor in tier.items()}
     lists = {key: list(values[key]) for key in floors if values.get(key)}
@@ -264,7 +264,7 @@ def fit_product(product: Product, *, budget: int, count: Callable[[str], int]) -
             omitted=tuple(sorted(omitted, key=list(_HEADINGS).index)),
         )
         # The per-entry costs estimate the rendered record's: measure it again.
-        over = count(visible_text(render_product(fitted))) - budget
+        over = item_tokens(render_product(fitted), count) - budget
     return fitted
 
 

@@ -14,7 +14,7 @@ import functools
 from dataclasses import replace
 from typing import assert_never
 
-from app.domain.compaction.clearing import clear, is_cleared_output
+from app.domain.compaction.clearing import clear
 from app.domain.compaction.context import Context, split
 from app.domain.compaction.extraction import identifiers
 from app.domain.compaction.loss_check import find_lost_identifiers
@@ -25,8 +25,7 @@ from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, visible_text
 from app.domain.normalize import find_pairing_violations
 
-# `is_cleared_output` lives in `clearing`; callers outside the package import it from here.
-__all__ = ["is_cleared_output", "plan_compaction"]
+__all__ = ["plan_compaction"]
 
 
 def plan_compaction(inp: CompactionInput, *, count_tokens: CountTokens) -> CompactionResult:
