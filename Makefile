@@ -56,7 +56,7 @@ test: lint typecheck pytest typescript
 
 # The contract campaign of `make test`, larger (over 10,000 cases) and with a new seed each run.
 fuzz: $(STAMP) postgres
-	CTX_FUZZ_EXAMPLES=250 CTX_FUZZ_SEED= $(BIN)/pytest -q -s -p no:cacheprovider tests/e2e/test_contract_fuzz.py
+	CTX_FUZZ_EXAMPLES=320 CTX_FUZZ_SEED= $(BIN)/pytest -q -s -p no:cacheprovider tests/e2e/test_contract_fuzz.py
 
 load: $(STAMP) postgres
 	$(BIN)/python -m bench.load
