@@ -26,6 +26,7 @@ from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
 from app.storage import plans, repository
 from app.storage.history import fold_session
 from app.storage.tables import SessionRow
+from app.usecases.assemble import answer_of
 
 log = logging.getLogger("contextd")
 
@@ -101,7 +102,7 @@ def grade_next_action(
             grounding = grade_action(
                 action.items,
                 history=history,
-                shown=_shown_text(assembly.response),
+                shown=_shown_text(answer_of(assembly.response)),
                 elided=elided,
                 goal=active.goal.text if active.goal is not None else "",
             )

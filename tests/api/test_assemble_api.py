@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -651,3 +653,55 @@ def test_a_newcomers_plain_items_are_kept(client: TestClient) -> None:
     result = _assemble(client, sources=[{"source": "notes", "items": plain}])
     assert _decisions(result) == [("a", "selected", None), ("b", "selected", None)]
     assert [item["layer"] for item in result["items"]] == ["memory", "memory"]
+
+
+@pytest.mark.parametrize("output_format", ["responses", "chat", "anthropic"])
+def test_a_stored_plan_reads_back_its_rendering_byte_for_byte(
+    client: TestClient, session_id: str, output_format: str
+) -> None:
+    """A plan is stored without its rendering (`messages`, `system`, `conversion`), which is
+    derived again on read: what is read back is what was sent, key order included, in every
+    format, with the cache breakpoints where the plan put them (a client's own kept too)."""
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    sent = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Fix the parser.", "cache_control": {"type": "ephemeral"}}
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "Read it first.", "signature": "sig"},
+                {"type": "tool_use", "id": "t1", "name": "shell", "input": {"cmd": "cat p.py"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "def parse(): ..."}
+            ],
+        },
+    ]
+    client.post(
+        f"/sessions/{session_id}/items", json={"items": sent, "format": "anthropic"}
+    ).raise_for_status()
+    client.put(f"/sessions/{session_id}/goal", json={"text": "Make test_parse pass."})
+    answers = []
+    for _ in range(2):  # the second call reuses the first's prefix: one more breakpoint
+        made = client.post(
+            "/assemble",
+            json={
+                "session_id": session_id,
+                "output_format": output_format,
+                "sources": [{"source": "files", "items": [{"id": "p.py", "content": "x = 1"}]}],
+            },
+        )
+        assert made.status_code == 201
+        answers.append(made.content)
+    for answer in answers:
+        made_json = json.loads(answer)
+        stored = client.get(f"/assemblies/{made_json['assembly_id']}")
+        assert json.dumps(stored.json()["response"]) == json.dumps(made_json)
+    assert json.loads(answers[1])["cache_breakpoints"] or output_format != "anthropic"
