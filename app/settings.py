@@ -104,6 +104,17 @@ class Settings(BaseSettings):
     retrieval_recall_cap: int = 20
     assembly_retention_days: int = 30
     assembly_retention_per_session: int = 1000
+    assembly_retention_per_tenant: int = Field(
+        default=1_000_000,
+        ge=1,
+        description="Stored plans kept per tenant, newest first, whatever their sessions keep.",
+    )
+    assembly_retention_batch: int = Field(
+        default=5_000,
+        ge=1,
+        description="Plans one retention statement deletes at most; a round deletes in such"
+        " batches, each committed, so that none holds its locks for long.",
+    )
     assembly_cleanup_interval_seconds: float = 300.0
     hook_timeout_seconds: float = Field(
         default=5.0,

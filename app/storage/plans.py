@@ -337,24 +337,42 @@ def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRo
     return row
 
 
-def prune_assemblies(db: Session, *, older_than: datetime, keep_per_session: int) -> int:
-    """Delete stored assemblies older than `older_than` or beyond the newest `keep_per_session`
-    of their session. Facts are never touched. Returns the number deleted."""
+def prune_assemblies(
+    db: Session,
+    *,
+    older_than: datetime,
+    keep_per_session: int,
+    keep_per_tenant: int,
+    limit: int,
+) -> int:
+    """Delete at most `limit` stored assemblies: those older than `older_than`, beyond the
+    newest `keep_per_session` of their session, or beyond the newest `keep_per_tenant` of their
+    tenant (so that no tenant's plans crowd the store). Facts are never touched. Returns the
+    number deleted; a caller prunes in rounds, committing each, so that no statement holds its
+    row locks (and the write path behind them) for long."""
     ranked = select(
         AssemblyRow.id,
+        AssemblyRow.created_at,
         func.row_number()
         .over(
             partition_by=(AssemblyRow.tenant_id, AssemblyRow.session_id),
             order_by=AssemblyRow.id.desc(),
         )
-        .label("rank"),
+        .label("in_session"),
+        func.row_number()
+        .over(partition_by=AssemblyRow.tenant_id, order_by=AssemblyRow.id.desc())
+        .label("in_tenant"),
     ).subquery()
-    excess = select(ranked.c.id).where(ranked.c.rank > keep_per_session)
-    result = db.execute(
-        delete(AssemblyRow).where(
-            (AssemblyRow.created_at < older_than) | AssemblyRow.id.in_(excess)
+    doomed = (
+        select(ranked.c.id)
+        .where(
+            (ranked.c.created_at < older_than)
+            | (ranked.c.in_session > keep_per_session)
+            | (ranked.c.in_tenant > keep_per_tenant)
         )
+        .limit(limit)
     )
+    result = db.execute(delete(AssemblyRow).where(AssemblyRow.id.in_(doomed)))
     return int(getattr(result, "rowcount", 0) or 0)
 
 

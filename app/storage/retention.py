@@ -16,13 +16,24 @@ log = logging.getLogger("contextd")
 
 
 def prune_once(factory: sessionmaker[Session], settings: Settings) -> int:
+    """One round of retention, in batches of `assembly_retention_batch` plans, each its own
+    transaction; returns the number deleted."""
     cutoff = datetime.now(UTC) - timedelta(days=settings.assembly_retention_days)
-    with factory() as db:
-        deleted = plans.prune_assemblies(
-            db, older_than=cutoff, keep_per_session=settings.assembly_retention_per_session
-        )
-        db.commit()
-    return deleted
+    batch = settings.assembly_retention_batch
+    total = 0
+    while True:
+        with factory() as db:
+            deleted = plans.prune_assemblies(
+                db,
+                older_than=cutoff,
+                keep_per_session=settings.assembly_retention_per_session,
+                keep_per_tenant=settings.assembly_retention_per_tenant,
+                limit=batch,
+            )
+            db.commit()
+        total += deleted
+        if deleted < batch:
+            return total
 
 
 async def prune_periodically(factory: sessionmaker[Session], settings: Settings) -> None:

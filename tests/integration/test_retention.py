@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -57,9 +58,78 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
     assert remaining() == ([1, 2], 1)
     with factory() as db:
         deleted = plans.prune_assemblies(
-            db, older_than=datetime.now(UTC) + timedelta(days=1), keep_per_session=10
+            db,
+            older_than=datetime.now(UTC) + timedelta(days=1),
+            keep_per_session=10,
+            keep_per_tenant=10,
+            limit=1_000_000,
         )
         db.commit()
     assert deleted >= 2
     assert remaining() == ([], 1)
     engine.dispose()
+
+
+def test_retention_bounds_each_tenant_and_deletes_in_committed_batches(
+    database_url: str, session_id: str
+) -> None:
+    """A tenant keeps its newest `assembly_retention_per_tenant` plans across its sessions and
+    units; a tenant within the bound loses none; a round deletes in batches of
+    `assembly_retention_batch`, as many as it takes."""
+    engine = create_db_engine(Settings(database_url=database_url))
+    factory = create_session_factory(engine)
+    crowded, quiet = f"crowded-{session_id}", f"quiet-{session_id}"
+    with factory() as db:
+        tenants = {name: repository.ensure_tenant(db, name) for name in (crowded, quiet)}
+        for name, count in ((crowded, 5), (quiet, 2)):
+            for n in range(count):
+                plans.store_assembly(
+                    db,
+                    plans.NewAssembly(
+                        tenant_id=tenants[name],
+                        session_pk=None,
+                        as_of_seq=None,
+                        unit=f"unit-{n % 2}",
+                        phase=None,
+                        plan_hash="0" * 64,
+                        request=f'{{"n": {n}}}',
+                        response={},
+                        fingerprints=[],
+                    ),
+                    row_id=None,
+                    derive_id=lambda row_id: f"asm-retention-{row_id}",
+                )
+        db.commit()
+    settings = Settings(
+        database_url=database_url,
+        assembly_retention_per_tenant=2,
+        assembly_retention_batch=1,
+    )
+    with factory() as db:
+        first = plans.prune_assemblies(
+            db,
+            older_than=datetime.now(UTC) - timedelta(days=30),
+            keep_per_session=1_000,
+            keep_per_tenant=2,
+            limit=1,
+        )
+        db.commit()
+    deleted = first + prune_once(factory, settings)
+    kept = _kept(factory, tenants)
+    engine.dispose()
+    assert first == 1  # a statement deletes at most its limit
+    assert kept == {crowded: [3, 4], quiet: [0, 1]}
+    assert deleted >= 3  # one batch each, and whatever other tenants held beyond two
+
+
+def _kept(factory: Any, tenants: dict[str, int]) -> dict[str, list[int]]:
+    with factory() as db:
+        return {
+            name: sorted(
+                json.loads(request)["n"]
+                for request in db.scalars(
+                    select(AssemblyRow.request).where(AssemblyRow.tenant_id == tenant_id)
+                )
+            )
+            for name, tenant_id in tenants.items()
+        }
