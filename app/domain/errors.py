@@ -91,6 +91,14 @@ class WindowPastText(Conflict):
     code = "window_past_text"
 
 
+class StoredPlanMismatch(Conflict):
+    """A stored plan's items, derived again from the log, do not hash to the fingerprints the
+    plan stored (the service's normalization changed since it was stored, say): reported,
+    never papered over."""
+
+    code = "stored_plan_mismatch"
+
+
 class InvalidInput(ContextdError):
     """Well-formed JSON that breaks a rule; `details` is a list of {loc, msg}."""
 

@@ -55,7 +55,7 @@ from app.domain.formats import (
     mark_cache_breakpoint,
 )
 from app.domain.ids import derive_id
-from app.domain.items import Format, developer_message
+from app.domain.items import developer_message
 from app.domain.json_encoding import decode_json, encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
@@ -66,8 +66,9 @@ from app.storage import plans, repository
 from app.tokens import token_counter
 from app.usecases.history import LoadedHistory, load_history, session_window
 from app.usecases.notices import plan_naming_what_it_leaves_out
+from app.usecases.plan_record import answer_of_row, remember_shown_history, stored_answer
 
-__all__ = ["Assembled", "StoredAnswer", "answer_of", "assemble", "replay", "stored_assembly"]
+__all__ = ["Assembled", "StoredAnswer", "assemble", "replay", "stored_assembly"]
 
 
 @dataclass(frozen=True)
@@ -134,9 +135,7 @@ def replay(
     )
     if overrides.budget is not None:
         changed.budget = overrides.budget
-    before = AssembleResponse.model_validate(
-        {"assembly_id": assembly_id, **answer_of(row.response)}
-    )
+    before = AssembleResponse.model_validate({"assembly_id": assembly_id, **answer_of_row(db, row)})
     assembled = _run(
         db,
         tenant_id=tenant_id,
@@ -177,53 +176,9 @@ def stored_assembly(db: Session, *, tenant_id: int, assembly_id: str) -> dict[st
         "created_at": row.created_at.isoformat().replace("+00:00", "Z"),
         "session_id": request.get("session_id"),
         "request": request,
-        "response": {"assembly_id": assembly_id, **answer_of(row.response)},
+        "response": {"assembly_id": assembly_id, **answer_of_row(db, row)},
         "grounding": row.grounding,
     }
-
-
-RENDERED = ("messages", "system", "conversion")
-"""The fields of an answer that render its `items` in the output format: a pure function of the
-items, the format and the breakpoints' positions, so a plan is stored without them."""
-OUTPUT_FORMAT = "output_format"
-"""The key under which a stored plan keeps the format its items are rendered in."""
-
-
-def _stored(answer: AssembleAnswer, *, output_format: Format) -> dict[str, Any]:
-    """What a plan stores of its answer: all of it but the rendering (`RENDERED`), which
-    `answer_of` derives again, and the format that rendering is in."""
-    kept = {key: value for key, value in answer.items() if key not in RENDERED}
-    return {**kept, OUTPUT_FORMAT: output_format}
-
-
-def answer_of(stored: dict[str, Any]) -> dict[str, Any]:
-    """A stored plan's answer as it was sent: the rendering derived again from the stored items
-    in the stored format, with the cache breakpoints marked where the plan put them. A plan
-    stored whole (before plans were stored without their rendering) is returned as it is."""
-    if OUTPUT_FORMAT not in stored:
-        return stored
-    answer = {key: value for key, value in stored.items() if key != OUTPUT_FORMAT}
-    context = [
-        item["item"] if item["item"] is not None else developer_message(item["content"] or "")
-        for item in answer["items"]
-    ]
-    rendered = from_responses(context, stored[OUTPUT_FORMAT])
-    if stored[OUTPUT_FORMAT] == "anthropic":
-        marked: set[tuple[int | None, int | None]] = set()
-        for breakpoint in answer["cache_breakpoints"]:
-            rendered, block = mark_cache_breakpoint(rendered, breakpoint["position"])
-            if block is not None:
-                marked.add((block.message, block.block))
-        rendered = cap_cache_breakpoints(rendered, keep=marked)
-    # In the order the answer was sent, so that it reads back byte for byte.
-    ordered: dict[str, Any] = {}
-    for key, value in answer.items():
-        if key == "cache_breakpoints":
-            ordered["messages"], ordered["system"] = rendered.items, rendered.system
-        elif key == "tools":
-            ordered["conversion"] = rendered.report()
-        ordered[key] = value
-    return ordered
 
 
 def _candidate(spec: CandidateSpec, source: str) -> Candidate:
@@ -434,9 +389,27 @@ def _run(
         phase=request.phase,
         plan_hash=plan.plan_hash,
         request=request_text,
-        response=_stored(answer, output_format=request.output_format),
+        response=stored_answer(
+            answer,
+            output_format=request.output_format,
+            history_from=None
+            if loaded is None
+            else {
+                "encoding": setting.encoding,
+                "input_modalities": sorted(loaded.input_modalities),
+            },
+        ),
         fingerprints=[list(pair) for pair in fingerprints],
     )
+    if loaded is not None and session is not None:
+        remember_shown_history(
+            db,
+            session,
+            as_of_seq=loaded.active.last_seq,
+            encoding=setting.encoding,
+            modalities=loaded.input_modalities,
+            history=loaded.items,
+        )
     return Assembled(answer=answer, plan=plan, record=record, slot=slot, encoding=setting.encoding)
 
 

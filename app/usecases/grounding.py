@@ -26,7 +26,7 @@ from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
 from app.storage import plans, repository
 from app.storage.history import fold_session
 from app.storage.tables import SessionRow
-from app.usecases.assemble import answer_of
+from app.usecases.plan_record import answer_of, shown_history
 
 log = logging.getLogger("contextd")
 
@@ -102,7 +102,12 @@ def grade_next_action(
             grounding = grade_action(
                 action.items,
                 history=history,
-                shown=_shown_text(answer_of(assembly.response)),
+                shown=_shown_text(
+                    answer_of(
+                        assembly.response,
+                        history=shown_history(db, session=session, as_of_seq=assembly.as_of_seq),
+                    )
+                ),
                 elided=elided,
                 goal=active.goal.text if active.goal is not None else "",
             )

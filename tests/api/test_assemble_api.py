@@ -705,3 +705,54 @@ def test_a_stored_plan_reads_back_its_rendering_byte_for_byte(
         stored = client.get(f"/assemblies/{made_json['assembly_id']}")
         assert json.dumps(stored.json()["response"]) == json.dumps(made_json)
     assert json.loads(answers[1])["cache_breakpoints"] or output_format != "anthropic"
+
+
+def test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log(
+    client: TestClient, postgres_url: str, session_id: str
+) -> None:
+    """A session-mode plan stores the history items it shows as they are by reference only (the
+    log holds them); read back, from this process's memory or from the log alone (after a
+    compaction changed what the session shows now), it is the answer as sent. A plan the log no
+    longer yields (here: a tampered fingerprint) is a 409, not a silent change."""
+    import psycopg
+
+    from app.usecases import plan_record
+    from tests.conftest import _admin_conninfo
+
+    client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+    turn = [user_msg("Why does test_parse fail?")]
+    for call in ("c1", "c2", "c3", "c4"):
+        turn += [tool_call(call), tool_output(call, f"output of {call}\n" * 200)]
+    client.post(f"/sessions/{session_id}/items", json={"items": turn}).raise_for_status()
+    made = client.post("/assemble", json={"session_id": session_id})
+    assert made.status_code == 201
+    answer = made.json()
+    compacted = client.post(
+        "/compact", json={"session_id": session_id, "strategy": "clear_tool_results"}
+    )
+    assert compacted.json()["applied"]
+    with psycopg.connect(_admin_conninfo(postgres_url)) as db:
+        stored_items = db.execute(
+            "SELECT response->'items' FROM assemblies WHERE external_id = %s",
+            (answer["assembly_id"],),
+        ).fetchone()
+    assert stored_items is not None
+    assert [("item" in item, item["source"]) for item in stored_items[0]] == [
+        (False, "history") for _ in answer["items"]
+    ]
+    path = f"/assemblies/{answer['assembly_id']}"
+    from_memory = client.get(path).json()["response"]
+    with plan_record._SHOWN_LOCK:
+        plan_record._SHOWN.clear()
+    from_log = client.get(path).json()["response"]
+    assert json.dumps(from_memory) == json.dumps(answer)
+    assert json.dumps(from_log) == json.dumps(answer)
+    with psycopg.connect(_admin_conninfo(postgres_url)) as db:
+        db.execute(
+            "UPDATE assemblies SET fingerprints = jsonb_set(fingerprints::jsonb, '{0,0}',"
+            " '\"0\"')::json WHERE external_id = %s",
+            (answer["assembly_id"],),
+        )
+    refused = client.get(path)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "stored_plan_mismatch")
+    assert refused.json()["error"]["details"] == {"positions": [0]}

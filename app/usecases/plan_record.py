@@ -1,0 +1,205 @@
+"""What a stored plan keeps of its answer, and the answer derived again from it.
+
+A plan stores what cannot be derived (invariants):
+
+- the rendering (`messages`, `system`, `conversion`) is a pure function of the answer's items,
+  its output format and where its cache breakpoints went, so it is not stored;
+- in session mode, a history item shown as it is (form `raw`) is stored by reference: its id
+  `history:<n>` names the n-th item of the session's history as of the plan's `as_of_seq`,
+  normalized as the plan says (`HISTORY_FROM`), state fragments left out. The log is
+  append-only and normalization a pure function of it, so the item reads back as it was sent;
+- reading back checks every derived item against the fingerprint the plan stored for it, and a
+  plan the log no longer yields is a 409 `stored_plan_mismatch`, never a silent change.
+
+Plans stored whole (before these rules) read back as they are.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cachetools import LRUCache
+from sqlalchemy.orm import Session
+
+from app.contract.assembly import AssembleAnswer
+from app.domain.assemble import HISTORY_SOURCE
+from app.domain.assemble.model import canonical_hash
+from app.domain.errors import StoredPlanMismatch
+from app.domain.formats import cap_cache_breakpoints, from_responses, mark_cache_breakpoint
+from app.domain.items import Format, Item, developer_message
+from app.domain.world_state import is_state_fragment
+from app.storage import repository
+from app.storage.repository import SessionSnapshot
+from app.storage.tables import AssemblyRow, SessionRow
+from app.usecases.history import load_history
+
+__all__ = [
+    "answer_of",
+    "answer_of_row",
+    "remember_shown_history",
+    "shown_history",
+    "stored_answer",
+]
+
+
+RENDERED = ("messages", "system", "conversion")
+"""The fields of an answer that render its `items` in the output format: a pure function of the
+items, the format and the breakpoints' positions, so a plan is stored without them."""
+OUTPUT_FORMAT = "output_format"
+"""The key under which a stored plan keeps the format its items are rendered in."""
+HISTORY_FROM = "history_from"
+"""The key under which a session-mode plan keeps how its history was normalized (encoding and
+input modalities): with the log up to `as_of_seq`, what its history items are derived from."""
+
+ShownHistory = Callable[[Mapping[str, Any]], Sequence[Item]]
+"""The normalized history a plan's `history:<n>` items index (state fragments left out), as of
+the plan, normalized as `HISTORY_FROM` says."""
+
+
+def stored_answer(
+    answer: AssembleAnswer, *, output_format: Format, history_from: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What a plan stores of its answer: all of it but what `answer_of` derives again, namely
+    the rendering (`RENDERED`) and, in session mode, the body of every history item shown as
+    it is (the log holds it: the item's `id` names its place in the history as of the plan)."""
+    kept = {key: value for key, value in answer.items() if key not in RENDERED}
+    if history_from is not None:
+        kept["items"] = [
+            {key: value for key, value in item.items() if key != "item"}
+            if item["source"] == HISTORY_SOURCE and item["form"] == "raw"
+            else item
+            for item in answer["items"]
+        ]
+        kept[HISTORY_FROM] = history_from
+    return {**kept, OUTPUT_FORMAT: output_format}
+
+
+def answer_of(stored: dict[str, Any], *, history: ShownHistory) -> dict[str, Any]:
+    """A stored plan's answer as it was sent: history items filled in from `history` where the
+    plan stored them by reference, the rendering derived from the items in the stored format,
+    with the cache breakpoints marked where the plan put them. A plan stored whole (before
+    plans were stored without their rendering) is returned as it is."""
+    if OUTPUT_FORMAT not in stored:
+        return stored
+    answer = {
+        key: value for key, value in stored.items() if key not in (OUTPUT_FORMAT, HISTORY_FROM)
+    }
+    if any("item" not in item for item in answer["items"]):
+        shown = history(stored[HISTORY_FROM])
+        answer["items"] = [
+            item
+            if "item" in item
+            else {**item, "item": shown[int(item["id"].removeprefix(f"{HISTORY_SOURCE}:"))]}
+            for item in answer["items"]
+        ]
+    context = [
+        item["item"] if item["item"] is not None else developer_message(item["content"] or "")
+        for item in answer["items"]
+    ]
+    rendered = from_responses(context, stored[OUTPUT_FORMAT])
+    if stored[OUTPUT_FORMAT] == "anthropic":
+        marked: set[tuple[int | None, int | None]] = set()
+        for breakpoint in answer["cache_breakpoints"]:
+            rendered, block = mark_cache_breakpoint(rendered, breakpoint["position"])
+            if block is not None:
+                marked.add((block.message, block.block))
+        rendered = cap_cache_breakpoints(rendered, keep=marked)
+    # In the order the answer was sent, so that it reads back byte for byte.
+    ordered: dict[str, Any] = {}
+    for key, value in answer.items():
+        if key == "cache_breakpoints":
+            ordered["messages"], ordered["system"] = rendered.items, rendered.system
+        elif key == "tools":
+            ordered["conversion"] = rendered.report()
+        ordered[key] = value
+    return ordered
+
+
+def shown_history(
+    db: Session, *, session: SessionRow | SessionSnapshot, as_of_seq: int
+) -> ShownHistory:
+    """The history a plan of `session` as of `as_of_seq` showed (see `ShownHistory`): the one
+    its assembly left in this process (`_SHOWN`), else normalized again from the log."""
+
+    def derive(history_from: Mapping[str, Any]) -> Sequence[Item]:
+        encoding = str(history_from["encoding"])
+        modalities = frozenset(history_from["input_modalities"])
+        key = _shown_key(db, session, as_of_seq=as_of_seq, encoding=encoding, modalities=modalities)
+        with _SHOWN_LOCK:
+            kept = _SHOWN.get(key)
+        if kept is not None:
+            return kept
+        loaded = load_history(
+            db, session, up_to_seq=as_of_seq, encoding=encoding, input_modalities=modalities
+        )
+        return [item for item in loaded.items if not is_state_fragment(item)]
+
+    return derive
+
+
+_SHOWN: LRUCache[tuple[Any, ...], list[Item]] = LRUCache(maxsize=4_096)
+"""The history each recent session-mode assembly of this process showed, by session and seq:
+the grader of its next action (after the next append) reads it instead of normalizing the log
+again. Never stale: the log is append-only and normalization a pure function of it up to the
+seq. Pinned by `test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log`,
+which reads a plan back both from it and from the log alone."""
+_SHOWN_LOCK = threading.Lock()
+
+
+def _shown_key(
+    db: Session,
+    session: SessionRow | SessionSnapshot,
+    *,
+    as_of_seq: int,
+    encoding: str,
+    modalities: frozenset[str],
+) -> tuple[Any, ...]:
+    # The engine by weak reference and the session's creation time: two databases, or a
+    # session id reused after a reset of the database, never share an entry.
+    engine = weakref.ref(db.get_bind().engine)
+    return (engine, session.id, session.created_at, as_of_seq, encoding, modalities)
+
+
+def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
+    """A stored plan's answer (`answer_of`), each derived item checked against the fingerprint
+    the plan stored for it: a plan the log no longer yields is a 409, never a silent change."""
+
+    def from_log(history_from: Mapping[str, Any]) -> Sequence[Item]:
+        # Items are stored by reference in session mode only, where both are set.
+        assert row.session_id is not None
+        assert row.as_of_seq is not None
+        session = repository.get_session_by_pk(db, row.session_id)
+        return shown_history(db, session=session, as_of_seq=row.as_of_seq)(history_from)
+
+    answer = answer_of(row.response, history=from_log)
+    differing = [
+        item["position"]
+        for item in answer["items"]
+        if canonical_hash([item["id"], item["source"], item["form"], item["content"], item["item"]])
+        != row.fingerprints[item["position"]][0]
+    ]
+    if differing:
+        raise StoredPlanMismatch(
+            f"the log no longer yields the items of this plan at positions {differing[:20]}",
+            details={"positions": differing},
+        )
+    return answer
+
+
+def remember_shown_history(
+    db: Session,
+    session: SessionRow | SessionSnapshot,
+    *,
+    as_of_seq: int,
+    encoding: str,
+    modalities: frozenset[str],
+    history: Sequence[Item],
+) -> None:
+    """Keep the normalized history an assembly showed (state fragments included; they are left
+    out here) for the grader of its next action (`_SHOWN`)."""
+    key = _shown_key(db, session, as_of_seq=as_of_seq, encoding=encoding, modalities=modalities)
+    with _SHOWN_LOCK:
+        _SHOWN[key] = [item for item in history if not is_state_fragment(item)]
