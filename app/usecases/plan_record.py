@@ -89,10 +89,9 @@ def answer_of(stored: dict[str, Any], *, history: ShownHistory) -> dict[str, Any
     }
     if any("item" not in item for item in answer["items"]):
         shown = history(stored[HISTORY_FROM])
+        # A place the history no longer has yields no item, which its fingerprint then reports.
         answer["items"] = [
-            item
-            if "item" in item
-            else {**item, "item": shown[int(item["id"].removeprefix(f"{HISTORY_SOURCE}:"))]}
+            item if "item" in item else {**item, "item": _at(shown, item["id"])}
             for item in answer["items"]
         ]
     context = [
@@ -116,6 +115,11 @@ def answer_of(stored: dict[str, Any], *, history: ShownHistory) -> dict[str, Any
             ordered["conversion"] = rendered.report()
         ordered[key] = value
     return ordered
+
+
+def _at(history: Sequence[Item], item_id: str) -> Item | None:
+    place = int(item_id.removeprefix(f"{HISTORY_SOURCE}:"))
+    return history[place] if place < len(history) else None
 
 
 def shown_history(
