@@ -8,8 +8,9 @@ A plan stores what cannot be derived (invariants):
   `history:<n>` names the n-th item of the session's history as of the plan's `as_of_seq`,
   normalized as the plan says (`HISTORY_FROM`), state fragments left out. The log is
   append-only and normalization a pure function of it, so the item reads back as it was sent;
-- reading back checks every derived item against the fingerprint the plan stored for it, and a
-  plan the log no longer yields is a 409 `stored_plan_mismatch`, never a silent change.
+- reading back checks the derived items against the plan's `plan_hash`, and a plan the log no
+  longer yields is a 409 `stored_plan_mismatch` naming the positions whose items differ from
+  the fingerprints it stored, never a silent change.
 
 Plans stored whole (before these rules) read back as they are.
 """
@@ -168,8 +169,9 @@ def _shown_key(
 
 
 def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
-    """A stored plan's answer (`answer_of`), each derived item checked against the fingerprint
-    the plan stored for it: a plan the log no longer yields is a 409, never a silent change."""
+    """A stored plan's answer (`answer_of`), checked against the plan's `plan_hash`: a plan the
+    log no longer yields is a 409 naming the positions whose items differ from the fingerprints
+    the plan stored, never a silent change."""
 
     def from_log(history_from: Mapping[str, Any]) -> Sequence[Item]:
         # Items are stored by reference in session mode only, where both are set.
@@ -179,18 +181,20 @@ def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
         return shown_history(db, session=session, as_of_seq=row.as_of_seq)(history_from)
 
     answer = answer_of(row.response, history=from_log)
+    items = answer["items"]
+    hashed = [[i["id"], i["source"], i["layer"], i["form"], i["content"], i["item"]] for i in items]
+    if canonical_hash(hashed) == row.plan_hash:
+        return answer
     differing = [
         item["position"]
-        for item in answer["items"]
+        for item in items
         if canonical_hash([item["id"], item["source"], item["form"], item["content"], item["item"]])
         != row.fingerprints[item["position"]][0]
     ]
-    if differing:
-        raise StoredPlanMismatch(
-            f"the log no longer yields the items of this plan at positions {differing[:20]}",
-            details={"positions": differing},
-        )
-    return answer
+    raise StoredPlanMismatch(
+        f"the log no longer yields this plan (items at positions {differing[:20]} differ)",
+        details={"positions": differing},
+    )
 
 
 def remember_shown_history(

@@ -749,9 +749,9 @@ def test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log(
     assert json.dumps(from_log) == json.dumps(answer)
     with psycopg.connect(_admin_conninfo(postgres_url)) as db:
         db.execute(
-            "UPDATE assemblies SET fingerprints = jsonb_set(fingerprints::jsonb, '{0,0}',"
-            " '\"0\"')::json WHERE external_id = %s",
-            (answer["assembly_id"],),
+            "UPDATE assemblies SET plan_hash = %s, fingerprints = jsonb_set("
+            "fingerprints::jsonb, '{0,0}', '\"0\"')::json WHERE external_id = %s",
+            ("0" * 64, answer["assembly_id"]),
         )
     refused = client.get(path)
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "stored_plan_mismatch")
