@@ -383,6 +383,8 @@ class UngradedAssembly:
     row_id: int
     as_of_seq: int
     response: dict[str, Any]
+    request: str
+    """The request as received (JSON text): the candidates a stored answer's items name."""
 
 
 def latest_ungraded(
@@ -391,7 +393,13 @@ def latest_ungraded(
     """The latest stored assembly of the lineage (tenant, session, unit), when it is a
     session-mode one that has no grounding yet; else None."""
     row = db.execute(
-        select(AssemblyRow.id, AssemblyRow.as_of_seq, AssemblyRow.response, AssemblyRow.grounding)
+        select(
+            AssemblyRow.id,
+            AssemblyRow.as_of_seq,
+            AssemblyRow.response,
+            AssemblyRow.request,
+            AssemblyRow.grounding,
+        )
         .where(
             AssemblyRow.tenant_id == tenant_id,
             LINEAGE_SESSION == session_pk,  # noqa: SIM300
@@ -402,7 +410,9 @@ def latest_ungraded(
     ).one_or_none()
     if row is None or row.as_of_seq is None or row.grounding is not None:
         return None
-    return UngradedAssembly(row_id=row.id, as_of_seq=row.as_of_seq, response=row.response)
+    return UngradedAssembly(
+        row_id=row.id, as_of_seq=row.as_of_seq, response=row.response, request=row.request
+    )
 
 
 def record_grounding(db: Session, *, row_id: int, grounding: dict[str, Any]) -> bool:

@@ -398,6 +398,11 @@ def _run(
                 "encoding": setting.encoding,
                 "input_modalities": sorted(loaded.input_modalities),
             },
+            candidates={
+                (source.source, spec["id"]): spec
+                for source in request.sources
+                for spec in source.items
+            },
         ),
         fingerprints=[list(pair) for pair in fingerprints],
     )

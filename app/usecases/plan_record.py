@@ -4,6 +4,8 @@ A plan stores what cannot be derived (invariants):
 
 - the rendering (`messages`, `system`, `conversion`) is a pure function of the answer's items,
   its output format and where its cache breakpoints went, so it is not stored;
+- an item that is a candidate of the request, as the request gave it, is stored by reference:
+  the plan stores the request, and the item's source and id name the candidate in it;
 - in session mode, a history item shown as it is (form `raw`) is stored by reference: its id
   `history:<n>` names the n-th item of the session's history as of the plan's `as_of_seq`,
   normalized as the plan says (`HISTORY_FROM`), state fragments left out. The log is
@@ -31,6 +33,7 @@ from app.domain.assemble.model import canonical_hash
 from app.domain.errors import StoredPlanMismatch
 from app.domain.formats import cap_cache_breakpoints, from_responses, mark_cache_breakpoint
 from app.domain.items import Format, Item, developer_message
+from app.domain.json_encoding import decode_json
 from app.domain.world_state import is_state_fragment
 from app.storage import repository
 from app.storage.repository import SessionSnapshot
@@ -40,6 +43,7 @@ from app.usecases.history import load_history
 __all__ = [
     "answer_of",
     "answer_of_row",
+    "offered",
     "remember_shown_history",
     "shown_history",
     "stored_answer",
@@ -60,40 +64,70 @@ ShownHistory = Callable[[Mapping[str, Any]], Sequence[Item]]
 the plan, normalized as `HISTORY_FROM` says."""
 
 
+Offered = Mapping[tuple[str, str], Mapping[str, Any]]
+"""The candidates a request offered, by (source, id): what a plan's items of those candidates
+are derived from."""
+
+
+def offered(request: Mapping[str, Any]) -> Offered:
+    """The candidates of a request (its JSON), by (source, id)."""
+    return {
+        (str(source["source"]), str(spec["id"])): spec
+        for source in request.get("sources") or ()
+        for spec in source["items"]
+    }
+
+
 def stored_answer(
-    answer: AssembleAnswer, *, output_format: Format, history_from: dict[str, Any] | None
+    answer: AssembleAnswer,
+    *,
+    output_format: Format,
+    history_from: dict[str, Any] | None,
+    candidates: Offered,
 ) -> dict[str, Any]:
     """What a plan stores of its answer: all of it but what `answer_of` derives again, namely
-    the rendering (`RENDERED`) and, in session mode, the body of every history item shown as
-    it is (the log holds it: the item's `id` names its place in the history as of the plan)."""
+    the rendering (`RENDERED`); the body of every item that is a candidate of the request as
+    the request gave it (the plan stores the request: the item's source and id name it); and
+    in session mode the body of every history item shown as it is (the log holds it: the
+    item's `id` names its place in the history as of the plan)."""
     kept = {key: value for key, value in answer.items() if key not in RENDERED}
+    kept["items"] = [_by_reference(item, candidates=candidates) for item in answer["items"]]
     if history_from is not None:
-        kept["items"] = [
-            {key: value for key, value in item.items() if key != "item"}
-            if item["source"] == HISTORY_SOURCE and item["form"] == "raw"
-            else item
-            for item in answer["items"]
-        ]
         kept[HISTORY_FROM] = history_from
     return {**kept, OUTPUT_FORMAT: output_format}
 
 
-def answer_of(stored: dict[str, Any], *, history: ShownHistory) -> dict[str, Any]:
-    """A stored plan's answer as it was sent: history items filled in from `history` where the
-    plan stored them by reference, the rendering derived from the items in the stored format,
-    with the cache breakpoints marked where the plan put them. A plan stored whole (before
-    plans were stored without their rendering) is returned as it is."""
+def _by_reference(item: dict[str, Any], *, candidates: Offered) -> dict[str, Any]:
+    if item["form"] != "raw":
+        return item
+    if item["source"] == HISTORY_SOURCE:
+        return {key: value for key, value in item.items() if key != "item"}
+    spec = candidates.get((item["source"], item["id"]))
+    if spec is None or (spec.get("content"), spec.get("item")) != (item["content"], item["item"]):
+        return item
+    return {key: value for key, value in item.items() if key not in ("content", "item")}
+
+
+def answer_of(
+    stored: dict[str, Any], *, history: ShownHistory, candidates: Offered
+) -> dict[str, Any]:
+    """A stored plan's answer as it was sent: items the plan stored by reference filled in from
+    the request's `candidates` or the `history`, the rendering derived from the items in the
+    stored format, with the cache breakpoints marked where the plan put them. A plan stored
+    whole (before plans were stored without their rendering) is returned as it is."""
     if OUTPUT_FORMAT not in stored:
         return stored
     answer = {
         key: value for key, value in stored.items() if key not in (OUTPUT_FORMAT, HISTORY_FROM)
     }
     if any("item" not in item for item in answer["items"]):
-        shown = history(stored[HISTORY_FROM])
-        # A place the history no longer has yields no item, which its fingerprint then reports.
+        shown = (
+            history(stored[HISTORY_FROM])
+            if any("content" in item and "item" not in item for item in answer["items"])
+            else ()
+        )
         answer["items"] = [
-            item if "item" in item else {**item, "item": _at(shown, item["id"])}
-            for item in answer["items"]
+            _filled(item, shown=shown, candidates=candidates) for item in answer["items"]
         ]
     context = [
         item["item"] if item["item"] is not None else developer_message(item["content"] or "")
@@ -118,9 +152,16 @@ def answer_of(stored: dict[str, Any], *, history: ShownHistory) -> dict[str, Any
     return ordered
 
 
-def _at(history: Sequence[Item], item_id: str) -> Item | None:
-    place = int(item_id.removeprefix(f"{HISTORY_SOURCE}:"))
-    return history[place] if place < len(history) else None
+def _filled(item: dict[str, Any], *, shown: Sequence[Item], candidates: Offered) -> dict[str, Any]:
+    """`item` with the body it was stored without. What is no longer there (a place the
+    history does not have) yields none, which the plan's hash then reports."""
+    if "item" in item:
+        return item
+    if "content" in item:  # a history item, by its place in the history
+        place = int(item["id"].removeprefix(f"{HISTORY_SOURCE}:"))
+        return {**item, "item": shown[place] if place < len(shown) else None}
+    spec = candidates.get((item["source"], item["id"]), {})
+    return {**item, "content": spec.get("content"), "item": spec.get("item")}
 
 
 def shown_history(
@@ -180,7 +221,7 @@ def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
         session = repository.get_session_by_pk(db, row.session_id)
         return shown_history(db, session=session, as_of_seq=row.as_of_seq)(history_from)
 
-    answer = answer_of(row.response, history=from_log)
+    answer = answer_of(row.response, history=from_log, candidates=offered(decode_json(row.request)))
     items = answer["items"]
     hashed = [[i["id"], i["source"], i["layer"], i["form"], i["content"], i["item"]] for i in items]
     if canonical_hash(hashed) == row.plan_hash:

@@ -756,3 +756,31 @@ def test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log(
     refused = client.get(path)
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "stored_plan_mismatch")
     assert refused.json()["error"]["details"] == {"positions": [0]}
+
+
+def test_a_plan_stores_the_candidates_it_selected_by_reference_to_its_request(
+    client: TestClient, postgres_url: str
+) -> None:
+    """A selected candidate, as the request gave it, is stored once: in the request, which the
+    plan keeps, and named from the answer's items by source and id. Read back, the answer is
+    what was sent; a candidate the core reduced is stored with its body."""
+    import psycopg
+
+    from tests.conftest import _admin_conninfo
+
+    files = [
+        {"id": "a.py", "content": "def a():\n    return 1\n"},
+        {"id": "b.md", "item": user_msg("notes on b")},
+    ]
+    made = client.post("/assemble", json={"sources": [{"source": "files", "items": files}]})
+    assert made.status_code == 201
+    answer = made.json()
+    with psycopg.connect(_admin_conninfo(postgres_url)) as db:
+        row = db.execute(
+            "SELECT response->'items' FROM assemblies WHERE external_id = %s",
+            (answer["assembly_id"],),
+        ).fetchone()
+    assert row is not None
+    assert [("content" in item, "item" in item) for item in row[0]] == [(False, False)] * 2
+    stored = client.get(f"/assemblies/{answer['assembly_id']}").json()["response"]
+    assert json.dumps(stored) == json.dumps(answer)
