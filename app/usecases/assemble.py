@@ -54,6 +54,7 @@ from app.domain.formats import (
     from_responses,
     mark_cache_breakpoint,
 )
+from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
 from app.domain.items import developer_message
 from app.domain.json_encoding import decode_json, encode_json
@@ -211,6 +212,8 @@ class _Setting:
 
     loaded: LoadedHistory | None
     window: SessionWindow | None
+    history: tuple[HistoryEntry, ...]
+    """The normalized history as assembly input (state fragments left out); () stateless."""
     encoding: str
     tools: list[dict[str, Any]]
     tools_tokens: int
@@ -253,7 +256,12 @@ def _setting(
         if charged_tools and budget.max_tokens is not None
         else budget
     )
-    return _Setting(loaded, window, encoding, tools, tools_tokens, budget, selection_budget)
+    history = (
+        history_without_fragments(loaded.items, loaded.sizes, seqs=loaded.seqs) if loaded else ()
+    )
+    return _Setting(
+        loaded, window, history, encoding, tools, tools_tokens, budget, selection_budget
+    )
 
 
 def _plan(
@@ -270,9 +278,7 @@ def _plan(
     )
     assembly_input = AssemblyInput(
         contributions=sources + (loaded.state if loaded else ()) + requested,
-        history=history_without_fragments(loaded.items, loaded.sizes, seqs=loaded.seqs)
-        if loaded
-        else (),
+        history=setting.history,
         budget=setting.selection_budget,
         history_counts_toward_max_items=request.budget is not None or window is None,
         placement=request.placement,
@@ -413,7 +419,7 @@ def _run(
             as_of_seq=loaded.active.last_seq,
             encoding=setting.encoding,
             modalities=loaded.input_modalities,
-            history=loaded.items,
+            history=setting.history,
         )
     return Assembled(answer=answer, plan=plan, record=record, slot=slot, encoding=setting.encoding)
 

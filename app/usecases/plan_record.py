@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from cachetools import LRUCache
 from sqlalchemy.orm import Session
@@ -32,6 +32,7 @@ from app.domain.assemble import HISTORY_SOURCE
 from app.domain.assemble.model import canonical_hash
 from app.domain.errors import StoredPlanMismatch
 from app.domain.formats import cap_cache_breakpoints, from_responses, mark_cache_breakpoint
+from app.domain.history import HistoryEntry
 from app.domain.items import Format, Item, developer_message
 from app.domain.json_encoding import decode_json
 from app.domain.world_state import is_state_fragment
@@ -186,7 +187,7 @@ def shown_history(
     return derive
 
 
-_SHOWN: LRUCache[tuple[Any, ...], list[Item]] = LRUCache(maxsize=4_096)
+_SHOWN: LRUCache[tuple[Any, ...], Sequence[Item]] = LRUCache(maxsize=4_096)
 """The history each recent session-mode assembly of this process showed, by session and seq:
 the grader of its next action (after the next append) reads it instead of normalizing the log
 again. Never stale: the log is append-only and normalization a pure function of it up to the
@@ -245,10 +246,29 @@ def remember_shown_history(
     as_of_seq: int,
     encoding: str,
     modalities: frozenset[str],
-    history: Sequence[Item],
+    history: Sequence[HistoryEntry],
 ) -> None:
-    """Keep the normalized history an assembly showed (state fragments included; they are left
-    out here) for the grader of its next action (`_SHOWN`)."""
+    """Keep the history an assembly showed (its input, state fragments left out) for the
+    grader of its next action (`_SHOWN`): the entries themselves, nothing copied."""
     key = _shown_key(db, session, as_of_seq=as_of_seq, encoding=encoding, modalities=modalities)
     with _SHOWN_LOCK:
-        _SHOWN[key] = [item for item in history if not is_state_fragment(item)]
+        _SHOWN[key] = _EntryItems(history)
+
+
+class _EntryItems(Sequence[Item]):
+    """The items of a history's entries, read through: built in O(1) on the assembly's path."""
+
+    def __init__(self, entries: Sequence[HistoryEntry]) -> None:
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Item]: ...
+    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
+        if isinstance(index, slice):
+            return [entry.item for entry in self._entries[index]]
+        return self._entries[index].item
