@@ -20,33 +20,22 @@ import { describe, expect, test } from "vitest";
 
 import { ContextdSession, toAgentItems, toResponsesItem } from "../src/agents.js";
 import { type Item, RECALL_TOOL_NAME } from "../src/index.js";
-import { server, sessionId } from "./helpers.js";
+import { adapterOptions, sessionId } from "./helpers.js";
 import {
   GOAL,
   loadScript,
+  OVERHEAD,
   responsesPairingHolds,
   type Script,
   SMALL_WINDOW,
   usageCounters,
 } from "./script.js";
 
-/** Provider tokens the scripted model counts beyond the assembly (instructions, tool schemas). */
-const OVERHEAD = 300;
-
 function contextdSession(
   id: string,
-  { unit, contextWindow }: { unit?: string; contextWindow?: number } = {},
+  options: { unit?: string; contextWindow?: number } = {},
 ): ContextdSession {
-  return new ContextdSession(id, {
-    ...server(),
-    link: {
-      ...(unit === undefined ? {} : { unit }),
-      session: {
-        model: "gpt-4o",
-        ...(contextWindow === undefined ? {} : { context_window: contextWindow }),
-      },
-    },
-  });
+  return new ContextdSession(id, adapterOptions(options));
 }
 
 async function setGoal(session: ContextdSession, goal = GOAL): Promise<void> {

@@ -16,25 +16,21 @@ import { describe, expect, test } from "vitest";
 
 import { ContextdAISession, entriesOf } from "../src/ai-sdk.js";
 import { type Item, RECALL_TOOL_NAME } from "../src/index.js";
-import { server, sessionId } from "./helpers.js";
-import { GOAL, loadScript, type Script, SMALL_WINDOW, usageCounters } from "./script.js";
-
-const OVERHEAD = 300;
+import { adapterOptions, sessionId } from "./helpers.js";
+import {
+  GOAL,
+  loadScript,
+  OVERHEAD,
+  type Script,
+  SMALL_WINDOW,
+  usageCounters,
+} from "./script.js";
 
 function aiSession(
   id: string,
-  { unit, contextWindow }: { unit?: string; contextWindow?: number } = {},
+  options: { unit?: string; contextWindow?: number } = {},
 ): ContextdAISession {
-  return new ContextdAISession(id, {
-    ...server(),
-    link: {
-      ...(unit === undefined ? {} : { unit }),
-      session: {
-        model: "gpt-4o",
-        ...(contextWindow === undefined ? {} : { context_window: contextWindow }),
-      },
-    },
-  });
+  return new ContextdAISession(id, adapterOptions(options));
 }
 
 /**

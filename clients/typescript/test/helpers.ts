@@ -10,6 +10,28 @@ export function server(): { baseUrl: string; apiKey: string } {
   return inject("contextd");
 }
 
+/** Options of an adapter session on the suite's server: the link's unit and the session's
+ * model and window, each only when given. */
+export function adapterOptions({
+  unit,
+  contextWindow,
+}: { unit?: string; contextWindow?: number } = {}): {
+  baseUrl: string;
+  apiKey: string;
+  link: { unit?: string; session: { model: string; context_window?: number } };
+} {
+  return {
+    ...server(),
+    link: {
+      ...(unit === undefined ? {} : { unit }),
+      session: {
+        model: "gpt-4o",
+        ...(contextWindow === undefined ? {} : { context_window: contextWindow }),
+      },
+    },
+  };
+}
+
 export function client(): ContextdClient {
   const { baseUrl, apiKey } = server();
   return new ContextdClient({ baseUrl, apiKey });

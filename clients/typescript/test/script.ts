@@ -126,3 +126,6 @@ export function responsesPairingHolds(items: readonly Item[]): boolean {
   }
   return open.size === answered.size;
 }
+
+/** Provider tokens the scripted model counts beyond the assembly (instructions, tool schemas). */
+export const OVERHEAD = 300;
