@@ -64,6 +64,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from app.domain.assemble.model import FINGERPRINT_CHARS
 from app.domain.errors import NotFound
 from app.domain.ids import derive_id
 from app.domain.names import is_label
@@ -195,7 +196,8 @@ def _ids_reserved_up_front(db: Session) -> bool:
 def _slot(previous: Any, row_id: Any) -> AssemblySlot:
     return AssemblySlot(
         row_id=None if row_id is None else int(row_id),
-        previous_fingerprints=[(str(f), int(t)) for f, t in previous or []],
+        # Plans stored before fingerprints were cut compare on their first digits.
+        previous_fingerprints=[(str(f)[:FINGERPRINT_CHARS], int(t)) for f, t in previous or []],
     )
 
 

@@ -2,6 +2,8 @@
 
 A plan stores what cannot be derived (invariants):
 
+- items and plan entries are stored packed (`app.domain.packing`, lossless): their keys and
+  most of their values repeat from record to record;
 - the rendering (`messages`, `system`, `conversion`) is a pure function of the answer's items,
   its output format and where its cache breakpoints went, so it is not stored;
 - an item that is a candidate of the request, as the request gave it, is stored by reference:
@@ -35,6 +37,7 @@ from app.domain.formats import cap_cache_breakpoints, from_responses, mark_cache
 from app.domain.history import HistoryEntry
 from app.domain.items import Format, Item, developer_message
 from app.domain.json_encoding import decode_json
+from app.domain.packing import pack_records, unpack_records
 from app.domain.world_state import is_state_fragment
 from app.storage import repository
 from app.storage.repository import SessionSnapshot
@@ -57,6 +60,10 @@ items, the format and the breakpoints' positions, so a plan is stored without th
 OUTPUT_FORMAT = "output_format"
 """The key under which a stored plan keeps the format its items are rendered in."""
 HISTORY_FROM = "history_from"
+PACKED = "packed"
+"""The key under which a plan lists the fields it stores packed (`app.domain.packing`): its
+items and plan entries, whose keys and most values repeat from record to record."""
+PACKABLE = ("items", "plan")
 """The key under which a session-mode plan keeps how its history was normalized (encoding and
 input modalities): with the log up to `as_of_seq`, what its history items are derived from."""
 
@@ -86,16 +93,18 @@ def stored_answer(
     history_from: dict[str, Any] | None,
     candidates: Offered,
 ) -> dict[str, Any]:
-    """What a plan stores of its answer: all of it but what `answer_of` derives again, namely
-    the rendering (`RENDERED`); the body of every item that is a candidate of the request as
+    """What a plan stores of its answer, its items and plan entries packed (`PACKED`): all of it
+    but what `answer_of` derives again, namely the rendering (`RENDERED`); the body of every item that is a candidate of the request as
     the request gave it (the plan stores the request: the item's source and id name it); and
     in session mode the body of every history item shown as it is (the log holds it: the
     item's `id` names its place in the history as of the plan)."""
-    kept = {key: value for key, value in answer.items() if key not in RENDERED}
+    kept: dict[str, Any] = {key: value for key, value in answer.items() if key not in RENDERED}
     kept["items"] = [_by_reference(item, candidates=candidates) for item in answer["items"]]
+    for field in PACKABLE:
+        kept[field] = pack_records(kept[field])
     if history_from is not None:
         kept[HISTORY_FROM] = history_from
-    return {**kept, OUTPUT_FORMAT: output_format}
+    return {**kept, OUTPUT_FORMAT: output_format, PACKED: list(PACKABLE)}
 
 
 def _by_reference(item: dict[str, Any], *, candidates: Offered) -> dict[str, Any]:
@@ -119,8 +128,12 @@ def answer_of(
     if OUTPUT_FORMAT not in stored:
         return stored
     answer = {
-        key: value for key, value in stored.items() if key not in (OUTPUT_FORMAT, HISTORY_FROM)
+        key: value
+        for key, value in stored.items()
+        if key not in (OUTPUT_FORMAT, HISTORY_FROM, PACKED)
     }
+    for field in stored.get(PACKED, ()):
+        answer[field] = unpack_records(answer[field])
     if any("item" not in item for item in answer["items"]):
         shown = (
             history(stored[HISTORY_FROM])
@@ -230,8 +243,9 @@ def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
     differing = [
         item["position"]
         for item in items
-        if canonical_hash([item["id"], item["source"], item["form"], item["content"], item["item"]])
-        != row.fingerprints[item["position"]][0]
+        if not canonical_hash(
+            [item["id"], item["source"], item["form"], item["content"], item["item"]]
+        ).startswith(row.fingerprints[item["position"]][0])
     ]
     raise StoredPlanMismatch(
         f"the log no longer yields this plan (items at positions {differing[:20]} differ)",

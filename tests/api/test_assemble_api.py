@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.cli import render_plan
 from app.domain.normalize import find_pairing_violations
+from app.domain.packing import unpack_records
 from app.main import create_app
 from app.settings import Settings
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
@@ -737,7 +738,7 @@ def test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log(
             (answer["assembly_id"],),
         ).fetchone()
     assert stored_items is not None
-    assert [("item" in item, item["source"]) for item in stored_items[0]] == [
+    assert [("item" in item, item["source"]) for item in unpack_records(stored_items[0])] == [
         (False, "history") for _ in answer["items"]
     ]
     path = f"/assemblies/{answer['assembly_id']}"
@@ -781,6 +782,8 @@ def test_a_plan_stores_the_candidates_it_selected_by_reference_to_its_request(
             (answer["assembly_id"],),
         ).fetchone()
     assert row is not None
-    assert [("content" in item, "item" in item) for item in row[0]] == [(False, False)] * 2
+    assert [("content" in item, "item" in item) for item in unpack_records(row[0])] == [
+        (False, False)
+    ] * 2
     stored = client.get(f"/assemblies/{answer['assembly_id']}").json()["response"]
     assert json.dumps(stored) == json.dumps(answer)

@@ -126,6 +126,11 @@ class AssemblyInput:
     nothing, leaving room for the turn back to the latest user message when it can."""
 
 
+FINGERPRINT_CHARS = 16
+"""Hex digits of an item's fingerprint (64 bits). Plans stored before fingerprints were cut to
+this length are compared on their first `FINGERPRINT_CHARS` digits."""
+
+
 def canonical_hash(value: Any) -> str:
     """SHA-256 of the value's JSON with sorted keys (an assembly hashes every selected item
     twice: fingerprint and plan hash)."""
@@ -145,8 +150,12 @@ class SelectedItem(NamedTuple):
 
     @property
     def fingerprint(self) -> str:
-        """Equal for two items exactly when the model sees the same bytes for them."""
-        return canonical_hash([self.id, self.source, self.form, self.content, self.item])
+        """Equal for two items exactly when the model sees the same bytes for them: the first
+        `FINGERPRINT_CHARS` hex digits of their `canonical_hash` (every plan stores one per item,
+        and 64 bits leave a collision between two items of one lineage out of reach)."""
+        return canonical_hash([self.id, self.source, self.form, self.content, self.item])[
+            :FINGERPRINT_CHARS
+        ]
 
 
 class PlanEntry(TypedDict):
