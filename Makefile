@@ -58,8 +58,10 @@ test: lint typecheck pytest typescript
 fuzz: $(STAMP) postgres
 	CTX_FUZZ_EXAMPLES=320 CTX_FUZZ_SEED= $(BIN)/pytest -q -s -p no:cacheprovider tests/e2e/test_contract_fuzz.py
 
+# The realistic mix at 1, 2 and 4 workers on one PostgreSQL (docs/scaling.md), then bursts
+# on one session.
 load: $(STAMP) postgres
-	$(BIN)/python -m bench.load
+	$(BIN)/python -m bench.load --workers 1 2 4
 	$(BIN)/python -m bench.burst
 
 # A database that stalls behind a proxy: how soon every request is answered.
