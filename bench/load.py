@@ -362,6 +362,13 @@ class Run:
     def requests_per_second(self) -> float:
         return sum(self.requests.values()) / self.seconds
 
+    @property
+    def other_cores(self) -> float:
+        """CPU the machine spent on anything but the load generator, the servers and the
+        run's backends (other work on the machine, PostgreSQL's own processes, the kernel)."""
+        cores = self.cpu_cores
+        return max(0.0, cores["machine"] - cores["client"] - cores["server"] - cores["postgres"])
+
     def per_thousand(self, sessions: float) -> dict[str, float]:
         """Bytes grown per 1,000 `sessions`."""
         return {name: grown * 1000 / sessions for name, grown in self.grown_bytes.items()}
@@ -469,7 +476,7 @@ def print_run(
     other = cores["machine"] - cores["client"] - cores["server"] - cores["postgres"]
     print(
         f"CPU, cores busy on average: load generator {cores['client']:.2f}, servers"
-        f" {cores['server']:.2f}, PostgreSQL backends {cores['postgres']:.2f}, anything else"
+        f" {cores['server']:.2f}, PostgreSQL backends {cores['postgres']:.2f}, other"
         f" {max(other, 0):.2f}; machine {cores['machine']:.2f} of {os.cpu_count()}"
     )
     print(f"PostgreSQL backends of the run's database at most: {sampler.peak_backends}")
@@ -502,7 +509,8 @@ def print_summary(runs: Sequence[Run], *, mean_run_items: float) -> None:
     print(
         f"{'config':<8} {'req/s':>7}  "
         + "  ".join(f"{ENDPOINTS[name] + ' p50/p99 ms':>22}" for name in names)
-        + f"  {'RSS MiB':>8}  {'CPU client/server/pg/machine':>29}"
+        + f"  {'errors':>6}  {'backends':>8}  {'RSS MiB':>7}  CPU load generator/servers/PostgreSQL"
+        "/other"
     )
     for run in medians:
         cores = run.cpu_cores
@@ -512,8 +520,9 @@ def print_summary(runs: Sequence[Run], *, mean_run_items: float) -> None:
                 f"{run.p50_ms.get(name, 0):>10.0f} / {run.p99_ms.get(name, 0):>7.0f}"
                 for name in names
             )
-            + f"  {run.peak_rss_mib:>8.0f}  {cores['client']:>6.2f} / {cores['server']:.2f} /"
-            f" {cores['postgres']:.2f} / {cores['machine']:.2f}"
+            + f"  {run.errors:>6}  {run.peak_backends:>8}  {run.peak_rss_mib:>7.0f}"
+            f"  {cores['client']:.2f} / {cores['server']:.2f} / {cores['postgres']:.2f} /"
+            f" {run.other_cores:.2f}"
         )
     print("database growth, MiB:")
     for run in medians:
