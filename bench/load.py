@@ -509,8 +509,8 @@ def print_summary(runs: Sequence[Run], *, mean_run_items: float) -> None:
     print(
         f"{'config':<8} {'req/s':>7}  "
         + "  ".join(f"{ENDPOINTS[name] + ' p50/p99 ms':>22}" for name in names)
-        + f"  {'errors':>6}  {'backends':>8}  {'RSS MiB':>7}  CPU load generator/servers/PostgreSQL"
-        "/other"
+        + f"  {'errors':>6}  {'backends':>8}  {'RSS MiB':>7}  {'req/server CPU s':>16}"
+        "  CPU load generator/servers/PostgreSQL/other"
     )
     for run in medians:
         cores = run.cpu_cores
@@ -521,6 +521,7 @@ def print_summary(runs: Sequence[Run], *, mean_run_items: float) -> None:
                 for name in names
             )
             + f"  {run.errors:>6}  {run.peak_backends:>8}  {run.peak_rss_mib:>7.0f}"
+            f"  {run.requests_per_second / max(cores['server'], 0.01):>16.0f}"
             f"  {cores['client']:.2f} / {cores['server']:.2f} / {cores['postgres']:.2f} /"
             f" {run.other_cores:.2f}"
         )
