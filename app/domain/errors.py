@@ -36,6 +36,13 @@ class SequenceConflict(Conflict):
         )
 
 
+class SessionKeyCollision(Conflict):
+    """A new session's name derives the key (row id) another session of any tenant holds: the
+    name is refused, never merged with the other session; another name will do."""
+
+    code = "session_key_collision"
+
+
 class AlreadyRetracted(Conflict):
     code = "already_retracted"
 

@@ -42,6 +42,7 @@ from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
+from app.domain.ids import session_key
 from app.domain.json_encoding import decode_json, encode_json
 from app.settings import Settings
 
@@ -275,6 +276,13 @@ def _use_immediate_transactions(engine: Engine) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        # What migration 20261205_0011 defines in PostgreSQL, for the lookup of a session by
+        # name (`repository.IS_NAMED_SESSION`). SQLite is never sharded: it always looks among
+        # sessions created before keys were derived too.
+        dbapi_connection.create_function("contextd_session_key", 2, session_key, deterministic=True)
+        dbapi_connection.create_function(
+            "contextd_has_legacy_sessions", 0, lambda: True, deterministic=True
+        )
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:

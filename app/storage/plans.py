@@ -66,7 +66,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.assemble.model import FINGERPRINT_CHARS
 from app.domain.errors import NotFound
-from app.domain.ids import derive_id
+from app.domain.ids import derive_id, stateless_session_key
 from app.domain.names import is_label
 from app.metrics import PLAN_STORE_FAILURES, PLAN_STORE_LATENCY
 from app.storage.database import HOLDS_SESSION_LOCKS
@@ -222,7 +222,11 @@ def open_assembly(
     if reserve:
         connection.info[HOLDS_SESSION_LOCKS] = True
     if session_id is None:
-        lineage = {"tenant_id": tenant_id, "session_key": 0, "unit_key": unit or ""}
+        lineage = {
+            "tenant_id": tenant_id,
+            "session_key": stateless_session_key(tenant_id),
+            "unit_key": unit or "",
+        }
         if reserve:
             row_id, previous, _ = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
             return None, _slot(previous, row_id)
@@ -251,6 +255,11 @@ def store_assembly(
     values = {
         "tenant_id": assembly.tenant_id,
         "session_id": assembly.session_pk,
+        "session_key": (
+            stateless_session_key(assembly.tenant_id)
+            if assembly.session_pk is None
+            else assembly.session_pk
+        ),
         "as_of_seq": assembly.as_of_seq,
         "unit": assembly.unit,
         "phase": assembly.phase,
@@ -342,22 +351,24 @@ def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRo
 def prune_assemblies(
     db: Session,
     *,
-    older_than: datetime,
+    older_than: datetime | None,
     keep_per_session: int,
     keep_per_tenant: int,
     limit: int,
 ) -> int:
-    """Delete at most `limit` stored assemblies: those older than `older_than`, beyond the
-    newest `keep_per_session` of their session, or beyond the newest `keep_per_tenant` of their
-    tenant (so that no tenant's plans crowd the store). Facts are never touched. Returns the
-    number deleted; a caller prunes in rounds, committing each, so that no statement holds its
-    row locks (and the write path behind them) for long."""
+    """Delete at most `limit` stored assemblies: those beyond the newest `keep_per_session` of
+    their session (a tenant's stateless ones count as one session), or beyond the newest
+    `keep_per_tenant` of their tenant (so that no tenant's plans crowd the store), and, unless
+    `older_than` is None, those older than it (on PostgreSQL, plans age out with their week's
+    partition instead: `app.storage.retention`). Facts are never touched. Returns the number
+    deleted; a caller prunes in rounds, committing each, so that no statement holds its row
+    locks (and the write path behind them) for long."""
     ranked = select(
         AssemblyRow.id,
         AssemblyRow.created_at,
         func.row_number()
         .over(
-            partition_by=(AssemblyRow.tenant_id, AssemblyRow.session_id),
+            partition_by=(AssemblyRow.tenant_id, AssemblyRow.session_key),
             order_by=AssemblyRow.id.desc(),
         )
         .label("in_session"),
@@ -365,15 +376,10 @@ def prune_assemblies(
         .over(partition_by=AssemblyRow.tenant_id, order_by=AssemblyRow.id.desc())
         .label("in_tenant"),
     ).subquery()
-    doomed = (
-        select(ranked.c.id)
-        .where(
-            (ranked.c.created_at < older_than)
-            | (ranked.c.in_session > keep_per_session)
-            | (ranked.c.in_tenant > keep_per_tenant)
-        )
-        .limit(limit)
-    )
+    beyond = (ranked.c.in_session > keep_per_session) | (ranked.c.in_tenant > keep_per_tenant)
+    if older_than is not None:
+        beyond |= ranked.c.created_at < older_than
+    doomed = select(ranked.c.id).where(beyond).limit(limit)
     result = db.execute(delete(AssemblyRow).where(AssemblyRow.id.in_(doomed)))
     return int(getattr(result, "rowcount", 0) or 0)
 

@@ -13,11 +13,14 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    Boolean,
     Row,
+    and_,
     bindparam,
     exists,
     func,
     insert,
+    or_,
     select,
 )
 from sqlalchemy.exc import IntegrityError
@@ -30,9 +33,10 @@ from app.domain.errors import (
     NotAChildSession,
     NotFound,
     SequenceConflict,
+    SessionKeyCollision,
 )
 from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
-from app.domain.ids import derive_id
+from app.domain.ids import DERIVED_SESSION_KEYS_FROM, derive_id, session_key
 from app.domain.items import Format
 from app.domain.names import is_label, is_session_id
 from app.storage.tables import (
@@ -148,8 +152,11 @@ def create_session(
     """Create a session, or return the existing one when every attribute matches.
 
     Returns `(session, created)`. A known id with different attributes raises `Conflict`.
-    `derive_id(internal_id)` names a session the client did not name. Creating is idempotent
-    under concurrency too: of identical concurrent creations one creates, the others find it.
+    `derive_id(number)` names a session the client did not name, from a number no session was
+    named from before. The row id is the session key derived from the tenant and the name
+    (`ids.session_key`); a name whose key another session holds is refused
+    (`SessionKeyCollision`), an unnamed session is named again. Creating is idempotent under
+    concurrency too: of identical concurrent creations one creates, the others find it.
     """
     wanted = (encoding, context_window, model, attributes, parent.id if parent else None, kind)
 
@@ -166,47 +173,93 @@ def create_session(
             raise Conflict(f"session {external_id!r} exists with different attributes")
         return row, False
 
-    named = select(SessionRow).where(
-        SessionRow.tenant_id == tenant_id, SessionRow.external_id == external_id
-    )
-    if external_id is not None and (existing := db.scalar(named)) is not None:
-        return existing_one(existing)
-    row = SessionRow(
-        tenant_id=tenant_id,
-        external_id=external_id,
-        encoding=encoding,
-        context_window=context_window,
-        model=model,
-        attributes=attributes,
-        last_seq=0,
-        created_at=_now(),
-        parent_id=parent.id if parent else None,
-        kind=kind,
-        fork_seq=parent.last_seq if parent is not None and kind == "fork" else None,
-        inherit=inherit or {},
-        unit=unit,
-        # A child runs the parent's model: what the parent's usage taught holds for it too.
-        calibration=parent.calibration if parent is not None else None,
-    )
-    try:
-        with db.begin_nested():
-            db.add(row)
-    except IntegrityError:
-        # Another request created it between our read and our insert (PostgreSQL, where our
-        # insert waited for its commit; SQLite serialises whole transactions). The savepoint
-        # keeps the transaction usable, and a new statement sees the committed row.
-        return existing_one(db.scalars(named).one())
-    if external_id is None:
-        row.external_id = derive_id(row.id)
-        db.flush()
-    return row, True
+    if external_id is not None:
+        existing = db.scalar(
+            _SESSION_BY_EXTERNAL_ID, {"tenant_id": tenant_id, "external_id": external_id}
+        )
+        if existing is not None:
+            return existing_one(existing)
+    for _ in range(_NAMING_ATTEMPTS):
+        name = external_id if external_id is not None else derive_id(_session_number(db))
+        key = session_key(tenant_id, name)
+        row = SessionRow(
+            id=key,
+            tenant_id=tenant_id,
+            external_id=name,
+            encoding=encoding,
+            context_window=context_window,
+            model=model,
+            attributes=attributes,
+            last_seq=0,
+            created_at=_now(),
+            parent_id=parent.id if parent else None,
+            kind=kind,
+            fork_seq=parent.last_seq if parent is not None and kind == "fork" else None,
+            inherit=inherit or {},
+            unit=unit,
+            # A child runs the parent's model: what the parent's usage taught holds for it too.
+            calibration=parent.calibration if parent is not None else None,
+        )
+        try:
+            with db.begin_nested():
+                db.add(row)
+        except IntegrityError:
+            # The key is taken: by the same name, created by another request between our read
+            # and our insert (PostgreSQL, where our insert waited for its commit; SQLite
+            # serialises whole transactions), or by another name. The savepoint keeps the
+            # transaction usable, and a new statement sees the committed row.
+            holder = db.get_one(SessionRow, key, populate_existing=True)
+            if external_id is None:
+                continue  # a number is never drawn twice: the name is another one's key
+            if (holder.tenant_id, holder.external_id) == (tenant_id, external_id):
+                return existing_one(holder)
+            raise SessionKeyCollision(
+                f"session id {external_id!r} cannot be used: its key is another session's;"
+                " choose another id"
+            ) from None
+        return row, True
+    raise SessionKeyCollision(f"no free session key after {_NAMING_ATTEMPTS} names")
 
 
+_NAMING_ATTEMPTS = 3
+"""Names an unnamed session is given before giving up: each is refused only when its key,
+62 bits of a hash, is another session's."""
+
+
+def _session_number(db: Session) -> int:
+    """A number no session was named from before: the sessions' sequence on PostgreSQL (which
+    numbered sessions when it gave their row ids, so it is past every number so used); on
+    SQLite, whose transactions are serial and whose sessions are never deleted, one more than
+    there are sessions (row ids given on insert were dense, so that is past every one of
+    them)."""
+    if db.get_bind().engine.dialect.name == "postgresql":
+        return int(db.scalar(_NEXT_SESSION_NUMBER) or 0)
+    return int(db.scalar(select(func.count()).select_from(SessionRow)) or 0) + 1
+
+
+_NEXT_SESSION_NUMBER = select(
+    func.nextval(func.pg_get_serial_sequence(SessionRow.__tablename__, "id"))
+)
 IS_NAMED_SESSION = (
     SessionRow.tenant_id == bindparam("tenant_id"),
     SessionRow.external_id == bindparam("external_id"),
+    or_(
+        SessionRow.id
+        == func.contextd_session_key(bindparam("tenant_id"), bindparam("external_id")),
+        and_(
+            SessionRow.id < DERIVED_SESSION_KEYS_FROM,
+            func.contextd_has_legacy_sessions(type_=Boolean),
+        ),
+    ),
 )
-"""The tenant's session named by `external_id` (bind both): one condition for every lookup."""
+"""The tenant's session named by `external_id` (bind both): one condition for every lookup.
+
+It carries the session key (`contextd_session_key`, computed by the database from the two
+values, which the planner folds to a constant), so that a database sharded on the key routes
+the lookup to one shard. A session created before keys were derived is found by its name and
+tenant alone (its id is below `DERIVED_SESSION_KEYS_FROM`), but only in a database that holds
+such sessions: elsewhere `contextd_has_legacy_sessions()` is a constant false, folded away, and
+the lookup is by session key alone (see migration 20261205_0011)."""
 _SESSION_BY_EXTERNAL_ID = select(SessionRow).where(*IS_NAMED_SESSION)
 _SESSION_BY_EXTERNAL_ID_LOCKED = _SESSION_BY_EXTERNAL_ID.with_for_update()
 

@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     String,
     Text,
     TypeDecorator,
@@ -80,10 +81,19 @@ class ApiKey(Base):
 
 
 class SessionRow(Base):
-    """A session. `external_id` is the id clients use, unique per tenant only."""
+    """A session. `external_id` is the id clients use, unique per tenant only.
+
+    `id` is the session key, the column every session-scoped table is keyed (and would be
+    sharded) on: derived from the tenant and `external_id` (`app.domain.ids.session_key`) for
+    every session created since migration 20261205_0011, so that a lookup by name carries it;
+    sessions created before keep the id the sequence gave them (their facts cannot be
+    rewritten). A name is unique per tenant by construction, not by a constraint: a derived key
+    is the primary key, and a name is looked up (`repository.IS_NAMED_SESSION`) before it is
+    created. The sequence still numbers sessions the client did not name.
+    """
 
     __tablename__ = "sessions"
-    __table_args__ = (UniqueConstraint("tenant_id", "external_id"),)
+    __table_args__ = (Index("ix_sessions_tenant_external", "tenant_id", "external_id"),)
 
     id: Mapped[int] = mapped_column(Identity, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"))
@@ -132,19 +142,36 @@ class Fact(Base):
 class AssemblyRow(Base):
     """One stored assembly: the request as received, the response and plan as returned.
 
-    Plans are not facts: retention may delete them (see `repository.prune_assemblies`).
+    Plans are not facts: retention may delete them (`app.storage.retention`). On PostgreSQL the
+    table is partitioned by week of `created_at` (a partition per week, `assemblies_pYYYYMMDD`
+    for the week starting that Monday, UTC, and `assemblies_default` for a row no partition
+    takes), so plans age out a week at a time; its primary key and unique constraint therefore
+    carry `created_at`, and `session_key` too, the key a sharded database distributes every
+    session-scoped table on. `id` alone is unique (the sequence never repeats a value), and so
+    is the public id derived from it. On SQLite, never partitioned, `id` is the primary key
+    (the rowid, assigned on insert).
     """
 
     __tablename__ = "assemblies"
     __table_args__ = (
-        UniqueConstraint("tenant_id", "external_id"),
+        PrimaryKeyConstraint("id", "session_key", "created_at"),
+        UniqueConstraint(
+            "tenant_id",
+            "external_id",
+            "session_key",
+            "created_at",
+            name="uq_assemblies_external_id",
+        ),
         Index("ix_assemblies_created_at", "created_at"),
+        {"postgresql_partition_by": "RANGE (created_at)"},
     )
 
-    id: Mapped[int] = mapped_column(Identity, primary_key=True)
+    id: Mapped[int] = mapped_column(Identity, autoincrement=True)
     tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"))
     external_id: Mapped[str | None] = mapped_column(String(64))
     session_id: Mapped[int | None] = mapped_column(Identity, ForeignKey("sessions.id"))
+    session_key: Mapped[int] = mapped_column(BigInteger)
+    """The session's row id, or for a stateless assembly `ids.stateless_session_key`."""
     as_of_seq: Mapped[int | None] = mapped_column(BigInteger)
     unit: Mapped[str | None] = mapped_column(String(200))
     phase: Mapped[str | None] = mapped_column(String(200))
@@ -160,10 +187,10 @@ class AssemblyRow(Base):
     when that output is appended; None until then."""
 
 
-LINEAGE_SESSION: ColumnElement[int] = func.coalesce(AssemblyRow.session_id, literal_column("0"))
+LINEAGE_SESSION: ColumnElement[int] = AssemblyRow.session_key.expression
 LINEAGE_UNIT: ColumnElement[str] = func.coalesce(AssemblyRow.unit, literal_column("''"))
-"""An assembly's lineage is (tenant, session, unit); NULLs map to values so that the latest
-assembly of a lineage is one backward step in `ix_assemblies_lineage_key`."""
+"""An assembly's lineage is (tenant, session key, unit); a NULL unit maps to '' so that the
+latest assembly of a lineage is one backward step in `ix_assemblies_lineage_key`."""
 Index(
     "ix_assemblies_lineage_key",
     AssemblyRow.tenant_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 
@@ -148,9 +149,18 @@ def test_concurrent_appenders_never_gap_duplicate_or_lose(
 @pytest.mark.filterwarnings("ignore:Skipped unsupported reflection of expression-based index")
 @pytest.mark.filterwarnings("ignore:autogenerate skipping metadata-specified expression-based")
 def test_schema_matches_models_without_drift(engine: Engine) -> None:
+    def is_modelled(name: str | None, kind: str, _parents: object) -> bool:
+        # A partition of the stored plans is the partitioned table's, not a table of its own.
+        return not (kind == "table" and name is not None and is_plan_partition(name))
+
     with engine.connect() as connection:
-        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        context = MigrationContext.configure(connection, opts={"include_name": is_modelled})
+        differences = compare_metadata(context, Base.metadata)
     assert differences == []
+
+
+def is_plan_partition(name: str) -> bool:
+    return re.fullmatch(r"assemblies_(default|p\d{8})", name) is not None
 
 
 def test_migrations_round_trip(tmp_path: object, postgres_url: str) -> None:
@@ -175,6 +185,7 @@ def test_migrations_round_trip(tmp_path: object, postgres_url: str) -> None:
                 text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             ).scalars()
         )
+        tables = {name for name in tables if not is_plan_partition(name)}
         triggers = set(
             connection.execute(
                 text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
