@@ -7,7 +7,8 @@ The floor is what any JSON endpoint pays for this exchange: parsing that request
 serializing a response of the same size, timed in rounds of ten just before each round of ten
 requests, the two modes taking turns. Prints p50/p99, the floor, the median of the rounds'
 ratios, and the mean time of the plan writes the server does after answering (its own metric),
-since that work is not in the server time the caller waits for.
+since that work is not in the server time the caller waits for, and the total of the two
+against the floor.
 Run: `make bench` (or `.venv/bin/python -m bench.assemble`).
 
 `--against DIR` also serves the code of another checkout (say `git worktree add DIR HEAD~1`)
@@ -177,14 +178,21 @@ def main() -> None:
                     writes = count_after - count_before
                     stores.append(1000 * (sum_after - sum_before) / writes if writes else 0.0)
                 results.append((size, total, mode, rows, stores))
-    header = ("cands", "tokens", "mode", "p50 ms", "p99 ms", "floor ms", "ratio", "store ms")
-    line = "{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>6} {:>9}".format(*header)
+    header = (
+        *("cands", "tokens", "mode", "p50 ms", "p99 ms", "floor ms", "ratio", "store ms"),
+        *("total ms", "total/fl", "over ms"),
+    )
+    line = "{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>8} {:>8}".format(*header)
     print(line if against is None else f"{line} {'code':<7} {'vs':>6}")
     for size, total, mode, rows, stores in results:
         for code, row, store in zip(codes, rows, stores, strict=False):
             p50, p99 = statistics.median(row.server), percentile(row.server, 0.99)
             floor, ratio = statistics.median(row.floor), statistics.median(row.round_ratios)
-            figures = f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
+            total = p50 + store
+            figures = (
+                f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
+                f" {total:>9.2f} {total / floor:>8.2f} {total - floor:>8.2f}"
+            )
             line = f"{size:>6} {total:>8} {mode:<9} {figures}"
             if against is None:
                 print(line)
@@ -195,6 +203,7 @@ def main() -> None:
             )
             print(f"{line} {code:<7} {versus:>6.2f}")
     print("ratio: the median over rounds of (the round's p50 server time / its p50 floor)")
+    print("total: p50 + store, all the server's work for one call; over: total - floor")
     if against is not None:
         print("vs: the median over rounds of (this code's p50 / that row's p50)")
 

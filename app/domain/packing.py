@@ -12,56 +12,54 @@ same order) once, column by column, each column in the shortest of these forms:
 - `{"values": [...]}`: the values as they are.
 
 Invariant: `unpack_records(pack_records(r)) == r` with every key order, type and value kept,
-so the records encode to the same JSON bytes. Only scalars are ever folded, and compared with
-their types (`1`, `1.0` and `True` stay apart); containers are kept as they are.
+so the records encode to the same JSON bytes. Only strings, integers, booleans and nulls are
+folded, compared with their types (`1` and `True` stay apart); floats and containers are kept
+as they are.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
 from typing import Any
 
 __all__ = ["pack_records", "unpack_records"]
 
-_Scalar = str | int | float | bool | None
-_SCALARS = (str, int, float, bool, type(None))
+_FOLDED = frozenset({str, int, bool, type(None)})
+"""The types a column may fold. Floats are kept as they are: `0.0` and `-0.0` compare equal
+but encode apart."""
 
 
-def _scalar_key(value: Any) -> tuple[type, _Scalar] | None:
-    """A key equal for two values exactly when they encode to the same JSON; None for
-    containers (never folded)."""
-    return (type(value), value) if type(value) in _SCALARS else None
+def _column(values: list[Any]) -> dict[str, Any]:
+    types = set(map(type, values))
+    first = values[0]
+    if len(types) == 1 and type(first) in _FOLDED:
+        if values.count(first) == len(values):
+            return {"all": first}
+        if type(first) is int and len(values) > 1:
+            step = values[1] - first
+            if step and values == list(range(first, first + step * len(values), step)):
+                return {"count": [first, step]}
+        named = _named(values)
+        if named is not None:
+            return {"named": named}
+    if not {bool, int} <= types:  # True == 1: a count would fold them together
+        folded = [value for value in values if type(value) in _FOLDED]
+        if folded:
+            usual, times = Counter(folded).most_common(1)[0]
+            if times * 2 > len(values):
+                kind = type(usual)
+                exceptions = [
+                    [index, value]
+                    for index, value in enumerate(values)
+                    if type(value) is not kind or value != usual
+                ]
+                return {"mostly": usual, "except": exceptions}
+    return {"values": values}
 
 
-def _column(values: Sequence[Any]) -> dict[str, Any]:
-    keys = [_scalar_key(value) for value in values]
-    if keys[0] is not None and all(key == keys[0] for key in keys):
-        return {"all": values[0]}
-    if len(values) > 1 and all(type(value) is int for value in values):
-        step = values[1] - values[0]
-        if all(b - a == step for a, b in pairwise(values)):
-            return {"count": [values[0], step]}
-    named = _named(values)
-    if named is not None:
-        return {"named": named}
-    counted = Counter(key for key in keys if key is not None)
-    if counted:
-        (kind, common), times = counted.most_common(1)[0]
-        if times * 2 > len(values):
-            usual = (kind, common)
-            exceptions = [
-                [index, value]
-                for index, (value, key) in enumerate(zip(values, keys, strict=True))
-                if key != usual
-            ]
-            return {"mostly": common, "except": exceptions}
-    return {"values": list(values)}
-
-
-def _named(values: Sequence[Any]) -> list[Any] | None:
-    """[prefix, first] when the values are `prefix + str(first + i)`, else None."""
+def _named(values: list[Any]) -> list[Any] | None:
+    """[prefix, first] when the values (strings) are `prefix + str(first + i)`, else None."""
     first = values[0]
     if type(first) is not str:
         return None
@@ -69,10 +67,8 @@ def _named(values: Sequence[Any]) -> list[Any] | None:
     if digits == 0:
         return None
     prefix, number = first[:-digits], int(first[-digits:])
-    for offset, value in enumerate(values):
-        if value != f"{prefix}{number + offset}" or type(value) is not str:
-            return None
-    return [prefix, number]
+    expected = [f"{prefix}{n}" for n in range(number, number + len(values))]
+    return [prefix, number] if values == expected else None
 
 
 def _values(column: Mapping[str, Any], count: int) -> list[Any]:
@@ -80,7 +76,7 @@ def _values(column: Mapping[str, Any], count: int) -> list[Any]:
         return [column["all"]] * count
     if "count" in column:
         first, step = column["count"]
-        return [first + step * i for i in range(count)]
+        return list(range(first, first + step * count, step))
     if "named" in column:
         prefix, first = column["named"]
         return [f"{prefix}{first + i}" for i in range(count)]

@@ -40,8 +40,8 @@ import functools
 import hashlib
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,6 +69,7 @@ from app.domain.errors import NotFound
 from app.domain.ids import derive_id, stateless_session_key
 from app.domain.names import is_label
 from app.metrics import PLAN_STORE_FAILURES, PLAN_STORE_LATENCY
+from app.storage import bodies
 from app.storage.database import HOLDS_SESSION_LOCKS
 from app.storage.repository import IS_NAMED_SESSION, SessionSnapshot
 from app.storage.tables import LINEAGE_SESSION, LINEAGE_UNIT, AssemblyRow, SessionRow
@@ -90,8 +91,9 @@ class AssemblySlot:
 
 @dataclass(frozen=True)
 class NewAssembly:
-    """One assembly to store: the request as received, the response and plan as returned
-    (without its own id: readers add it back), and the lineage it belongs to."""
+    """One assembly to store: the request as the plan keeps it, with the candidate bodies it
+    names by digest (`app.domain.addressing`), the response and plan as returned (without its
+    own id: readers add it back), and the lineage it belongs to."""
 
     tenant_id: int
     session_pk: int | None
@@ -102,6 +104,14 @@ class NewAssembly:
     request: str
     response: dict[str, Any]
     fingerprints: list[Any]
+    bodies: Mapping[str, bytes] = field(default_factory=dict)
+
+    @property
+    def session_key(self) -> int:
+        """The key it and its candidate bodies are stored under (`app.domain.ids`)."""
+        if self.session_pk is None:
+            return stateless_session_key(self.tenant_id)
+        return self.session_pk
 
 
 def _latest_fingerprints(
@@ -250,16 +260,21 @@ def _assembly_id_deriver(tenant_id: int) -> Callable[[int], str]:
 def store_assembly(
     db: Session, assembly: NewAssembly, *, row_id: int | None, derive_id: Callable[[int], str]
 ) -> str:
-    """Store `assembly` under `row_id` (None: the engine assigns one); returns its public id.
-    One statement when the row id is known, two otherwise."""
+    """Store `assembly` under `row_id` (None: the engine assigns one), and the candidate
+    bodies it names; returns its public id. One statement when the row id is known and the
+    bodies are (`bodies.put_bodies`), more otherwise."""
+    now = datetime.now(UTC)
+    bodies.put_bodies(
+        db,
+        tenant_id=assembly.tenant_id,
+        session_key=assembly.session_key,
+        bodies=assembly.bodies,
+        now=now,
+    )
     values = {
         "tenant_id": assembly.tenant_id,
         "session_id": assembly.session_pk,
-        "session_key": (
-            stateless_session_key(assembly.tenant_id)
-            if assembly.session_pk is None
-            else assembly.session_pk
-        ),
+        "session_key": assembly.session_key,
         "as_of_seq": assembly.as_of_seq,
         "unit": assembly.unit,
         "phase": assembly.phase,
@@ -267,7 +282,7 @@ def store_assembly(
         "request": assembly.request,
         "response": assembly.response,
         "fingerprints": assembly.fingerprints,
-        "created_at": datetime.now(UTC),
+        "created_at": now,
     }
     if row_id is not None:
         external_id = derive_id(row_id)
@@ -288,10 +303,11 @@ def store_now(db: Session, assembly: NewAssembly, *, slot: AssemblySlot) -> str:
 
 
 def store_or_defer(
-    db: Session, assembly: NewAssembly, *, slot: AssemblySlot
+    db: Session, build: Callable[[], NewAssembly], *, tenant_id: int, slot: AssemblySlot
 ) -> tuple[str, Callable[[], None] | None]:
     """The assembly's id, with the write still to do after answering when its id was known up
-    front (PostgreSQL), else None (stored and committed now).
+    front (PostgreSQL), else None (built, stored and committed now). `build` makes what is
+    stored; when the write is deferred, so is the building.
 
     The deferred write runs on `db`, whose connection still holds the plan's lock and its
     session's (`open_assembly`), so `db` must not end before it: the request's session is
@@ -301,23 +317,23 @@ def store_or_defer(
     closes it.
     """
     if slot.row_id is None:
-        assembly_id = store_now(db, assembly, slot=slot)
+        assembly_id = store_now(db, build(), slot=slot)
         db.commit()
         return assembly_id, None
-    derive = _assembly_id_deriver(assembly.tenant_id)
-    write = functools.partial(store_after_answer, db, assembly, row_id=slot.row_id, derive=derive)
+    derive = _assembly_id_deriver(tenant_id)
+    write = functools.partial(store_after_answer, db, build, row_id=slot.row_id, derive=derive)
     return derive(slot.row_id), write
 
 
 def store_after_answer(
-    db: Session, assembly: NewAssembly, *, row_id: int, derive: Callable[[int], str]
+    db: Session, build: Callable[[], NewAssembly], *, row_id: int, derive: Callable[[int], str]
 ) -> None:
-    """Write a plan whose id was already handed out, then close `db`. A failure is logged and
-    counted, never retried: the caller has its answer."""
+    """Build and write a plan whose id was already handed out, then close `db`. A failure to
+    write is logged and counted, never retried: the caller has its answer."""
     started = time.perf_counter()
     try:
         with db:
-            store_assembly(db, assembly, row_id=row_id, derive_id=derive)
+            store_assembly(db, build(), row_id=row_id, derive_id=derive)
             db.commit()
     except SQLAlchemyError:
         PLAN_STORE_FAILURES.inc()

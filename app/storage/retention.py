@@ -20,6 +20,9 @@ age out a week at a time:
   queue behind a statement waiting for it), and is tried again next round. Replicas that
   maintain partitions at once take turns (an advisory lock).
 
+Candidate bodies (`app.storage.bodies`) are deleted once no kept plan can name them, in the
+same batches.
+
 The per-session and per-tenant bounds delete rows, on both engines, in batches of
 `assembly_retention_batch`, each its own transaction; on SQLite the age bound does too.
 Pinned by `tests/integration/test_partition_retention.py` and `test_retention.py`.
@@ -38,7 +41,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
-from app.storage import plans
+from app.storage import bodies, plans
 
 log = logging.getLogger("contextd")
 
@@ -207,7 +210,10 @@ def prune_once(
     batch = settings.assembly_retention_batch
     total = 0
     older_than: datetime | None = cutoff
+    # The oldest a kept plan can be: a week's partition outlives the cutoff by up to a week.
+    oldest_kept = cutoff
     if _is_postgresql(factory):
+        oldest_kept = cutoff - WEEK
         prepare_partitions(factory, now=now, cutoff=cutoff)
         drop_expired_partitions(factory, cutoff=cutoff)
         total += _in_batches(
@@ -222,7 +228,7 @@ def prune_once(
             batch,
         )
         older_than = None
-    return total + _in_batches(
+    total += _in_batches(
         factory,
         lambda db: plans.prune_assemblies(
             db,
@@ -233,6 +239,12 @@ def prune_once(
         ),
         batch,
     )
+    _in_batches(
+        factory,
+        lambda db: bodies.prune_bodies(db, plans_older_than=oldest_kept, limit=batch),
+        batch,
+    )
+    return total
 
 
 async def prune_periodically(factory: sessionmaker[Session], settings: Settings) -> None:

@@ -210,3 +210,20 @@ class Manifest(Base):
     version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime]
+
+
+class CandidateBody(Base):
+    """A candidate's body (its `content` or `item`, as JSON) that stored requests name by
+    digest (`app.domain.addressing`), once per session key (a session's, or its tenant's
+    stateless one: `app.domain.ids`). Not a fact: retention deletes bodies no kept plan can name
+    (`app.storage.bodies`)."""
+
+    __tablename__ = "candidate_bodies"
+    __table_args__ = (Index("ix_candidate_bodies_created_at", "created_at"),)
+
+    session_key: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    tenant_id: Mapped[int] = mapped_column(Identity, ForeignKey("tenants.id"), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(32), primary_key=True)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    """When a plan last found the body older than `bodies.REFRESH` (or first stored it)."""

@@ -57,7 +57,7 @@ from app.domain.formats import (
 from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
 from app.domain.items import developer_message
-from app.domain.json_encoding import decode_json, encode_json
+from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
 from app.domain.world_state import history_without_fragments
@@ -67,7 +67,13 @@ from app.storage import plans, repository
 from app.tokens import token_counter
 from app.usecases.history import LoadedHistory, load_history, session_window
 from app.usecases.notices import plan_naming_what_it_leaves_out
-from app.usecases.plan_record import answer_of_row, remember_shown_history, stored_answer
+from app.usecases.plan_record import (
+    answer_of_row,
+    remember_shown_history,
+    request_of,
+    stored_answer,
+    stored_request,
+)
 
 __all__ = ["Assembled", "StoredAnswer", "assemble", "replay", "stored_assembly"]
 
@@ -79,7 +85,9 @@ class Assembled:
 
     answer: AssembleAnswer
     plan: AssemblyPlan
-    record: plans.NewAssembly
+    record: Callable[[], plans.NewAssembly]
+    """Builds what is stored: called once, after the answer where the write is deferred."""
+    tenant_id: int
     slot: plans.AssemblySlot
     encoding: str
 
@@ -101,7 +109,9 @@ def assemble(
     assembled = _run(
         db, tenant_id=tenant_id, request=request, request_text=request_text, settings=settings
     )
-    assembly_id, store_later = plans.store_or_defer(db, assembled.record, slot=assembled.slot)
+    assembly_id, store_later = plans.store_or_defer(
+        db, assembled.record, tenant_id=tenant_id, slot=assembled.slot
+    )
     return StoredAnswer(
         answer={"assembly_id": assembly_id, **assembled.answer},
         assembly_id=assembly_id,
@@ -121,7 +131,8 @@ def replay(
     """`POST /assemblies/{id}/replay`: the stored request with `request.overrides`, assembled
     again as of the same seq, stored as a new plan, and the difference."""
     row = plans.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
-    original = AssembleRequest.model_validate_json(row.request)
+    received = request_of(db, row.request, tenant_id=tenant_id, session_key=row.session_key)
+    original = AssembleRequest.model_validate_json(encode_json(received))
     overrides = request.overrides
     replaced = {source.source for source in overrides.replace_sources}
     dropped = set(overrides.drop_sources) | replaced
@@ -145,7 +156,7 @@ def replay(
         settings=settings,
         as_of_seq=row.as_of_seq,
     )
-    replay_id = plans.store_now(db, assembled.record, slot=assembled.slot)
+    replay_id = plans.store_now(db, assembled.record(), slot=assembled.slot)
     db.commit()
     after = AssembleResponse.model_validate({"assembly_id": replay_id, **assembled.answer})
     diff = diff_selections(
@@ -170,7 +181,7 @@ def replay(
 def stored_assembly(db: Session, *, tenant_id: int, assembly_id: str) -> dict[str, Any]:
     """`GET /assemblies/{id}`: the stored request and answer, as JSON-ready data."""
     row = plans.get_assembly(db, tenant_id=tenant_id, external_id=assembly_id)
-    request = decode_json(row.request)
+    request = request_of(db, row.request, tenant_id=tenant_id, session_key=row.session_key)
     return {
         "assembly_id": assembly_id,
         # The form every other timestamp of the API takes (pydantic's: UTC as `Z`).
@@ -387,31 +398,36 @@ def _run(
         "tools_tokens": setting.tools_tokens,
         "elided": [asdict(entry) for entry in elided],
     }
-    record = plans.NewAssembly(
-        tenant_id=tenant_id,
-        session_pk=session.id if session else None,
-        as_of_seq=loaded.active.last_seq if loaded else None,
-        unit=unit,
-        phase=request.phase,
-        plan_hash=plan.plan_hash,
-        request=request_text,
-        response=stored_answer(
-            answer,
-            output_format=request.output_format,
-            history_from=None
-            if loaded is None
-            else {
-                "encoding": setting.encoding,
-                "input_modalities": sorted(loaded.input_modalities),
-            },
-            candidates={
-                (source.source, spec["id"]): spec
-                for source in request.sources
-                for spec in source.items
-            },
-        ),
-        fingerprints=[list(pair) for pair in fingerprints],
-    )
+
+    def record() -> plans.NewAssembly:
+        request_kept, bodies = stored_request(request, request_text)
+        return plans.NewAssembly(
+            tenant_id=tenant_id,
+            session_pk=session.id if session else None,
+            as_of_seq=loaded.active.last_seq if loaded else None,
+            unit=unit,
+            phase=request.phase,
+            plan_hash=plan.plan_hash,
+            request=request_kept,
+            response=stored_answer(
+                answer,
+                output_format=request.output_format,
+                history_from=None
+                if loaded is None
+                else {
+                    "encoding": setting.encoding,
+                    "input_modalities": sorted(loaded.input_modalities),
+                },
+                candidates={
+                    (source.source, spec["id"]): spec
+                    for source in request.sources
+                    for spec in source.items
+                },
+            ),
+            fingerprints=[list(pair) for pair in fingerprints],
+            bodies=bodies,
+        )
+
     if loaded is not None and session is not None:
         remember_shown_history(
             db,
@@ -421,7 +437,14 @@ def _run(
             modalities=loaded.input_modalities,
             history=setting.history,
         )
-    return Assembled(answer=answer, plan=plan, record=record, slot=slot, encoding=setting.encoding)
+    return Assembled(
+        answer=answer,
+        plan=plan,
+        record=record,
+        tenant_id=tenant_id,
+        slot=slot,
+        encoding=setting.encoding,
+    )
 
 
 def _cache_breakpoints(
@@ -480,7 +503,7 @@ def _account_then_store(
             startup_tokens=assembled.answer["startup_tokens"],
             unit=assembled.answer["unit"],
             phase=request.phase,
-            tenant=assembled.record.tenant_id,
+            tenant=assembled.tenant_id,
             given_tokens={
                 (s.source, c["id"]): tokens
                 for s in request.sources

@@ -22,12 +22,11 @@ from sqlalchemy.orm import Session
 
 from app.domain.grounding import grade_action, items_text
 from app.domain.items import Item, is_model_output
-from app.domain.json_encoding import decode_json
 from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
 from app.storage import plans, repository
 from app.storage.history import fold_session
 from app.storage.tables import SessionRow
-from app.usecases.plan_record import answer_of, offered, shown_history
+from app.usecases.plan_record import answer_of, offered, request_of, shown_history
 
 log = logging.getLogger("contextd")
 
@@ -107,7 +106,11 @@ def grade_next_action(
                     answer_of(
                         assembly.response,
                         history=shown_history(db, session=session, as_of_seq=assembly.as_of_seq),
-                        candidates=offered(decode_json(assembly.request)),
+                        candidates=lambda: offered(
+                            request_of(
+                                db, assembly.request, tenant_id=tenant_id, session_key=session.id
+                            )
+                        ),
                     )
                 ),
                 elided=elided,

@@ -8,6 +8,8 @@ A plan stores what cannot be derived (invariants):
   its output format and where its cache breakpoints went, so it is not stored;
 - an item that is a candidate of the request, as the request gave it, is stored by reference:
   the plan stores the request, and the item's source and id name the candidate in it;
+- the request's larger candidate bodies are stored once per session, by digest
+  (`app.domain.addressing`, `app.storage.bodies`), and read back into it (`request_of`);
 - in session mode, a history item shown as it is (form `raw`) is stored by reference: its id
   `history:<n>` names the n-th item of the session's history as of the plan's `as_of_seq`,
   normalized as the plan says (`HISTORY_FROM`), state fragments left out. The log is
@@ -29,17 +31,22 @@ from typing import Any, overload
 from cachetools import LRUCache
 from sqlalchemy.orm import Session
 
-from app.contract.assembly import AssembleAnswer
+from app.contract.assembly import AssembleAnswer, AssembleRequest
+from app.domain.addressing import (
+    address_bodies,
+    addressed_digests,
+    restore_bodies,
+)
 from app.domain.assemble import HISTORY_SOURCE
 from app.domain.assemble.model import canonical_hash
 from app.domain.errors import StoredPlanMismatch
 from app.domain.formats import cap_cache_breakpoints, from_responses, mark_cache_breakpoint
 from app.domain.history import HistoryEntry
 from app.domain.items import Format, Item, developer_message
-from app.domain.json_encoding import decode_json
+from app.domain.json_encoding import decode_json, encode_json
 from app.domain.packing import pack_records, unpack_records
 from app.domain.world_state import is_state_fragment
-from app.storage import repository
+from app.storage import bodies, repository
 from app.storage.repository import SessionSnapshot
 from app.storage.tables import AssemblyRow, SessionRow
 from app.usecases.history import load_history
@@ -49,8 +56,10 @@ __all__ = [
     "answer_of_row",
     "offered",
     "remember_shown_history",
+    "request_of",
     "shown_history",
     "stored_answer",
+    "stored_request",
 ]
 
 
@@ -94,10 +103,11 @@ def stored_answer(
     candidates: Offered,
 ) -> dict[str, Any]:
     """What a plan stores of its answer, its items and plan entries packed (`PACKED`): all of it
-    but what `answer_of` derives again, namely the rendering (`RENDERED`); the body of every item that is a candidate of the request as
-    the request gave it (the plan stores the request: the item's source and id name it); and
-    in session mode the body of every history item shown as it is (the log holds it: the
-    item's `id` names its place in the history as of the plan)."""
+    but what `answer_of` derives again, namely the rendering (`RENDERED`); the body of every
+    item that is a candidate of the request as the request gave it (the plan stores the
+    request: the item's source and id name it); and in session mode the body of every history
+    item shown as it is (the log holds it: the item's `id` names its place in the history as
+    of the plan)."""
     kept: dict[str, Any] = {key: value for key, value in answer.items() if key not in RENDERED}
     kept["items"] = [_by_reference(item, candidates=candidates) for item in answer["items"]]
     for field in PACKABLE:
@@ -119,10 +129,11 @@ def _by_reference(item: dict[str, Any], *, candidates: Offered) -> dict[str, Any
 
 
 def answer_of(
-    stored: dict[str, Any], *, history: ShownHistory, candidates: Offered
+    stored: dict[str, Any], *, history: ShownHistory, candidates: Callable[[], Offered]
 ) -> dict[str, Any]:
     """A stored plan's answer as it was sent: items the plan stored by reference filled in from
-    the request's `candidates` or the `history`, the rendering derived from the items in the
+    the request's `candidates` (read only if some item needs them) or the `history`, the
+    rendering derived from the items in the
     stored format, with the cache breakpoints marked where the plan put them. A plan stored
     whole (before plans were stored without their rendering) is returned as it is."""
     if OUTPUT_FORMAT not in stored:
@@ -140,8 +151,9 @@ def answer_of(
             if any("content" in item and "item" not in item for item in answer["items"])
             else ()
         )
+        offered_ = candidates() if any("content" not in item for item in answer["items"]) else {}
         answer["items"] = [
-            _filled(item, shown=shown, candidates=candidates) for item in answer["items"]
+            _filled(item, shown=shown, candidates=offered_) for item in answer["items"]
         ]
     context = [
         item["item"] if item["item"] is not None else developer_message(item["content"] or "")
@@ -223,6 +235,34 @@ def _shown_key(
     return (engine, session.id, session.created_at, as_of_seq, encoding, modalities)
 
 
+def stored_request(request: AssembleRequest, request_text: str) -> tuple[str, dict[str, bytes]]:
+    """The request as a plan keeps it (`app.domain.addressing`), from the request as received
+    (its text, and the same parsed and checked), and the bodies it names by digest."""
+    if not any(source.items for source in request.sources):
+        return request_text, {}
+    addressed = address_bodies(decode_json(request_text))
+    if not addressed.bodies:
+        return request_text, {}
+    return encode_json(addressed.stored).decode(), addressed.bodies
+
+
+def request_of(db: Session, request: str, *, tenant_id: int, session_key: int) -> dict[str, Any]:
+    """A stored request (a plan's `request` column) as it was received, with the candidate
+    bodies it names by digest read back. A body that is gone (which retention never does to a
+    kept plan) is a 409 `stored_plan_mismatch`."""
+    stored: dict[str, Any] = decode_json(request)
+    digests = addressed_digests(stored)
+    if not digests:
+        return stored
+    found = bodies.get_bodies(db, tenant_id=tenant_id, session_key=session_key, digests=digests)
+    if len(found) < len(digests):
+        raise StoredPlanMismatch(
+            "the candidate bodies this plan's request names are no longer stored",
+            details={"digests": sorted(digests - found.keys())},
+        )
+    return restore_bodies(stored, found)
+
+
 def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
     """A stored plan's answer (`answer_of`), checked against the plan's `plan_hash`: a plan the
     log no longer yields is a 409 naming the positions whose items differ from the fingerprints
@@ -235,7 +275,13 @@ def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
         session = repository.get_session_by_pk(db, row.session_id)
         return shown_history(db, session=session, as_of_seq=row.as_of_seq)(history_from)
 
-    answer = answer_of(row.response, history=from_log, candidates=offered(decode_json(row.request)))
+    answer = answer_of(
+        row.response,
+        history=from_log,
+        candidates=lambda: offered(
+            request_of(db, row.request, tenant_id=row.tenant_id, session_key=row.session_key)
+        ),
+    )
     items = answer["items"]
     hashed = [[i["id"], i["source"], i["layer"], i["form"], i["content"], i["item"]] for i in items]
     if canonical_hash(hashed) == row.plan_hash:

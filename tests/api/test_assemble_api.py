@@ -365,7 +365,7 @@ def test_a_plan_that_cannot_be_stored_after_its_answer_is_counted_not_raised(
         return REGISTRY.get_sample_value("contextd_plan_store_failures_total") or 0.0
 
     before = failures()
-    plans.store_after_answer(sessionmaker(unreachable)(), record, row_id=1, derive=str)
+    plans.store_after_answer(sessionmaker(unreachable)(), lambda: record, row_id=1, derive=str)
     assert failures() == before + 1
 
 

@@ -203,6 +203,7 @@ def test_migrations_round_trip(tmp_path: object, postgres_url: str) -> None:
         "facts",
         "assemblies",
         "manifests",
+        "candidate_bodies",
     }
     assert triggers == {"facts_append_only", "facts_no_truncate"}
 

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import MetaData, create_engine, insert, select, text
+from sqlalchemy import MetaData, create_engine, insert, text
 from sqlalchemy.engine import make_url
 
 from app.main import create_app

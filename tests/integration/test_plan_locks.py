@@ -38,7 +38,7 @@ def test_a_plan_write_that_fails_releases_the_locks_its_readers_wait_on(
         response={},
         fingerprints=[],
     )
-    assembly_id, write = plans.store_or_defer(db, unstorable, slot=slot)
+    assembly_id, write = plans.store_or_defer(db, lambda: unstorable, tenant_id=-1, slot=slot)
     assert write is not None
     before = _failures()
     write()
