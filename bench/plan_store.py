@@ -3,8 +3,9 @@
 Every trajectory is replayed as one session (a 200k window, so no compaction): before each run
 of model output (one model call) the items since the previous call are appended and a
 session-mode `/assemble` answers. Then, from PostgreSQL: the bytes of each stored plan
-(request, response and fingerprints as text), the `assemblies` and `facts` tables' total size
-(TOAST and indexes included), and the answers' own size for scale.
+(request, response and fingerprints as text, and the candidate bodies it names), the plans'
+tables (`assemblies` with its partitions, `candidate_bodies`) and the `facts` table's total
+size (TOAST and indexes included), and the answers' own size for scale.
 Run: `.venv/bin/python -m bench.plan_store`.
 """
 
@@ -45,14 +46,17 @@ def main() -> None:
         with psycopg.connect(libpq(url)) as db:
             stored, plans_size, facts_size, log = db.execute(
                 "SELECT (SELECT sum(octet_length(request) + octet_length(response::text)"
-                " + octet_length(fingerprints::text)) FROM assemblies),"
-                " pg_total_relation_size('assemblies'), pg_total_relation_size('facts'),"
+                " + octet_length(fingerprints::text)) FROM assemblies)"
+                " + (SELECT coalesce(sum(octet_length(body)), 0) FROM candidate_bodies),"
+                " (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('assemblies'))"
+                " + pg_total_relation_size('candidate_bodies'),"
+                " pg_total_relation_size('facts'),"
                 " (SELECT sum(octet_length(item::text)) FROM facts)"
             ).fetchone() or (0, 0, 0, 0)
     print(f"{assemblies} session-mode assemblies over the public runs, {WINDOW:,}-token windows")
     print(f"answer bytes per assembly:          {answered / assemblies:12,.0f}")
     print(f"stored bytes per assembly:          {stored / assemblies:12,.0f}")
-    print(f"assemblies table:                   {plans_size:12,} bytes")
+    print(f"plans (assemblies, candidate_bodies): {plans_size:10,} bytes")
     print(f"facts table:                        {facts_size:12,} bytes ({log:,} of items)")
     print(f"plans / log:                        {plans_size / facts_size:12.1f}x")
 
