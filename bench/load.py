@@ -311,12 +311,17 @@ async def drive(
 
 
 def database_sizes(database_url: str) -> tuple[dict[str, int], dict[str, int]]:
-    """`pg_database_size` and each sized table's total size (heap, TOAST and indexes), and
-    each sized table's rows."""
+    """`pg_database_size` and each sized table's total size (heap, TOAST and indexes, of every
+    partition), and each sized table's rows."""
     tables = [sql.Identifier(name) for name in SIZED_TABLES]
+    # A partitioned table has no storage of its own: its size is its partitions'.
     query = sql.SQL("SELECT pg_database_size(current_database()), {sizes}, {counts}").format(
         sizes=sql.SQL(", ").join(
-            sql.SQL("pg_total_relation_size({})").format(sql.Literal(name)) for name in SIZED_TABLES
+            sql.SQL(
+                "coalesce((SELECT sum(pg_total_relation_size(relid))::bigint"
+                " FROM pg_partition_tree({name})), pg_total_relation_size({name}))"
+            ).format(name=sql.Literal(name))
+            for name in SIZED_TABLES
         ),
         counts=sql.SQL(", ").join(
             sql.SQL("(SELECT count(*) FROM {})").format(table) for table in tables
