@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Response, status
 from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.api.responses import AnswerThenFinish
+from app.api.responses import AnswerThenFinish, json_response
 from app.contract.common import MAX_SEQ, TokenizerBody
 from app.contract.sessions import (
     AppendRequest,
@@ -147,26 +147,22 @@ def get_session(
     },
 )
 def append_items(
-    session_id: str,
-    body: AppendRequest,
-    tenant_id: TenantId,
-    db: Db,
-    settings: AppSettings,
-    response: Response,
-) -> AppendResponse | Response:
+    session_id: str, body: AppendRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+) -> Response:
     """Appends the items to the log. When they hold the model's output after a session-mode
     assembly, that assembly is graded against it after the answer (`grade_next_action`)."""
     appended = appending.append(
         db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings
     )
-    if appended.replayed:
-        response.status_code = status.HTTP_200_OK
+    code = status.HTTP_200_OK if appended.replayed else status.HTTP_201_CREATED
+    # A response, not the model: FastAPI would validate the model again, in one more worker
+    # thread (it validates a plain handler's return value in one).
     if appended.after_answer is None:
-        return appended.answer
+        return json_response(appended.answer.model_dump(mode="json"), status_code=code)
     return AnswerThenFinish(
         encode_json(appended.answer.model_dump(mode="json")),
         finish=appended.after_answer,
-        status_code=status.HTTP_201_CREATED,
+        status_code=code,
     )
 
 

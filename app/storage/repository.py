@@ -2,7 +2,8 @@
 
 Appends serialise per session on the session row (`SELECT ... FOR UPDATE` in PostgreSQL,
 the database write lock in SQLite), so sequence numbers are gap-free and dense; the
-`(session_id, seq)` primary key is the last line of defence against a duplicate.
+`(session_id, seq)` primary key is the last line of defence against a duplicate. A client's
+batch on PostgreSQL takes the row lock in the statement that writes it (`app.storage.appends`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,17 @@ class AppendResult:
     facts: tuple[AppendedFact, ...]
     replayed: bool
     """True when the idempotency key had been seen: nothing was written."""
+
+    @classmethod
+    def written(cls, first_seq: int, facts: Sequence[NewFact]) -> AppendResult:
+        """`facts`, written from `first_seq` on."""
+        return cls(
+            facts=tuple(
+                AppendedFact(first_seq + offset, fact.type, fact.tokens)
+                for offset, fact in enumerate(facts)
+            ),
+            replayed=False,
+        )
 
 
 def _now() -> datetime:
@@ -308,6 +320,46 @@ def get_session_by_pk(db: Session, pk: int) -> SessionRow:
     return db.get_one(SessionRow, pk)
 
 
+def replay_batch(
+    db: Session,
+    *,
+    session_pk: int,
+    facts: Sequence[NewFact],
+    unit: str | None,
+    phase: str | None,
+    idempotency_key: str,
+) -> AppendResult | None:
+    """The batch `idempotency_key` wrote, as first written, when `facts` are that batch (the
+    same items in the same order, as stored, with the same originals, provenance, unit and
+    phase; JSON values compared, not bytes); None when the key wrote nothing; with another
+    batch `IdempotencyMismatch`."""
+    earlier = db.execute(
+        select(
+            Fact.seq,
+            Fact.type,
+            Fact.tokens,
+            Fact.item,
+            Fact.original,
+            Fact.provenance,
+            Fact.unit,
+            Fact.phase,
+        )
+        .where(Fact.session_id == session_pk, Fact.idempotency_key == idempotency_key)
+        .order_by(Fact.seq)
+    ).all()
+    if not earlier:
+        return None
+    kept = [(f.item, f.original, f.provenance, f.unit, f.phase) for f in earlier]
+    sent = [(f.item, f.original, f.provenance, unit, phase) for f in facts]
+    if kept != sent:
+        raise IdempotencyMismatch(
+            key=idempotency_key, first_seq=earlier[0].seq, last_seq=earlier[-1].seq
+        )
+    return AppendResult(
+        facts=tuple(AppendedFact(f.seq, f.type, f.tokens) for f in earlier), replayed=True
+    )
+
+
 def append_facts(
     db: Session,
     *,
@@ -321,36 +373,20 @@ def append_facts(
     """Append `facts` atomically after the session's last seq. `session` must be locked.
 
     A known `idempotency_key` is a replay when the batch is the same as the one the key
-    names (the same items in the same order, as stored, with the same originals, provenance,
-    unit and phase; JSON values compared, not bytes): nothing is written and the original
-    result is returned. With another batch it is `IdempotencyMismatch`.
+    names (`replay_batch`): nothing is written and the original result is returned. With another
+    batch it is `IdempotencyMismatch`.
     """
     if idempotency_key is not None:
-        earlier = db.execute(
-            select(
-                Fact.seq,
-                Fact.type,
-                Fact.tokens,
-                Fact.item,
-                Fact.original,
-                Fact.provenance,
-                Fact.unit,
-                Fact.phase,
-            )
-            .where(Fact.session_id == session.id, Fact.idempotency_key == idempotency_key)
-            .order_by(Fact.seq)
-        ).all()
-        if earlier:
-            kept = [(f.item, f.original, f.provenance, f.unit, f.phase) for f in earlier]
-            sent = [(f.item, f.original, f.provenance, unit, phase) for f in facts]
-            if kept != sent:
-                raise IdempotencyMismatch(
-                    key=idempotency_key, first_seq=earlier[0].seq, last_seq=earlier[-1].seq
-                )
-            return AppendResult(
-                facts=tuple(AppendedFact(f.seq, f.type, f.tokens) for f in earlier),
-                replayed=True,
-            )
+        replayed = replay_batch(
+            db,
+            session_pk=session.id,
+            facts=facts,
+            unit=unit,
+            phase=phase,
+            idempotency_key=idempotency_key,
+        )
+        if replayed is not None:
+            return replayed
     if expected_last_seq is not None and expected_last_seq != session.last_seq:
         raise SequenceConflict(expected=expected_last_seq, actual=session.last_seq)
     recorded_at = _now()
@@ -377,13 +413,7 @@ def append_facts(
         raise SequenceConflict(expected=session.last_seq, actual=session.last_seq + 1) from exc
     session.last_seq = first_seq + len(rows) - 1
     db.flush()
-    return AppendResult(
-        facts=tuple(
-            AppendedFact(first_seq + offset, fact.type, fact.tokens)
-            for offset, fact in enumerate(facts)
-        ),
-        replayed=False,
-    )
+    return AppendResult.written(first_seq, facts)
 
 
 def append_conclusion(

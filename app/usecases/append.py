@@ -15,12 +15,12 @@ from sqlalchemy.orm import Session
 
 from app.contract.sessions import AppendedItem, AppendRequest, AppendResponse, ExcludedItem
 from app.domain.errors import PayloadTooLarge, RuleBroken
-from app.domain.facts import client_batch, item_fact
-from app.domain.items import admission_reason
+from app.domain.facts import NewFact, client_batch, item_fact
+from app.domain.items import admission_reason, is_model_output
 from app.domain.json_encoding import encode_json
 from app.metrics import record_append
 from app.settings import Settings
-from app.storage import repository
+from app.storage import appends
 from app.tokens import token_counter
 from app.usecases.grounding import grade_next_action, next_action
 
@@ -57,35 +57,41 @@ def append(
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
             )
     items, originals = client_batch(body.items, body.format, field="items")
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    count_tokens = token_counter(session.encoding)
     provenance = body.metadata.model_dump(exclude_none=True)
-    new_facts = [
-        item_fact(item, provenance=provenance, count_tokens=count_tokens, original=original)
-        for item, original in zip(items, originals, strict=True)
-    ]
-    result = repository.append_facts(
+
+    def facts_for(encoding: str) -> list[NewFact]:
+        count_tokens = token_counter(encoding)
+        return [
+            item_fact(item, provenance=provenance, count_tokens=count_tokens, original=original)
+            for item, original in zip(items, originals, strict=True)
+        ]
+
+    appended = appends.append_to_session(
         db,
-        session=session,
-        facts=new_facts,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        facts_for=facts_for,
+        encoding_guess=settings.default_encoding,
         unit=body.unit,
         phase=body.phase,
         idempotency_key=body.idempotency_key,
         expected_last_seq=body.expected_last_seq,
+        grade=any(is_model_output(item) for item in items),
     )
     db.commit()
+    result = appended.result
     if not result.replayed:
         record_append(
-            (fact.type for fact in new_facts),
-            tokens=sum(fact.tokens for fact in new_facts),
+            (fact.type for fact in result.facts),
+            tokens=sum(fact.tokens for fact in result.facts),
             unit=body.unit,
             phase=body.phase,
             tenant=tenant_id,
         )
     harness_authored = body.metadata.harness_authored
     excluded = [
-        ExcludedItem(seq=appended.seq, type=appended.type, reason=reason)
-        for appended, item in zip(result.facts, items, strict=False)
+        ExcludedItem(seq=fact.seq, type=fact.type, reason=reason)
+        for fact, item in zip(result.facts, items, strict=False)
         if (reason := admission_reason(item, harness_authored=harness_authored)) is not None
     ]
     answer = AppendResponse(
@@ -95,14 +101,17 @@ def append(
         excluded=excluded,
     )
     action = next_action(items, first_seq=answer.first_seq)
-    if result.replayed or action is None:
+    # The append looked in the database (where any process stores its assemblies) for the
+    # lineage's assembly still to grade: without one, grading would find nothing either.
+    if result.replayed or action is None or appended.ungraded_as_of_seq is None:
         return Appended(answer, replayed=result.replayed, after_answer=None)
     grade = functools.partial(
         grade_next_action,
         db,
-        session=session,
+        session_pk=appended.session_pk,
         tenant_id=tenant_id,
-        unit=body.unit or session.unit,
+        unit=body.unit or appended.session_unit,
         action=action,
+        batch_last_seq=answer.last_seq,
     )
     return Appended(answer, replayed=False, after_answer=grade)

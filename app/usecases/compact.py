@@ -48,7 +48,7 @@ from app.domain.world_state import invariant_items
 from app.hooks import HookCaller, HookResult, SummarizerUnavailable, summarize_with_llm
 from app.metrics import record_compaction, record_hook
 from app.settings import Settings
-from app.storage import plans, repository
+from app.storage import groundings, repository
 from app.tokens import token_counter
 from app.usecases.history import LoadedHistory, load_history, session_window
 
@@ -80,11 +80,11 @@ def compact(
         loaded = load_history(db, session, encoding=body.encoding)
         count_tokens = token_counter(loaded.encoding)
         if params.target_tokens is None:
-            groundings = plans.recent_groundings(
+            graded = groundings.recent_groundings(
                 db, tenant_id=tenant_id, session_pk=session.id, limit=GRADED_CALLS
             )
             target = _low_watermark_target(
-                loaded, session_window(settings, session), groundings=groundings
+                loaded, session_window(settings, session), groundings=graded
             )
             params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)

@@ -1,8 +1,9 @@
 """Next-action grounding, measured live: an assembly graded against the output its model took.
 
-When an append carries a model's output (`next_action`), the work after the answer
-(`grade_next_action`) finds the latest session-mode assembly of the same lineage (tenant,
-session, unit) and, when that output is the first model output logged since it, grades it
+When an append carries a model's output (`next_action`) and finds, in the same statement, that
+the latest assembly of its lineage (tenant, session, unit) is a session-mode one still
+ungraded (`app.storage.groundings`), the work after the answer (`grade_next_action`) reads that
+assembly and, when that output is the first model output logged since it, grades it
 (`app.domain.grounding.grade_action`): which identifiers of the output the history held, and
 whether the assembly showed them, listed them as elided, or neither. The outcome is stored on
 the plan once (`GET /assemblies/{id}` shows it as `grounding`) and counted in Prometheus by unit
@@ -23,9 +24,8 @@ from sqlalchemy.orm import Session
 from app.domain.grounding import grade_action, items_text
 from app.domain.items import Item, is_model_output
 from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
-from app.storage import plans, repository
+from app.storage import groundings, repository
 from app.storage.history import fold_session
-from app.storage.tables import SessionRow
 from app.usecases.plan_record import answer_of, offered, request_of, shown_history
 
 log = logging.getLogger("contextd")
@@ -59,18 +59,25 @@ def _shown_text(response: dict[str, Any]) -> str:
 
 
 def grade_next_action(
-    db: Session, *, session: SessionRow, tenant_id: int, unit: str | None, action: NextAction
+    db: Session,
+    *,
+    session_pk: int,
+    tenant_id: int,
+    unit: str | None,
+    action: NextAction,
+    batch_last_seq: int,
 ) -> None:
-    """Grade the lineage's latest assembly against `action` and store and count the outcome;
-    nothing when the latest assembly is graded already, or `action` is not its next action.
-    Closes `db`."""
+    """Grade the lineage's latest assembly against `action`, appended in a batch ending at
+    `batch_last_seq`, and store and count the outcome; nothing when the latest assembly is graded
+    already, or `action` is not its next action. Closes `db`."""
     try:
         with db:
-            assembly = plans.latest_ungraded(
-                db, tenant_id=tenant_id, session_pk=session.id, unit=unit
+            assembly = groundings.latest_ungraded(
+                db, tenant_id=tenant_id, session_pk=session_pk, unit=unit
             )
             if assembly is None or not 0 < action.first_seq - assembly.as_of_seq <= MAX_GAP_FACTS:
                 return
+            session = repository.get_session_by_pk(db, session_pk)
             between = repository.read_facts(
                 db,
                 session_id=session.id,
@@ -82,7 +89,7 @@ def grade_next_action(
                 for fact in between
             ):
                 return  # the unit's model acted since: this output answers a later call
-            active = fold_session(db, session)
+            active = fold_session(db, session, up_to_seq=batch_last_seq)
             # The history before the call: the active history (since the last reset) as the
             # assembly saw it, and the logged facts its elided ranges stand for.
             history = [
@@ -116,9 +123,11 @@ def grade_next_action(
                 elided=elided,
                 goal=active.goal.text if active.goal is not None else "",
             )
-            if plans.record_grounding(db, row_id=assembly.row_id, grounding=grounding.as_dict()):
+            if groundings.record_grounding(
+                db, row_id=assembly.row_id, grounding=grounding.as_dict()
+            ):
                 db.commit()
                 record_grounding(grounding, unit=unit, tenant=tenant_id)
     except SQLAlchemyError:
         AFTER_ANSWER_FAILURES.labels("grounding").inc()
-        log.exception("the next action of session %s could not be graded", session.external_id)
+        log.exception("the next action in session #%s could not be graded", session_pk)

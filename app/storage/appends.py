@@ -1,0 +1,331 @@
+"""A client's batch appended to a named session (`POST /sessions/{id}/items`), as few round trips
+as the guarantees allow.
+
+Guarantees, as `repository.append_facts` keeps them under the session's lock: seqs follow the
+session's `last_seq`, consecutive, without gap or duplicate under any concurrency; a batch
+refused (`expected_last_seq` not the session's last, another batch under its idempotency key, a
+value the database refuses) writes nothing; a key already used with the same batch replays it as
+first written; another tenant's session is not found.
+
+On PostgreSQL, outside a transaction, one statement in autocommit does it (`_APPEND`): it reads
+the named session's row, looks for the key's facts, bumps the row's `last_seq` (the update
+waits for the row's lock and reads its newest version), inserts the facts after the old value
+and, when asked, finds the lineage's assembly still to grade. Its answer means the facts are
+committed and visible to every connection. The key is looked for in the statement's snapshot,
+taken before the row lock: so a keyed batch is written only if the row's `last_seq` is still
+the snapshot's when locked (nothing came in between that could be the key's own batch);
+otherwise it goes the locked way. Pinned by `tests/integration/test_append_path.py`.
+
+The facts' tokens depend on the session's encoding, which the statement checks: it writes
+nothing under another. The encoding is guessed (the service default, or what this process
+learnt of the session), so a wrong guess costs one statement more, never a wrong count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    ARRAY,
+    JSON,
+    BigInteger,
+    Boolean,
+    Integer,
+    String,
+    Text,
+    bindparam,
+    case,
+    cast,
+    column,
+    exists,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    table,
+    true,
+    update,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from app.domain.errors import NotFound, SequenceConflict
+from app.domain.facts import NewFact
+from app.domain.names import is_session_id
+from app.storage.database import dump_json
+from app.storage.groundings import ungraded_as_of_seq
+from app.storage.repository import (
+    IS_NAMED_SESSION,
+    AppendResult,
+    append_facts,
+    get_session,
+    replay_batch,
+)
+from app.storage.tables import Fact, SessionRow, UtcDateTime
+
+
+@dataclass(frozen=True)
+class SessionAppend:
+    """An append to a named session: what was written (or replayed), the session's row id and
+    its own unit, and, when asked, the lineage's assembly still to grade."""
+
+    result: AppendResult
+    session_pk: int
+    session_unit: str | None
+    ungraded_as_of_seq: int | None
+    """With `grade`, for a batch written: the `as_of_seq` of the lineage's latest assembly as
+    the append found it, when that one is a session-mode assembly still ungraded
+    (`groundings.ungraded_as_of_seq`); else None."""
+
+
+_ENCODINGS: dict[tuple[int, str], str] = {}
+"""The encodings of sessions this process found not to use the encoding it guessed, by tenant
+and name: a hint only, since the append statement writes nothing under another encoding than
+the session's (a wrong hint costs one statement more). Cleared when full."""
+_MAX_ENCODINGS = 100_000
+
+# The append statement, built once (`append_to_session`). The named session's row as this
+# statement's snapshot has it; the row it updates is the newest version, locked.
+_NAMED = (
+    select(
+        SessionRow.id,
+        SessionRow.tenant_id,
+        SessionRow.last_seq,
+        SessionRow.encoding,
+        SessionRow.unit,
+    )
+    .where(*IS_NAMED_SESSION)
+    .cte("named")
+)
+_KEY = bindparam("idempotency_key", type_=String)
+_COUNT = bindparam("count", type_=BigInteger)
+_UNIT = bindparam("unit", type_=String)
+_KEY_USED = exists().where(Fact.session_id == _NAMED.c.id, Fact.idempotency_key == _KEY)
+# The sessions table as the update sees it: only the columns it touches, since SQLAlchemy sets
+# every column of an UPDATE's table that a parameter of the statement is named after (here
+# `tenant_id` and `external_id`, which name the session).
+_SEQS = table(SessionRow.__tablename__, column("id", BigInteger), column("last_seq", BigInteger))
+_BUMPED = (
+    update(_SEQS)
+    .where(
+        _SEQS.c.id == _NAMED.c.id,
+        _NAMED.c.encoding == bindparam("encoding", type_=String),  # the facts' tokens'
+        _SEQS.c.last_seq
+        == func.coalesce(bindparam("expected_last_seq", type_=BigInteger), _SEQS.c.last_seq),
+        ~_KEY_USED,
+        # The key was looked for in the snapshot: a keyed batch is written only if nothing was
+        # appended since, else what came in between may be the key's own batch.
+        or_(_KEY.is_(None), _SEQS.c.last_seq == _NAMED.c.last_seq),
+    )
+    .values(last_seq=_SEQS.c.last_seq + _COUNT)
+    .returning((_SEQS.c.last_seq - _COUNT).label("after_seq"))
+    .cte("bumped")
+)
+# One statement text for any batch size (prepared once per connection). The JSON values come
+# as JSON arrays, each element kept as written: `json_array_elements` slices the text (parsing
+# nothing again, so `\u0000` escapes pass), and psycopg escapes no array of documents.
+_TYPES_AND_TOKENS = (
+    func.unnest(bindparam("types", type_=ARRAY(String)), bindparam("tokens", type_=ARRAY(Integer)))
+    .table_valued("type", "tokens", with_ordinality="n")
+    .render_derived(name="counted")
+)
+_ITEMS, _PROVENANCES, _ORIGINALS = (
+    func.json_array_elements(cast(bindparam(name, type_=Text), JSON))
+    .table_valued("value", with_ordinality="n")
+    .render_derived(name=name)
+    for name in ("items", "provenances", "originals")
+)
+_INSERTED = (
+    insert(Fact)
+    .from_select(
+        [
+            "session_id",
+            "seq",
+            "type",
+            "item",
+            "tokens",
+            "unit",
+            "phase",
+            "provenance",
+            "idempotency_key",
+            "recorded_at",
+            "original",
+        ],
+        select(
+            _NAMED.c.id,
+            _BUMPED.c.after_seq + _TYPES_AND_TOKENS.c.n,
+            _TYPES_AND_TOKENS.c.type,
+            _ITEMS.c.value,
+            _TYPES_AND_TOKENS.c.tokens,
+            _UNIT,
+            bindparam("phase", type_=String),
+            _PROVENANCES.c.value,
+            _KEY,
+            bindparam("recorded_at", type_=UtcDateTime()),
+            _ORIGINALS.c.value,
+        )
+        .select_from(_NAMED)
+        .join(_BUMPED, true())
+        .join(_TYPES_AND_TOKENS, true())
+        .join(_ITEMS, _ITEMS.c.n == _TYPES_AND_TOKENS.c.n)
+        .join(_PROVENANCES, _PROVENANCES.c.n == _TYPES_AND_TOKENS.c.n)
+        .join(_ORIGINALS, _ORIGINALS.c.n == _TYPES_AND_TOKENS.c.n),
+    )
+    .cte("inserted")
+)
+_LINEAGE_UNGRADED = ungraded_as_of_seq(
+    _NAMED.c.tenant_id,
+    _NAMED.c.id,
+    # The call's unit, else the session's own (a child session's calls are its unit's).
+    func.coalesce(_UNIT, _NAMED.c.unit, literal_column("''")),
+)
+_APPEND = select(
+    _NAMED.c.id,
+    _NAMED.c.last_seq,
+    _NAMED.c.encoding,
+    _NAMED.c.unit,
+    select(_BUMPED.c.after_seq).scalar_subquery().label("after_seq"),
+    _KEY_USED.label("key_used"),
+    case((bindparam("grade", type_=Boolean), _LINEAGE_UNGRADED)).label("ungraded_as_of_seq"),
+).add_cte(_INSERTED)
+
+
+def append_to_session(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    facts_for: Callable[[str], Sequence[NewFact]],
+    encoding_guess: str,
+    unit: str | None,
+    phase: str | None,
+    idempotency_key: str | None,
+    expected_last_seq: int | None,
+    grade: bool,
+) -> SessionAppend:
+    """Append the batch `facts_for(encoding)` (the facts counted in the session's encoding) to
+    the tenant's session `session_id`, as `append_facts` would under the session's lock: after
+    the session's last seq, refused whole when `expected_last_seq` is not it, replayed when
+    `idempotency_key` wrote this batch already.
+
+    On PostgreSQL, outside a transaction, one statement in autocommit does it all (its answer
+    means the facts are committed): the session's row, the key's use, the bump of `last_seq`,
+    the insert and, with `grade`, the lineage's assembly still to grade; the batch is counted in
+    `encoding_guess` unless this process knows the session's encoding to be another. Only a
+    keyed batch in a session appended to between the statement's snapshot and its row lock
+    goes the locked way (SQLite's always), in a transaction the caller commits.
+    """
+    if not is_session_id(session_id):
+        raise NotFound(f"session {session_id!r} not found")
+    if db.get_bind().engine.dialect.name == "postgresql":
+        began = db.in_transaction()
+        autocommit = {} if began else {"isolation_level": "AUTOCOMMIT"}
+        appended = _append_in_one_statement(
+            db,
+            db.connection(execution_options=autocommit),
+            tenant_id=tenant_id,
+            session_id=session_id,
+            facts_for=facts_for,
+            encoding_guess=encoding_guess,
+            unit=unit,
+            phase=phase,
+            idempotency_key=idempotency_key,
+            expected_last_seq=expected_last_seq,
+            grade=grade,
+        )
+        if appended is not None:
+            return appended
+        if not began:
+            db.rollback()  # out of autocommit: the lock is held until the caller commits
+    session = get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    result = append_facts(
+        db,
+        session=session,
+        facts=facts_for(session.encoding),
+        unit=unit,
+        phase=phase,
+        idempotency_key=idempotency_key,
+        expected_last_seq=expected_last_seq,
+    )
+    ungraded = None
+    if grade and not result.replayed:
+        lineage = (tenant_id, session.id, unit or session.unit or "")
+        ungraded = db.scalar(select(ungraded_as_of_seq(*lineage)))
+    return SessionAppend(result, session.id, session.unit, ungraded)
+
+
+def _append_in_one_statement(
+    db: Session,
+    connection: Connection,
+    *,
+    tenant_id: int,
+    session_id: str,
+    facts_for: Callable[[str], Sequence[NewFact]],
+    encoding_guess: str,
+    unit: str | None,
+    phase: str | None,
+    idempotency_key: str | None,
+    expected_last_seq: int | None,
+    grade: bool,
+) -> SessionAppend | None:
+    """`append_to_session`'s statement (again, under the session's encoding when the guess was
+    another), on `db`'s connection (Core: the statement needs nothing of the ORM); None when a
+    keyed batch must take the locked way."""
+    hint = (tenant_id, session_id)
+    encoding = _ENCODINGS.get(hint, encoding_guess)
+    while True:
+        facts = facts_for(encoding)
+        found = connection.execute(
+            _APPEND,
+            {
+                "tenant_id": tenant_id,
+                "external_id": session_id,
+                "encoding": encoding,
+                "expected_last_seq": expected_last_seq,
+                "idempotency_key": idempotency_key,
+                "count": len(facts),
+                "types": [fact.type for fact in facts],
+                "tokens": [fact.tokens for fact in facts],
+                "items": dump_json([fact.item for fact in facts]),
+                "provenances": dump_json([fact.provenance for fact in facts]),
+                # JSON null, not SQL NULL, as `append_facts` stores a missing original.
+                "originals": dump_json([fact.original for fact in facts]),
+                "unit": unit,
+                "phase": phase,
+                "recorded_at": datetime.now(UTC),
+                "grade": grade,
+            },
+        ).one_or_none()
+        if found is None:
+            raise NotFound(f"session {session_id!r} not found")
+        if found.encoding == encoding:
+            break
+        if len(_ENCODINGS) >= _MAX_ENCODINGS:
+            _ENCODINGS.clear()
+        _ENCODINGS[hint] = encoding = found.encoding
+    if found.after_seq is not None:
+        return SessionAppend(
+            AppendResult.written(found.after_seq + 1, facts),
+            found.id,
+            found.unit,
+            found.ungraded_as_of_seq,
+        )
+    if found.key_used:
+        assert idempotency_key is not None  # a key is used only when one was given
+        replayed = replay_batch(
+            db,
+            session_pk=found.id,
+            facts=facts,
+            unit=unit,
+            phase=phase,
+            idempotency_key=idempotency_key,
+        )
+        # The statement saw the key's facts, committed, and facts are never deleted.
+        assert replayed is not None
+        return SessionAppend(replayed, found.id, found.unit, None)
+    if expected_last_seq is not None and expected_last_seq != found.last_seq:
+        raise SequenceConflict(expected=expected_last_seq, actual=found.last_seq)
+    return None
