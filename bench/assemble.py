@@ -12,8 +12,9 @@ against the floor.
 Run: `make bench` (or `.venv/bin/python -m bench.assemble`).
 
 `--against DIR` also serves the code of another checkout (say `git worktree add DIR HEAD~1`)
-on the same database, and sends each round's requests to both servers in turn, the order
-alternating by round; "vs" is the median over rounds of this code's p50 over the other's.
+on a database of its own, migrated by that code, and sends each round's requests to both
+servers in turn, the order alternating by round; "vs" is the median over rounds of this
+code's p50 over the other's.
 """
 
 from __future__ import annotations
@@ -147,18 +148,18 @@ def main() -> None:
     codes = ["this", "against"]
     results: list[tuple[int, int, str, list[Row], list[float]]] = []
     with contextlib.ExitStack() as stack:
-        url = stack.enter_context(bench_database("contextd_bench_assemble"))
         sources = [ROOT] if against is None else [ROOT, against.resolve()]
-        clients = [
-            stack.enter_context(
-                httpx.Client(
-                    base_url=stack.enter_context(running_server(url, source=source)), timeout=120
-                )
+        clients = []
+        # Each code on a database its own migrations made: an older schema is not this one's.
+        for code, source in zip(codes, sources, strict=False):
+            url = stack.enter_context(
+                bench_database(f"contextd_bench_assemble_{code}", source=source)
             )
-            for source in sources
-        ]
-        clients[0].post("/sessions", json={"session_id": "bench"}).raise_for_status()
-        clients[0].post("/sessions/bench/items", json={"items": trajectory}).raise_for_status()
+            base = stack.enter_context(running_server(url, source=source))
+            client = stack.enter_context(httpx.Client(base_url=base, timeout=120))
+            client.post("/sessions", json={"session_id": "bench"}).raise_for_status()
+            client.post("/sessions/bench/items", json={"items": trajectory}).raise_for_status()
+            clients.append(client)
         for size in SIZES:
             candidates = build_candidates(size)
             total = sum(c["tokens"] for c in candidates)
@@ -188,10 +189,10 @@ def main() -> None:
         for code, row, store in zip(codes, rows, stores, strict=False):
             p50, p99 = statistics.median(row.server), percentile(row.server, 0.99)
             floor, ratio = statistics.median(row.floor), statistics.median(row.round_ratios)
-            total = p50 + store
+            work = p50 + store
             figures = (
                 f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
-                f" {total:>9.2f} {total / floor:>8.2f} {total - floor:>8.2f}"
+                f" {work:>9.2f} {work / floor:>8.2f} {work - floor:>8.2f}"
             )
             line = f"{size:>6} {total:>8} {mode:<9} {figures}"
             if against is None:

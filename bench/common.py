@@ -39,15 +39,24 @@ def libpq(url: str) -> str:
 
 
 @contextlib.contextmanager
-def bench_database(name: str) -> Iterator[str]:
-    """A fresh, migrated database named after `name` and this process (two runs at once on one
-    cluster must not drop each other's), dropped afterwards."""
+def bench_database(name: str, *, source: Path = ROOT) -> Iterator[str]:
+    """A fresh database named after `name` and this process (two runs at once on one cluster
+    must not drop each other's), migrated by the code of the checkout at `source` (this one by
+    default: another checkout's schema may be older), dropped afterwards."""
     name = f"{name}_{os.getpid()}"
     with psycopg.connect(libpq(ADMIN_URL), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    migrate(url)
+    if source == ROOT:
+        migrate(url)
+    else:
+        subprocess.run(
+            [sys.executable, "-m", "app.cli", "migrate"],
+            env={**os.environ, "CTX_DATABASE_URL": url},
+            cwd=source,
+            check=True,
+        )
     try:
         yield url
     finally:

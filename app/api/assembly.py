@@ -11,7 +11,7 @@ import time
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import AppSettings, Db, RawBody, TenantId
+from app.api.deps import AppSettings, Db, JsonBody, RawBody, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.responses import AnswerThenFinish, json_response
@@ -25,6 +25,7 @@ from app.contract.assembly import (
 from app.domain.json_encoding import encode_json
 from app.metrics import ASSEMBLY_LATENCY
 from app.usecases import assemble as assembly
+from app.usecases.plan_record import ReceivedRequest
 
 router = APIRouter(route_class=JsonRoute, tags=["assembly"], responses=ERROR_RESPONSES)
 
@@ -38,6 +39,7 @@ router = APIRouter(route_class=JsonRoute, tags=["assembly"], responses=ERROR_RES
 def assemble(
     body: AssembleRequest,
     raw: RawBody,
+    parsed: JsonBody,
     tenant_id: TenantId,
     db: Db,
     settings: AppSettings,
@@ -52,8 +54,9 @@ def assemble(
         request_text = raw.decode()
     except UnicodeDecodeError:  # JSON may arrive as UTF-16 or UTF-32
         request_text = body.model_dump_json(exclude_defaults=True)
+    received = ReceivedRequest(text=request_text, value=parsed)
     stored = assembly.assemble(
-        db, tenant_id=tenant_id, request=body, request_text=request_text, settings=settings
+        db, tenant_id=tenant_id, request=body, received=received, settings=settings
     )
     ASSEMBLY_LATENCY.observe(
         time.perf_counter() - started, exemplar={"assembly_id": stored.assembly_id}

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
@@ -209,8 +209,15 @@ async def get_raw_body(request: Request) -> bytes:
     return await request.body()
 
 
+async def get_json_body(request: Request) -> Any:
+    """The request body parsed (`app.api.json_body`): the value the route's model was checked
+    from, parsed once."""
+    return await request.json()
+
+
 Db = Annotated[Session, Depends(get_db)]
 RawBody = Annotated[bytes, Depends(get_raw_body)]
+JsonBody = Annotated[Any, Depends(get_json_body)]
 TenantId = Annotated[int, Depends(get_tenant)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 Hooks = Annotated[HookCaller, Depends(get_hook_caller)]

@@ -31,15 +31,13 @@ __all__ = ["REFRESH", "get_bodies", "prune_bodies", "put_bodies"]
 REFRESH = timedelta(days=1)
 """How old a body's row may be for a new plan to name it without refreshing it."""
 
-_FRESH: LRUCache[tuple[Any, ...], datetime] = LRUCache(maxsize=200_000)
-"""(database, tenant, session key, digest) -> the row's `created_at`, as this process last
-wrote or read it. A row it names is never deleted while younger than `REFRESH` (retention
-keeps far older ones), so an entry younger than that needs no read."""
+_FRESH: LRUCache[tuple[Any, ...], dict[str, datetime]] = LRUCache(maxsize=200_000, getsizeof=len)
+"""(database, tenant, session key) -> {digest: the row's `created_at`} as this process last wrote
+or read it, 200,000 digests in all (about 30 MB). A row it names is never deleted while younger
+than `REFRESH` (retention keeps far older ones), so an entry younger than that needs no read."""
 _FRESH_LOCK = threading.Lock()
-
-
-def _key(db: Session, tenant_id: int, session_key: int, digest: str) -> tuple[Any, ...]:
-    return (weakref.ref(db.get_bind().engine), tenant_id, session_key, digest)
+_KNOWN_PER_SESSION = 50_000
+"""Digests remembered per session key at most (a session offering more starts over)."""
 
 
 def put_bodies(
@@ -49,10 +47,11 @@ def put_bodies(
     none, one or two statements, by what this process already knows."""
     if not bodies:
         return
-    keys = {digest: _key(db, tenant_id, session_key, digest) for digest in bodies}
+    key = (weakref.ref(db.get_bind().engine), tenant_id, session_key)
     fresh_since = now - REFRESH
     with _FRESH_LOCK:
-        unknown = [d for d, key in keys.items() if _FRESH.get(key, fresh_since) <= fresh_since]
+        fresh = _FRESH.get(key) or {}
+        unknown = [digest for digest in bodies if fresh.get(digest, fresh_since) <= fresh_since]
     if not unknown:
         return
     found = db.execute(
@@ -76,8 +75,10 @@ def put_bodies(
         )
         known.update(dict.fromkeys(missing, now))
     with _FRESH_LOCK:
-        for digest, created_at in known.items():
-            _FRESH[keys[digest]] = created_at
+        fresh = _FRESH.get(key) or {}
+        if len(fresh) + len(known) > _KNOWN_PER_SESSION:
+            fresh = {}
+        _FRESH[key] = {**fresh, **known}
 
 
 def _upsert(
@@ -101,13 +102,12 @@ def _upsert(
         }
         for digest in digests
     ]
-    statement = dialect.insert(CandidateBody).values(rows)
-    db.execute(
-        statement.on_conflict_do_update(
-            index_elements=["session_key", "tenant_id", "digest"],
-            set_={"created_at": statement.excluded.created_at},
-        )
+    statement = dialect.insert(CandidateBody)
+    upsert = statement.on_conflict_do_update(
+        index_elements=["session_key", "tenant_id", "digest"],
+        set_={"created_at": statement.excluded.created_at},
     )
+    db.execute(upsert, rows)
 
 
 def get_bodies(

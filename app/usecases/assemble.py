@@ -57,7 +57,7 @@ from app.domain.formats import (
 from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
 from app.domain.items import developer_message
-from app.domain.json_encoding import encode_json
+from app.domain.json_encoding import decode_json, encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
 from app.domain.world_state import history_without_fragments
@@ -68,6 +68,7 @@ from app.tokens import token_counter
 from app.usecases.history import LoadedHistory, load_history, session_window
 from app.usecases.notices import plan_naming_what_it_leaves_out
 from app.usecases.plan_record import (
+    ReceivedRequest,
     answer_of_row,
     remember_shown_history,
     request_of,
@@ -103,12 +104,16 @@ class StoredAnswer:
 
 
 def assemble(
-    db: Session, *, tenant_id: int, request: AssembleRequest, request_text: str, settings: Settings
+    db: Session,
+    *,
+    tenant_id: int,
+    request: AssembleRequest,
+    received: ReceivedRequest,
+    settings: Settings,
 ) -> StoredAnswer:
-    """`POST /assemble`: one context, its plan stored (see the module docstring)."""
-    assembled = _run(
-        db, tenant_id=tenant_id, request=request, request_text=request_text, settings=settings
-    )
+    """`POST /assemble`: one context, its plan stored (see the module docstring). `request` is
+    `received`, checked."""
+    assembled = _run(db, tenant_id=tenant_id, request=request, received=received, settings=settings)
     assembly_id, store_later = plans.store_or_defer(
         db, assembled.record, tenant_id=tenant_id, slot=assembled.slot
     )
@@ -148,11 +153,12 @@ def replay(
     if overrides.budget is not None:
         changed.budget = overrides.budget
     before = AssembleResponse.model_validate({"assembly_id": assembly_id, **answer_of_row(db, row)})
+    changed_text = changed.model_dump_json(exclude_defaults=True)
     assembled = _run(
         db,
         tenant_id=tenant_id,
         request=changed,
-        request_text=changed.model_dump_json(exclude_defaults=True),
+        received=ReceivedRequest(text=changed_text, value=decode_json(changed_text)),
         settings=settings,
         as_of_seq=row.as_of_seq,
     )
@@ -323,7 +329,7 @@ def _run(
     *,
     tenant_id: int,
     request: AssembleRequest,
-    request_text: str,
+    received: ReceivedRequest,
     settings: Settings,
     as_of_seq: int | None = None,
 ) -> Assembled:
@@ -400,7 +406,7 @@ def _run(
     }
 
     def record() -> plans.NewAssembly:
-        request_kept, bodies = stored_request(request, request_text)
+        request_kept, bodies = stored_request(request, received)
         return plans.NewAssembly(
             tenant_id=tenant_id,
             session_pk=session.id if session else None,

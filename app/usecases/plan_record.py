@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, overload
 
 from cachetools import LRUCache
@@ -52,6 +53,7 @@ from app.storage.tables import AssemblyRow, SessionRow
 from app.usecases.history import load_history
 
 __all__ = [
+    "ReceivedRequest",
     "answer_of",
     "answer_of_row",
     "offered",
@@ -235,14 +237,25 @@ def _shown_key(
     return (engine, session.id, session.created_at, as_of_seq, encoding, modalities)
 
 
-def stored_request(request: AssembleRequest, request_text: str) -> tuple[str, dict[str, bytes]]:
+@dataclass(frozen=True)
+class ReceivedRequest:
+    """A request as received: its JSON text, and the same parsed (exactly: see
+    `app.api.json_body`), which a plan's stored form is made from without parsing it again."""
+
+    text: str
+    value: dict[str, Any]
+
+
+def stored_request(
+    request: AssembleRequest, received: ReceivedRequest
+) -> tuple[str, dict[str, bytes]]:
     """The request as a plan keeps it (`app.domain.addressing`), from the request as received
-    (its text, and the same parsed and checked), and the bodies it names by digest."""
+    (and the same checked), and the bodies it names by digest."""
     if not any(source.items for source in request.sources):
-        return request_text, {}
-    addressed = address_bodies(decode_json(request_text))
+        return received.text, {}
+    addressed = address_bodies(received.value)
     if not addressed.bodies:
-        return request_text, {}
+        return received.text, {}
     return encode_json(addressed.stored).decode(), addressed.bodies
 
 

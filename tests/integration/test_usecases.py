@@ -19,6 +19,7 @@ from app.storage.database import create_db_engine, create_session_factory
 from app.usecases.append import append
 from app.usecases.assemble import assemble, stored_assembly
 from app.usecases.compact import compact
+from app.usecases.plan_record import ReceivedRequest
 from app.usecases.recall import recall
 from tests.builders import long_text, tool_call, tool_output, user_msg
 
@@ -55,7 +56,9 @@ def test_a_turn_runs_through_the_use_cases_without_http(postgres_url: str) -> No
             db,
             tenant_id=tenant,
             request=request,
-            request_text=request.model_dump_json(),
+            received=ReceivedRequest(
+                text=request.model_dump_json(), value=request.model_dump(mode="json")
+            ),
             settings=settings,
         )
         assembled.after_answer()
