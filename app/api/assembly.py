@@ -22,7 +22,7 @@ from app.contract.assembly import (
     ReplayResponse,
     StoredAssemblyResponse,
 )
-from app.domain.json_encoding import encode_json
+from app.domain.json_encoding import decode_json, encode_json
 from app.metrics import ASSEMBLY_LATENCY
 from app.usecases import assemble as assembly
 from app.usecases.plan_record import ReceivedRequest
@@ -54,7 +54,9 @@ def assemble(
         request_text = raw.decode()
     except UnicodeDecodeError:  # JSON may arrive as UTF-16 or UTF-32
         request_text = body.model_dump_json(exclude_defaults=True)
-    received = ReceivedRequest(text=request_text, value=parsed)
+    # The value the model was checked from; parsed again only if the route kept none.
+    value = parsed if isinstance(parsed, dict) else decode_json(request_text)
+    received = ReceivedRequest(text=request_text, value=value)
     stored = assembly.assemble(
         db, tenant_id=tenant_id, request=body, received=received, settings=settings
     )

@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from app.api.json_body import parsed_body
 from app.api.responses import after_answer_limiter
 from app.domain.errors import Unauthorized
 from app.domain.ids import hash_api_key
@@ -210,9 +211,9 @@ async def get_raw_body(request: Request) -> bytes:
 
 
 async def get_json_body(request: Request) -> Any:
-    """The request body parsed (`app.api.json_body`): the value the route's model was checked
-    from, parsed once."""
-    return await request.json()
+    """The request body as the route parsed it (`app.api.json_body`): the value its model was
+    checked from, not parsed again; None when the route parsed none."""
+    return parsed_body(request)
 
 
 Db = Annotated[Session, Depends(get_db)]

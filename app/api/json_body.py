@@ -166,6 +166,12 @@ class OrjsonRequest(Request):
         return self._json
 
 
+def parsed_body(request: Request) -> Any:
+    """The value `request.json()` parsed (Starlette's requests keep it too), not parsed again;
+    None when nothing parsed the body (none was sent, say)."""
+    return getattr(request, "_json", None)
+
+
 def _is_json(media_type: str) -> bool:
     return media_type == "application/json" or media_type.endswith("+json")
 
