@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import (
-    ARRAY,
     JSON,
     BigInteger,
     Boolean,
@@ -124,13 +123,15 @@ _BUMPED = (
     .returning((_SEQS.c.last_seq - _COUNT).label("after_seq"))
     .cte("bumped")
 )
-# One statement text for any batch size (prepared once per connection). The JSON values come
-# as JSON arrays, each element kept as written: `json_array_elements` slices the text (parsing
-# nothing again, so `\u0000` escapes pass), and psycopg escapes no array of documents.
-_TYPES_AND_TOKENS = (
-    func.unnest(bindparam("types", type_=ARRAY(String)), bindparam("tokens", type_=ARRAY(Integer)))
-    .table_valued("type", "tokens", with_ordinality="n")
-    .render_derived(name="counted")
+# One statement text for any batch size (prepared once per connection), and the batch in five
+# JSON arrays, not SQL arrays (which psycopg would dump element by element, escaping each):
+# `json_array_elements` slices out each document as written (parsing nothing again, so
+# `\u0000` escapes pass), `json_array_elements_text` the types and token counts.
+_TYPES, _TOKENS = (
+    func.json_array_elements_text(cast(bindparam(name, type_=Text), JSON))
+    .table_valued("value", with_ordinality="n")
+    .render_derived(name=name)
+    for name in ("types", "tokens")
 )
 _ITEMS, _PROVENANCES, _ORIGINALS = (
     func.json_array_elements(cast(bindparam(name, type_=Text), JSON))
@@ -156,10 +157,10 @@ _INSERTED = (
         ],
         select(
             _NAMED.c.id,
-            _BUMPED.c.after_seq + _TYPES_AND_TOKENS.c.n,
-            _TYPES_AND_TOKENS.c.type,
+            _BUMPED.c.after_seq + _TYPES.c.n,
+            _TYPES.c.value,
             _ITEMS.c.value,
-            _TYPES_AND_TOKENS.c.tokens,
+            cast(_TOKENS.c.value, Integer),
             _UNIT,
             bindparam("phase", type_=String),
             _PROVENANCES.c.value,
@@ -169,10 +170,11 @@ _INSERTED = (
         )
         .select_from(_NAMED)
         .join(_BUMPED, true())
-        .join(_TYPES_AND_TOKENS, true())
-        .join(_ITEMS, _ITEMS.c.n == _TYPES_AND_TOKENS.c.n)
-        .join(_PROVENANCES, _PROVENANCES.c.n == _TYPES_AND_TOKENS.c.n)
-        .join(_ORIGINALS, _ORIGINALS.c.n == _TYPES_AND_TOKENS.c.n),
+        .join(_TYPES, true())
+        .join(_TOKENS, _TOKENS.c.n == _TYPES.c.n)
+        .join(_ITEMS, _ITEMS.c.n == _TYPES.c.n)
+        .join(_PROVENANCES, _PROVENANCES.c.n == _TYPES.c.n)
+        .join(_ORIGINALS, _ORIGINALS.c.n == _TYPES.c.n),
     )
     .cte("inserted")
 )
@@ -287,8 +289,8 @@ def _append_in_one_statement(
                 "expected_last_seq": expected_last_seq,
                 "idempotency_key": idempotency_key,
                 "count": len(facts),
-                "types": [fact.type for fact in facts],
-                "tokens": [fact.tokens for fact in facts],
+                "types": dump_json([fact.type for fact in facts]),
+                "tokens": dump_json([fact.tokens for fact in facts]),
                 "items": dump_json([fact.item for fact in facts]),
                 "provenances": dump_json([fact.provenance for fact in facts]),
                 # JSON null, not SQL NULL, as `append_facts` stores a missing original.
