@@ -24,6 +24,7 @@ from app.storage.tables import SessionRow
 from app.tokens import token_counter
 from app.usecases.append import append
 from app.usecases.assemble import assemble, stored_assembly
+from app.usecases.plan_record import ReceivedRequest
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 from tests.integration.storage import append_items, new_session
 
@@ -301,7 +302,9 @@ def test_a_model_output_grades_only_an_assembly_the_database_holds_still_ungrade
             db,
             tenant_id=tenant,
             request=request,
-            request_text=request.model_dump_json(),
+            received=ReceivedRequest(
+                text=request.model_dump_json(), value=request.model_dump(mode="json")
+            ),
             settings=settings,
         )
         assert made.after_answer is not None
