@@ -85,12 +85,18 @@ def latest_ungraded(
     )
 
 
-def record_grounding(db: Session, *, row_id: int, grounding: dict[str, Any]) -> bool:
-    """Store an assembly's grounding, once: False when it already had one (another process
-    graded it first)."""
+def record_grounding(
+    db: Session, *, session_pk: int, row_id: int, grounding: dict[str, Any]
+) -> bool:
+    """Store an assembly of session `session_pk` its grounding, once: False when it already had
+    one (another process graded it first). The session key routes the update to its shard."""
     result = db.execute(
         update(AssemblyRow)
-        .where(AssemblyRow.id == row_id, AssemblyRow.grounding.is_(None))
+        .where(
+            AssemblyRow.session_key == session_pk,
+            AssemblyRow.id == row_id,
+            AssemblyRow.grounding.is_(None),
+        )
         .values(grounding=grounding)
     )
     return bool(getattr(result, "rowcount", 0))
@@ -105,7 +111,7 @@ def recent_groundings(
             select(AssemblyRow.grounding)
             .where(
                 AssemblyRow.tenant_id == tenant_id,
-                AssemblyRow.session_id == session_pk,
+                LINEAGE_SESSION == session_pk,  # noqa: SIM300
                 AssemblyRow.grounding.is_not(None),
             )
             .order_by(AssemblyRow.id.desc())

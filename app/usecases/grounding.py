@@ -124,7 +124,7 @@ def grade_next_action(
                 goal=active.goal.text if active.goal is not None else "",
             )
             if groundings.record_grounding(
-                db, row_id=assembly.row_id, grounding=grounding.as_dict()
+                db, session_pk=session.id, row_id=assembly.row_id, grounding=grounding.as_dict()
             ):
                 db.commit()
                 record_grounding(grounding, unit=unit, tenant=tenant_id)
