@@ -5,11 +5,15 @@ of model output (one model call) the items since the previous call are appended 
 session-mode `/assemble` answers. Then, from PostgreSQL: the bytes of each stored plan
 (request, response and fingerprints as text, and the candidate bodies it names), the plans'
 tables (`assemblies` with its partitions, `candidate_bodies`) and the `facts` table's total
-size (TOAST and indexes included), and the answers' own size for scale.
+size (TOAST and indexes included), and the answers' own size for scale; then every plan is read
+back (`GET /assemblies/{id}`, which re-derives it and checks its `plan_hash`) and compared
+with the answer sent.
 Run: `.venv/bin/python -m bench.plan_store`.
 """
 
 from __future__ import annotations
+
+import json
 
 import psycopg
 from fastapi.testclient import TestClient
@@ -17,6 +21,7 @@ from fastapi.testclient import TestClient
 from app.domain.items import is_model_output
 from app.main import create_app
 from app.settings import Settings
+from app.usecases import plan_record
 from bench.common import bench_database, libpq, load_trajectories
 
 WINDOW = 200_000
@@ -24,6 +29,7 @@ WINDOW = 200_000
 
 def main() -> None:
     assemblies = answered = 0
+    sent: dict[str, bytes] = {}
     with bench_database("contextd_bench_plan_store") as url:
         with TestClient(create_app(Settings(database_url=url))) as client:
             for number, items in enumerate(load_trajectories().values()):
@@ -42,7 +48,16 @@ def main() -> None:
                         answer.raise_for_status()
                         assemblies += 1
                         answered += len(answer.content)
+                        sent[answer.json()["assembly_id"]] = answer.content
                     pending.append(item)
+            # Every plan read back from what was stored alone (the log, the packed entries): the
+            # answer as sent, byte for byte, its items hashing to its plan_hash (else a 409).
+            plan_record.forget_shown_history()
+            differing = sum(
+                json.dumps(client.get(f"/assemblies/{assembly_id}").json()["response"])
+                != json.dumps(json.loads(content))
+                for assembly_id, content in sent.items()
+            )
         with psycopg.connect(libpq(url)) as db:
             stored, plans_size, facts_size, log = db.execute(
                 "SELECT (SELECT sum(octet_length(request) + octet_length(response::text)"
@@ -59,6 +74,7 @@ def main() -> None:
     print(f"plans (assemblies, candidate_bodies): {plans_size:10,} bytes")
     print(f"facts table:                        {facts_size:12,} bytes ({log:,} of items)")
     print(f"plans / log:                        {plans_size / facts_size:12.1f}x")
+    print(f"plans read back differing from the answer sent: {differing} of {len(sent)}")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ __all__ = [
     "ReceivedRequest",
     "answer_of",
     "answer_of_row",
+    "forget_shown_history",
     "offered",
     "remember_shown_history",
     "request_of",
@@ -221,6 +222,13 @@ again. Never stale: the log is append-only and normalization a pure function of 
 seq. Pinned by `test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log`,
 which reads a plan back both from it and from the log alone."""
 _SHOWN_LOCK = threading.Lock()
+
+
+def forget_shown_history() -> None:
+    """Empty `_SHOWN`, so that plans read back from here on derive their history from the log
+    alone (what another process, or this one later, does)."""
+    with _SHOWN_LOCK:
+        _SHOWN.clear()
 
 
 def _shown_key(
