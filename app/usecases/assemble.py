@@ -57,7 +57,7 @@ from app.domain.formats import (
 from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
 from app.domain.items import developer_message
-from app.domain.json_encoding import decode_json, encode_json
+from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
 from app.domain.world_state import history_without_fragments
@@ -70,6 +70,7 @@ from app.usecases.notices import plan_naming_what_it_leaves_out
 from app.usecases.plan_record import (
     ReceivedRequest,
     answer_of_row,
+    offered,
     remember_shown_history,
     request_of,
     stored_answer,
@@ -153,12 +154,11 @@ def replay(
     if overrides.budget is not None:
         changed.budget = overrides.budget
     before = AssembleResponse.model_validate({"assembly_id": assembly_id, **answer_of_row(db, row)})
-    changed_text = changed.model_dump_json(exclude_defaults=True)
     assembled = _run(
         db,
         tenant_id=tenant_id,
         request=changed,
-        received=ReceivedRequest(text=changed_text, value=decode_json(changed_text)),
+        received=ReceivedRequest.of(changed),
         settings=settings,
         as_of_seq=row.as_of_seq,
     )
@@ -424,11 +424,7 @@ def _run(
                     "encoding": setting.encoding,
                     "input_modalities": sorted(loaded.input_modalities),
                 },
-                candidates={
-                    (source.source, spec["id"]): spec
-                    for source in request.sources
-                    for spec in source.items
-                },
+                candidates=offered(received.value),
             ),
             fingerprints=[list(pair) for pair in fingerprints],
             bodies=bodies,

@@ -253,6 +253,12 @@ class ReceivedRequest:
     text: str
     value: dict[str, Any]
 
+    @classmethod
+    def of(cls, request: AssembleRequest) -> ReceivedRequest:
+        """`request` as a client would have sent it (its fields set, in JSON)."""
+        text = request.model_dump_json(exclude_defaults=True)
+        return cls(text=text, value=decode_json(text))
+
 
 def stored_request(
     request: AssembleRequest, received: ReceivedRequest

@@ -11,10 +11,10 @@ from app.storage.database import create_session_factory
 from app.storage.tables import SessionRow
 
 
-def new_session(engine: Engine, name: str) -> int:
-    """A committed session of the `storage-tests` tenant; returns its primary key."""
+def new_session(engine: Engine, name: str, *, tenant: str = "storage-tests") -> int:
+    """A committed session of `tenant`; returns its primary key."""
     with create_session_factory(engine)() as db:
-        tenant_id = repository.ensure_tenant(db, "storage-tests")
+        tenant_id = repository.ensure_tenant(db, tenant)
         row, _ = repository.create_session(
             db,
             tenant_id=tenant_id,

@@ -302,9 +302,7 @@ def test_a_model_output_grades_only_an_assembly_the_database_holds_still_ungrade
             db,
             tenant_id=tenant,
             request=request,
-            received=ReceivedRequest(
-                text=request.model_dump_json(), value=request.model_dump(mode="json")
-            ),
+            received=ReceivedRequest.of(request),
             settings=settings,
         )
         assert made.after_answer is not None

@@ -24,6 +24,7 @@ from app.storage.database import create_db_engine, create_session_factory, migra
 from app.storage.retention import prune_once
 from app.storage.tables import AssemblyRow
 from tests.conftest import DEFAULT_ADMIN_URL
+from tests.integration.storage import new_session
 
 MONDAY = datetime(2031, 3, 3, 12, tzinfo=UTC)
 """A Monday far from the present, so that the partitions of these tests are theirs."""
@@ -89,21 +90,11 @@ def _partitions(factory: sessionmaker[Session]) -> set[str]:
         )
 
 
-def _session(factory: sessionmaker[Session], tenant: str, name: str) -> tuple[int, int]:
-    with factory() as db:
-        tenant_id = repository.ensure_tenant(db, tenant)
-        row, _ = repository.create_session(
-            db,
-            tenant_id=tenant_id,
-            external_id=name,
-            encoding="o200k_base",
-            context_window=1000,
-            model=None,
-            attributes={},
-            derive_id=str,
-        )
-        db.commit()
-        return tenant_id, row.id
+def _session(engine: Engine, tenant: str, name: str) -> tuple[int, int]:
+    """(tenant id, session primary key) of a new committed session of `tenant`."""
+    session_pk = new_session(engine, name, tenant=tenant)
+    with create_session_factory(engine)() as db:
+        return repository.ensure_tenant(db, tenant), session_pk
 
 
 def test_weeks_past_retention_are_dropped_whole_and_a_write_after_a_long_pause_lands(
@@ -111,7 +102,7 @@ def test_weeks_past_retention_are_dropped_whole_and_a_write_after_a_long_pause_l
 ) -> None:
     factory = create_session_factory(engine)
     settings = Settings(database_url=str(engine.url), assembly_retention_days=30)
-    tenant_id, session_pk = _session(factory, "partitions", "weekly")
+    tenant_id, session_pk = _session(engine, "partitions", "weekly")
     prune_once(factory, settings, now=MONDAY)  # the service running that week
     with factory() as db:
         _store(db, tenant_id=tenant_id, session_pk=session_pk, at=MONDAY + timedelta(days=1), n=1)
@@ -153,7 +144,7 @@ def test_session_and_tenant_bounds_hold_across_partitions(engine: Engine) -> Non
         assembly_retention_per_tenant=3,
         assembly_retention_batch=1,
     )
-    tenant_id, session_pk = _session(factory, "bounded", "busy")
+    tenant_id, session_pk = _session(engine, "bounded", "busy")
     prune_once(factory, settings, now=MONDAY)
     with factory() as db:
         # Three plans of one session over two weeks, then two stateless ones.

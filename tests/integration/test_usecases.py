@@ -56,9 +56,7 @@ def test_a_turn_runs_through_the_use_cases_without_http(postgres_url: str) -> No
             db,
             tenant_id=tenant,
             request=request,
-            received=ReceivedRequest(
-                text=request.model_dump_json(), value=request.model_dump(mode="json")
-            ),
+            received=ReceivedRequest.of(request),
             settings=settings,
         )
         assembled.after_answer()
