@@ -57,7 +57,14 @@ def run_serve(settings: Settings, *, host: str, port: int, workers: int) -> int:
     if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # Workers are separate processes: they share metric files so /metrics counts them all.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="contextd-metrics-")
-    uvicorn.run("app.main:app", host=host, port=port, workers=workers, log_level="info")
+    uvicorn.run(
+        "app.main:app",
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="info",
+        access_log=settings.access_log,
+    )
     return 0
 
 

@@ -40,6 +40,7 @@ import functools
 import hashlib
 import logging
 import time
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,6 +52,7 @@ from sqlalchemy import (
     ColumnExpressionArgument,
     Integer,
     ScalarSelect,
+    Table,
     bindparam,
     column,
     delete,
@@ -197,6 +199,10 @@ _PLAN_LOCKS_HELD = select(
     .scalar_subquery(),
 )
 _AWAIT_PLAN = select(func.pg_advisory_xact_lock_shared(bindparam("row_id", type_=BigInteger)))
+# A plan's row (Core, no ORM bookkeeping), its values as parameters: a statement built with
+# `.values(...)` would be keyed for the compiled cache anew on every call, values included.
+_PLANS = typing.cast(Table, AssemblyRow.__table__)
+_INSERT_PLAN = insert(_PLANS)
 
 
 def _ids_reserved_up_front(db: Session) -> bool:
@@ -286,9 +292,9 @@ def store_assembly(
     }
     if row_id is not None:
         external_id = derive_id(row_id)
-        db.execute(insert(AssemblyRow).values(id=row_id, external_id=external_id, **values))
+        db.execute(_INSERT_PLAN, {"id": row_id, "external_id": external_id, **values})
         return external_id
-    assigned = db.execute(insert(AssemblyRow).values(**values).returning(AssemblyRow.id))
+    assigned = db.execute(_INSERT_PLAN.returning(_PLANS.c.id), values)
     row_id = assigned.scalar_one()
     external_id = derive_id(row_id)
     db.execute(update(AssemblyRow).where(AssemblyRow.id == row_id).values(external_id=external_id))

@@ -58,10 +58,15 @@ def plan_naming_what_it_leaves_out(
             replace(assembly_input, contributions=contributions), count_tokens=count
         )
         elided = _elided(loaded, plan)
-        named = named_seqs(
-            item.content or "" if item.item is None else visible_text(item.item)
-            for item in plan.items
-            if item.source != NOTICE_SOURCE
+        # Reading every shown text for the seqs it names is worth it only when some are left out.
+        named = (
+            named_seqs(
+                item.content or "" if item.item is None else visible_text(item.item)
+                for item in plan.items
+                if item.source != NOTICE_SOURCE
+            )
+            if elided
+            else frozenset()
         )
         start = _first_shown_seq(loaded, plan)
         missing = unnamed(elided, named)
