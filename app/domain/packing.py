@@ -93,16 +93,17 @@ def pack_records(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
     start = 0
     while start < len(records):
-        keys = list(records[start])
+        keys = tuple(records[start])
         end = start + 1
-        while end < len(records) and list(records[end]) == keys:
+        while end < len(records) and tuple(records[end]) == keys:
             end += 1
-        run = records[start:end]
+        # A run's records list their values in its keys' order: transposed in C.
+        columns = zip(*(record.values() for record in records[start:end]), strict=True)
         runs.append(
             {
-                "keys": keys,
+                "keys": list(keys),
                 "count": end - start,
-                "columns": [_column([record[key] for record in run]) for key in keys],
+                "columns": [_column(list(column)) for column in columns],
             }
         )
         start = end
