@@ -348,15 +348,25 @@ def store_after_answer(
     PLAN_STORE_LATENCY.observe(time.perf_counter() - started)
 
 
-def get_assembly(db: Session, *, tenant_id: int, external_id: str) -> AssemblyRow:
+def get_assembly(
+    db: Session, *, tenant_id: int, external_id: str, session_key: int | None = None
+) -> AssemblyRow:
     """The tenant's stored assembly. On PostgreSQL a miss looks for the plan among those whose
     locks are held (answered, or about to be, and not yet stored), waits for its lock (bounded
-    by the statement timeout), then reads again."""
+    by the statement timeout), then reads again.
+
+    A caller that knows the plan's session names its key (`NewAssembly.session_key`): the
+    lookup then carries the distribution column, so a sharded database reads one shard. Only
+    a miss (a plan of another session, not yet stored, or none) looks everywhere."""
     if not is_label(external_id):  # with a NUL, say, which the database would refuse
         raise NotFound(f"assembly {external_id!r} not found")
     stored = select(AssemblyRow).where(
         AssemblyRow.tenant_id == tenant_id, AssemblyRow.external_id == external_id
     )
+    if session_key is not None:
+        row = db.scalar(stored.where(AssemblyRow.session_key == session_key))
+        if row is not None:
+            return row
     row = db.scalar(stored)
     if row is None and _ids_reserved_up_front(db):
         derive = _assembly_id_deriver(tenant_id)

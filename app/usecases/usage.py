@@ -38,7 +38,9 @@ def report_usage(
         # Read before the session's row is locked: on PostgreSQL this may wait for the plan's
         # write, which takes a share lock on that row (its foreign key), so waiting for it
         # while holding the row would deadlock the two.
-        assembly = plans.get_assembly(db, tenant_id=tenant_id, external_id=body.assembly_id)
+        assembly = plans.get_assembly(
+            db, tenant_id=tenant_id, external_id=body.assembly_id, session_key=session.id
+        )
         if calibrates:
             # Locked, and read again, when the report may calibrate: one session's reports
             # update its fit one after another.

@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, event, select, text
 
 from app.domain.errors import SessionKeyCollision
 from app.domain.ids import session_key
@@ -22,6 +24,7 @@ from app.storage import repository
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.repository import IS_NAMED_SESSION
 from app.storage.tables import SessionRow
+from tests.builders import user_msg
 
 SHARDED_DDL = Path(__file__).resolve().parents[2] / "deploy" / "citus.sql"
 REFERENCE_TABLES = {"tenants", "api_keys", "manifests"}
@@ -181,3 +184,42 @@ def test_a_session_id_is_its_derived_key_and_a_colliding_name_is_refused(
     assert named.id == session_key(tenant_id, session_id)
     assert unnamed.id == session_key(tenant_id, unnamed.external_id or "")
     assert found.id == named.id
+
+
+def test_a_usage_report_reads_its_plan_by_the_session_key(
+    client: TestClient, session_id: str
+) -> None:
+    """`POST /sessions/{id}/usage` knows its session: it reads the plan it names on that
+    session's shard only, and only a plan of another session is looked for everywhere (then
+    refused)."""
+    other = f"{session_id}-other"
+    for name in (session_id, other):
+        assert client.post("/sessions", json={"session_id": name}).status_code == 201
+        appended = client.post(f"/sessions/{name}/items", json={"items": [user_msg("hello")]})
+        assert appended.status_code == 201, appended.text
+    assembled = client.post("/assemble", json={"session_id": session_id, "sources": []})
+    assert assembled.status_code == 201, assembled.text
+    assembly_id = assembled.json()["assembly_id"]
+    reads: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if re.search(r"\bFROM assemblies\b", statement):
+            reads.append(statement)
+
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        report = {"assembly_id": assembly_id, "input_tokens": 0, "cached_tokens": 0}
+        assert client.post(f"/sessions/{session_id}/usage", json=report).status_code == 204
+        routed = list(reads)
+        reads.clear()
+        refused = client.post(f"/sessions/{other}/usage", json=report)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert len(routed) == 1
+    assert "assemblies.session_key = " in routed[0]
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "assembly_of_another_session"
+    # The routed miss, then the lookup everywhere that tells a plan of another session.
+    assert len(reads) == 2
+    assert "session_key" not in reads[1].split("WHERE", 1)[1]
