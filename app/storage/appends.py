@@ -19,14 +19,28 @@ otherwise it goes the locked way. Pinned by `tests/integration/test_append_path.
 The facts' tokens depend on the session's encoding, which the statement checks: it writes
 nothing under another. The encoding is guessed (the service default, or what this process
 learnt of the session), so a wrong guess costs one statement more, never a wrong count.
+
+The statement is defined once, in SQLAlchemy, and compiled once (`_APPEND_SQL`). Outside a
+transaction it runs on the driver's connection of one pooled connection, in autocommit, with no
+ORM session or Core connection around it (it needs none of their bookkeeping); psycopg prepares
+it on each connection after a few executions. That connection is the pool's like any other: its
+checkout, its connecting and every answer draw on the request's wait budget
+(`app.storage.database`); the driver's errors are raised as SQLAlchemy raises them (its
+`DBAPIError` classes: a cancelled statement is an `OperationalError`, the connection kept), a
+disconnect invalidating the connection and the pool's older ones as SQLAlchemy does; and the
+connection goes back out of autocommit (`_pooled_in_autocommit`). Inside the caller's
+transaction the statement runs in it, through SQLAlchemy. Pinned by the same tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
+import psycopg
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -48,7 +62,9 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.engine import Connection
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.domain.errors import NotFound, SequenceConflict
@@ -193,6 +209,10 @@ _APPEND = select(
     _KEY_USED.label("key_used"),
     case((bindparam("grade", type_=Boolean), _LINEAGE_UNGRADED)).label("ungraded_as_of_seq"),
 ).add_cte(_INSERTED)
+_COMPILED = _APPEND.compile(dialect=PGDialect_psycopg())  # type: ignore[no-untyped-call]
+_APPEND_SQL = str(_COMPILED)
+_APPEND_CONSTANTS = {name: value for name, value in _COMPILED.params.items() if value is not None}
+"""The values the statement's definition binds itself (a sharding bound, a limit)."""
 
 
 def append_to_session(
@@ -223,11 +243,8 @@ def append_to_session(
     if not is_session_id(session_id):
         raise NotFound(f"session {session_id!r} not found")
     if db.get_bind().engine.dialect.name == "postgresql":
-        began = db.in_transaction()
-        autocommit = {} if began else {"isolation_level": "AUTOCOMMIT"}
         appended = _append_in_one_statement(
             db,
-            db.connection(execution_options=autocommit),
             tenant_id=tenant_id,
             session_id=session_id,
             facts_for=facts_for,
@@ -240,8 +257,6 @@ def append_to_session(
         )
         if appended is not None:
             return appended
-        if not began:
-            db.rollback()  # out of autocommit: the lock is held until the caller commits
     session = get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     result = append_facts(
         db,
@@ -261,7 +276,6 @@ def append_to_session(
 
 def _append_in_one_statement(
     db: Session,
-    connection: Connection,
     *,
     tenant_id: int,
     session_id: str,
@@ -274,52 +288,53 @@ def _append_in_one_statement(
     grade: bool,
 ) -> SessionAppend | None:
     """`append_to_session`'s statement (again, under the session's encoding when the guess was
-    another), on `db`'s connection (Core: the statement needs nothing of the ORM); None when a
-    keyed batch must take the locked way."""
+    another): in `db`'s transaction when it has one, else in autocommit on a pooled connection
+    of its own; None when a keyed batch must take the locked way."""
     hint = (tenant_id, session_id)
     encoding = _ENCODINGS.get(hint, encoding_guess)
     while True:
         facts = facts_for(encoding)
-        found = connection.execute(
-            _APPEND,
-            {
-                "tenant_id": tenant_id,
-                "external_id": session_id,
-                "encoding": encoding,
-                "expected_last_seq": expected_last_seq,
-                "idempotency_key": idempotency_key,
-                "count": len(facts),
-                "types": dump_json([fact.type for fact in facts]),
-                "tokens": dump_json([fact.tokens for fact in facts]),
-                "items": dump_json([fact.item for fact in facts]),
-                "provenances": dump_json([fact.provenance for fact in facts]),
-                # JSON null, not SQL NULL, as `append_facts` stores a missing original.
-                "originals": dump_json([fact.original for fact in facts]),
-                "unit": unit,
-                "phase": phase,
-                "recorded_at": datetime.now(UTC),
-                "grade": grade,
-            },
-        ).one_or_none()
+        parameters = {
+            **_APPEND_CONSTANTS,
+            "tenant_id": tenant_id,
+            "external_id": session_id,
+            "encoding": encoding,
+            "expected_last_seq": expected_last_seq,
+            "idempotency_key": idempotency_key,
+            "count": len(facts),
+            "types": dump_json([fact.type for fact in facts]),
+            "tokens": dump_json([fact.tokens for fact in facts]),
+            "items": dump_json([fact.item for fact in facts]),
+            "provenances": dump_json([fact.provenance for fact in facts]),
+            # JSON null, not SQL NULL, as `append_facts` stores a missing original.
+            "originals": dump_json([fact.original for fact in facts]),
+            "unit": unit,
+            "phase": phase,
+            "recorded_at": datetime.now(UTC),
+            "grade": grade,
+        }
+        if db.in_transaction():
+            found = db.connection().exec_driver_sql(_APPEND_SQL, parameters).one_or_none()
+        else:
+            with _pooled_in_autocommit(db.get_bind().engine) as connection:
+                found = connection.execute(_APPEND_SQL, parameters).fetchone()
         if found is None:
             raise NotFound(f"session {session_id!r} not found")
-        if found.encoding == encoding:
+        session_pk, last_seq, found_encoding, session_unit, after_seq, key_used, ungraded = found
+        if found_encoding == encoding:
             break
         if len(_ENCODINGS) >= _MAX_ENCODINGS:
             _ENCODINGS.clear()
-        _ENCODINGS[hint] = encoding = found.encoding
-    if found.after_seq is not None:
+        _ENCODINGS[hint] = encoding = found_encoding
+    if after_seq is not None:
         return SessionAppend(
-            AppendResult.written(found.after_seq + 1, facts),
-            found.id,
-            found.unit,
-            found.ungraded_as_of_seq,
+            AppendResult.written(after_seq + 1, facts), session_pk, session_unit, ungraded
         )
-    if found.key_used:
+    if key_used:
         assert idempotency_key is not None  # a key is used only when one was given
         replayed = replay_batch(
             db,
-            session_pk=found.id,
+            session_pk=session_pk,
             facts=facts,
             unit=unit,
             phase=phase,
@@ -327,7 +342,48 @@ def _append_in_one_statement(
         )
         # The statement saw the key's facts, committed, and facts are never deleted.
         assert replayed is not None
-        return SessionAppend(replayed, found.id, found.unit, None)
-    if expected_last_seq is not None and expected_last_seq != found.last_seq:
-        raise SequenceConflict(expected=expected_last_seq, actual=found.last_seq)
+        return SessionAppend(replayed, session_pk, session_unit, None)
+    if expected_last_seq is not None and expected_last_seq != last_seq:
+        raise SequenceConflict(expected=expected_last_seq, actual=last_seq)
     return None
+
+
+@contextmanager
+def _pooled_in_autocommit(engine: Engine) -> Iterator[psycopg.Connection[Any]]:
+    """The driver's connection of one of `engine`'s pooled connections, in autocommit (each
+    statement commits as it answers), given back to the pool as it came. The driver's errors
+    are raised as SQLAlchemy raises them (`DBAPIError.instance`); a disconnect invalidates the
+    connection, and the pool's older connections at their next checkout, as SQLAlchemy does."""
+    try:
+        pooled = engine.raw_connection()
+    except psycopg.Error as error:
+        raise DBAPIError.instance(
+            None, None, error, psycopg.Error, dialect=engine.dialect
+        ) from error
+    connection: psycopg.Connection[Any] = pooled.dbapi_connection  # type: ignore[assignment]
+    try:
+        connection.autocommit = True
+        yield connection
+    except psycopg.Error as error:
+        is_disconnect = engine.dialect.is_disconnect(
+            error,  # type: ignore[arg-type]
+            pooled.dbapi_connection,
+            None,
+        )
+        if is_disconnect:
+            engine.pool._invalidate(pooled, error)
+        raise DBAPIError.instance(
+            _APPEND_SQL,
+            None,
+            error,
+            psycopg.Error,
+            connection_invalidated=is_disconnect,
+            dialect=engine.dialect,
+        ) from error
+    finally:
+        if pooled.is_valid and connection.autocommit:
+            try:
+                connection.autocommit = False
+            except psycopg.Error as error:
+                pooled.invalidate(error)  # never back to the pool in autocommit
+        pooled.close()

@@ -78,7 +78,8 @@ def append(
         expected_last_seq=body.expected_last_seq,
         grade=any(is_model_output(item) for item in items),
     )
-    db.commit()
+    if db.in_transaction():  # the locked way's, or a replay's read; the one statement commits
+        db.commit()
     result = appended.result
     if not result.replayed:
         record_append(

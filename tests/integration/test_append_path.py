@@ -1,17 +1,24 @@
 """A client's batch appended in one statement (`app.storage.appends`), on real PostgreSQL: the
 guarantees of the locked append kept under races the one statement meets — a batch committed
 between its snapshot and its row lock, appenders all at once, the encoding guessed wrong — and
-the grading it asks for found in the database, whichever process made the assembly."""
+the grading it asks for found in the database, whichever process made the assembly; the
+statement run on a pooled connection of its own failing as SQLAlchemy fails (a cancel keeps the
+connection, a disconnect replaces the pool's), or run in the caller's transaction."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import Engine, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from app.contract.assembly import AssembleRequest
 from app.contract.sessions import AppendRequest
@@ -26,6 +33,7 @@ from app.usecases.append import append
 from app.usecases.assemble import assemble, stored_assembly
 from app.usecases.plan_record import ReceivedRequest
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
+from tests.e2e.servers import TcpProxy, with_port
 from tests.integration.storage import append_items, new_session
 
 TENANT = "storage-tests"
@@ -66,12 +74,15 @@ def _append(
     expected_last_seq: int | None = None,
     guess: str = "o200k_base",
     seen: list[str] | None = None,
+    tenant_id: int | None = None,
 ) -> appends.SessionAppend:
-    """One append the way the API makes it: its own database session, committed."""
+    """One append the way the API makes it: its own database session, committed (for the
+    tenant `tenant_id`, else the tests' own, looked up first)."""
+    tenant_id = _tenant(engine) if tenant_id is None else tenant_id
     with create_session_factory(engine)() as db:
         appended = appends.append_to_session(
             db,
-            tenant_id=_tenant(engine),
+            tenant_id=tenant_id,
             session_id=session_id,
             facts_for=_facts(items, seen),
             encoding_guess=guess,
@@ -330,3 +341,144 @@ def test_a_model_output_grades_only_an_assembly_the_database_holds_still_ungrade
         "misses_by_form": {},
         "missed": [],
     }
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    """What `call` returned or raised, run in a thread so that a hang fails the test instead of
+    stalling the run."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        future = pool.submit(call)
+        error = future.exception(timeout=20)  # a guard against a hang, not a measurement
+        return error if error is not None else future.result()
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _written(first_seq: int, *items: dict[str, Any]) -> tuple[repository.AppendedFact, ...]:
+    """`items` as written from `first_seq` on, counted in the sessions' encoding."""
+    facts = _facts(list(items))("o200k_base")
+    return repository.AppendResult.written(first_seq, facts).facts
+
+
+def _driver(pooled: PoolProxiedConnection) -> psycopg.Connection[Any]:
+    connection = pooled.driver_connection
+    assert isinstance(connection, psycopg.Connection)
+    return connection
+
+
+def _autocommits(engine: Engine) -> list[bool]:
+    """Whether each connection the pool holds is in autocommit."""
+    pool = engine.pool
+    assert isinstance(pool, QueuePool)
+    held = [engine.raw_connection() for _ in range(pool.checkedin())]
+    autocommits = [_driver(pooled).autocommit for pooled in held]
+    for pooled in held:
+        pooled.close()
+    return autocommits
+
+
+def test_an_append_cancelled_by_the_server_fails_as_sqlalchemy_and_keeps_its_connection(
+    postgres_url: str, session_id: str
+) -> None:
+    engine = create_db_engine(Settings(database_url=postgres_url, db_timeout_seconds=0.5))
+    session_pk = new_session(engine, session_id)
+    with create_session_factory(engine)() as holder:
+        holder.execute(select(SessionRow.id).where(SessionRow.id == session_pk).with_for_update())
+        outcome = _outcome(lambda: _append(engine, session_id, [user_msg("waits")]))
+    after = _append(engine, session_id, [user_msg("after")])
+    autocommits = _autocommits(engine)
+    engine.dispose()
+
+    assert isinstance(outcome, OperationalError), outcome
+    assert (outcome.connection_invalidated, type(outcome.orig)) == (
+        False,
+        psycopg.errors.QueryCanceled,
+    )
+    assert after.result.facts == _written(1, user_msg("after"))
+    assert autocommits == [False] * len(autocommits)
+
+
+def test_an_append_to_a_stalled_database_is_a_disconnect_at_the_deadline(
+    postgres_url: str, session_id: str
+) -> None:
+    database = make_url(postgres_url)
+    proxy = TcpProxy((database.host or "127.0.0.1", database.port or 5432))
+    proxy.start()
+    settings = Settings(database_url=with_port(postgres_url, proxy.port), db_timeout_seconds=0.5)
+    engine = create_db_engine(settings)
+    try:
+        new_session(engine, session_id)
+        _append(engine, session_id, [user_msg("before")])
+        proxy.stall()
+        outcome = _outcome(lambda: _append(engine, session_id, [user_msg("stalled")]))
+        proxy.resume()
+        after = _outcome(lambda: _append(engine, session_id, [user_msg("after")]))
+    finally:
+        proxy.resume()
+        proxy.stop()
+        engine.dispose()
+
+    assert isinstance(outcome, OperationalError), outcome
+    assert (outcome.connection_invalidated, str(outcome.orig)) == (
+        True,
+        "the database did not answer within 1.0 s",
+    )
+    # The stalled statement may have committed before the stall: the next seq is 2 or 3.
+    assert isinstance(after, appends.SessionAppend), after
+    assert after.result.facts[0].seq in (2, 3)
+
+
+def test_a_disconnect_found_by_an_append_replaces_the_pools_older_connections(
+    postgres_url: str, session_id: str
+) -> None:
+    engine = create_db_engine(Settings(database_url=postgres_url, db_pool_size=2))
+    new_session(engine, session_id)
+    tenant_id = _tenant(engine)
+    first, second = engine.raw_connection(), engine.raw_connection()
+    backends = [_driver(first).info.backend_pid, _driver(second).info.backend_pid]
+    first.close()
+    second.close()
+    conninfo = make_url(postgres_url).set(drivername="postgresql")
+    with psycopg.connect(conninfo.render_as_string(hide_password=False), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid", [backends])
+    dead = [user_msg("on a dead connection")]
+    refused = _outcome(lambda: _append(engine, session_id, dead, tenant_id=tenant_id))
+    with create_session_factory(engine)() as db:
+        # Without the pool's invalidation, the other dead connection would fail this.
+        last_seq = db.scalar(
+            select(SessionRow.last_seq).where(SessionRow.external_id == session_id)
+        )
+    appended = _append(engine, session_id, [user_msg("on a new connection")])
+    engine.dispose()
+
+    assert isinstance(refused, OperationalError), refused
+    assert refused.connection_invalidated
+    assert last_seq == 0
+    assert appended.result.facts == _written(1, user_msg("on a new connection"))
+
+
+def test_an_append_in_the_callers_transaction_is_undone_with_it(
+    engine: Engine, session_id: str
+) -> None:
+    session_pk = new_session(engine, session_id)
+    with create_session_factory(engine)() as db:
+        db.execute(select(SessionRow.id).where(SessionRow.id == session_pk))  # begins
+        appended = appends.append_to_session(
+            db,
+            tenant_id=_tenant(engine),
+            session_id=session_id,
+            facts_for=_facts([user_msg("undone")]),
+            encoding_guess="o200k_base",
+            unit=None,
+            phase=None,
+            idempotency_key="undone",
+            expected_last_seq=0,
+            grade=False,
+        )
+        db.rollback()
+    again = _append(engine, session_id, [user_msg("kept")], key="undone")
+
+    assert appended.result.facts == _written(1, user_msg("undone"))
+    assert again.result == repository.AppendResult(_written(1, user_msg("kept")), replayed=False)
+    assert _logged(engine, session_pk) == [(1, user_msg("kept"), "undone")]
