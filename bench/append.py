@@ -1,21 +1,30 @@
 """Append throughput to the fact log on PostgreSQL over HTTP, against floors from the same run.
 
 Appends every public trajectory item by item and in batches of 50 to sessions on a real
-server, from one client, and then item by item from several clients at once (their own
-processes and sessions, each append keyed as the Python client keys it, as runtimes run). The
-floors insert the same rows with plain psycopg: one row and one commit at a time (what one
-durable append per request cannot beat), from one loop and from as many loops at once as
-there are clients; and all of them with `executemany` in one transaction (what a batch cannot
-beat). Prints items/s for each, each HTTP rate's ratio to its floor, and the server's CPU
-time per item (which other work on the machine moves less than it moves a rate).
+server, from one client (httpx, as the Python client); and then item by item from one, four
+and eight clients at once (their own processes and sessions) to a server of two workers. Those
+clients are lean, as wrk is, so that the load generator is not what is measured: each sends
+the request the Python client sends (its JSON, compact, with an idempotency key made as the
+client makes one) on one keep-alive connection and reads each response whole, checking every
+status. The floors insert the same rows with plain psycopg: one row and one commit at a time
+(what one durable append per request cannot beat), from one loop and from as many loops at
+once as there are clients; and all of them with `executemany` in one transaction (what a batch
+cannot beat). Prints items/s for each, each HTTP rate's ratio to its floor, the server's CPU
+time per item (the honest cost of an append, which other work on the machine moves less than
+it moves a rate) and the clients' own; then whether issue 29's target is met: 1,000 appends/s
+one item per request, within 1.5x of one insert-and-commit loop.
 Run: `make bench` (or `.venv/bin/python -m bench.append`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
+import queue
+import re
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -23,24 +32,33 @@ from datetime import UTC, datetime
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import psycopg
+import pydantic_core
 
 from bench.common import bench_database, libpq, load_trajectories, running_server
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-CLIENTS = 4
-"""Concurrent clients (and floor loops): two per core of the machine the figures come from."""
+CLIENTS = (1, 4, 8)
+"""Concurrent lean clients (and floor loops) per run: up to four per core of the machine the
+figures come from."""
 SERVER_WORKERS = 2
-"""Server processes for the concurrent run: one per core."""
+"""Server processes for the concurrent runs: one per core."""
+TARGET_RATE = 1_000
+"""Appends/s, one item per request, that issue 29 asks for."""
+TARGET_RATIO = 1.5
+"""The most the floor of one insert-and-commit loop may be above that rate, as issue 29 asks."""
 
 Trajectories = dict[str, list[dict[str, Any]]]
 Row = tuple[int, int, str, str, int, str, datetime]
 
 
 def append_over_http(base: str, trajectories: Trajectories, *, batch: int, tag: str) -> float:
+    """Items/s appended from one httpx client, `batch` items per request, each request keyed as
+    the Python client keys it."""
     total = sum(len(items) for items in trajectories.values())
     with httpx.Client(base_url=base, timeout=30) as client:
         started = time.perf_counter()
@@ -48,12 +66,15 @@ def append_over_http(base: str, trajectories: Trajectories, *, batch: int, tag: 
             session_id = f"{tag}-{name}"[:200]
             client.post("/sessions", json={"session_id": session_id}).raise_for_status()
             for start in range(0, len(items), batch):
-                response = client.post(
-                    f"/sessions/{session_id}/items", json={"items": items[start : start + batch]}
-                )
-                response.raise_for_status()
+                body = {"items": items[start : start + batch], "idempotency_key": client_key()}
+                client.post(f"/sessions/{session_id}/items", json=body).raise_for_status()
         elapsed = time.perf_counter() - started
     return total / elapsed
+
+
+def client_key() -> str:
+    """An idempotency key as the Python client makes one for a call that has none."""
+    return f"ctxc-{uuid.uuid4()}"
 
 
 INSERT = "INSERT INTO {table} VALUES (%s, %s, %s, %s, %s, %s, %s)"
@@ -84,7 +105,7 @@ def insert_floors(database_url: str, rows: list[Row]) -> tuple[float, float]:
     """Rows/s inserted one row and one commit at a time, and all in one `executemany`."""
     rates = []
     with psycopg.connect(libpq(database_url)) as connection:
-        for table in ("floor_each", "floor_batch", "floor_each_at_once"):
+        for table in ("floor_each", "floor_batch"):
             connection.execute(FLOOR_TABLE.format(table=table))
         connection.commit()
         started = time.perf_counter()
@@ -110,47 +131,132 @@ def deal(trajectories: Trajectories, hands: int) -> list[Trajectories]:
     return dealt
 
 
-def _floor_loop(database_url: str, rows: list[Row], start: Barrier, report: Any) -> None:
+Span = tuple[float, float, float]
+"""What a concurrent process reports: when it started and ended, and the CPU seconds it took."""
+
+
+def _floor_loop(
+    database_url: str, table: str, rows: list[Row], start: Barrier, report: Any
+) -> None:
     with psycopg.connect(libpq(database_url)) as connection:
         start.wait()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for row in rows:
-            connection.execute(INSERT.format(table="floor_each_at_once"), row)
+            connection.execute(INSERT.format(table=table), row)
             connection.commit()
-        report.put((started, time.perf_counter()))
+        report.put((started, time.perf_counter(), time.process_time() - cpu))
 
 
-def _http_client(base: str, hand: Trajectories, start: Barrier, report: Any) -> None:
-    with httpx.Client(base_url=base, timeout=30) as client:
-        for name in hand:
-            client.post("/sessions", json={"session_id": f"at-once-{name}"}).raise_for_status()
-        start.wait()
-        started = time.perf_counter()
-        for name, items in hand.items():
-            for item in items:
-                response = client.post(
-                    f"/sessions/at-once-{name}/items",
-                    json={"items": [item], "idempotency_key": f"ctxc-{uuid.uuid4()}"},
-                )
-                response.raise_for_status()
-        report.put((started, time.perf_counter()))
+def floor_at_once(database_url: str, hands: list[list[Row]]) -> float:
+    """Rows/s inserted one row and one commit at a time by as many loops at once as `hands`."""
+    table = f"floor_at_once_{len(hands)}"
+    with psycopg.connect(libpq(database_url)) as connection:
+        connection.execute(FLOOR_TABLE.format(table=table))
+        connection.commit()
+    spans = at_once(_floor_loop, [(database_url, table, rows) for rows in hands])
+    return sum(map(len, hands)) / elapsed(spans)
 
 
-def at_once(work: Callable[..., None], shares: Sequence[tuple[Any, ...]]) -> float:
-    """Seconds from the moment every process of `work` (one per share, given the share, a
-    start barrier and a report queue) is ready to the moment the last one is done."""
+class LeanConnection:
+    """One keep-alive HTTP/1.1 connection that sends requests made beforehand and reads each
+    response whole, looking at nothing but its status and its `content-length` (the service
+    answers every request with one), as wrk does."""
+
+    _LENGTH = re.compile(rb"\r\ncontent-length: *(\d+)", re.IGNORECASE)
+
+    def __init__(self, base: str) -> None:
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        self.host = f"{host}:{port}"
+        self._socket = socket.create_connection((host, int(port)))
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._buffer = bytearray()
+
+    def post(self, path: str, body: Any) -> bytes:
+        """The request the Python client sends for `body` at `path`."""
+        content = pydantic_core.to_json(body)
+        return (
+            f"POST {path} HTTP/1.1\r\nhost: {self.host}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(content)}\r\n\r\n"
+        ).encode() + content
+
+    def exchange(self, request: bytes, *, expect: int) -> None:
+        """Send `request` and read its response, which must have the status `expect`."""
+        self._socket.sendall(request)
+        buffer = self._buffer
+        while (head_end := buffer.find(b"\r\n\r\n")) < 0:
+            buffer += self._receive()
+        head = bytes(buffer[:head_end])
+        length = self._LENGTH.search(head)
+        if length is None:
+            raise RuntimeError(f"a response without a length: {head!r}")
+        end = head_end + 4 + int(length.group(1))
+        while len(buffer) < end:
+            buffer += self._receive()
+        status = int(head[9:12])
+        if status != expect:
+            raise RuntimeError(f"{status} where {expect} was expected: {bytes(buffer[:end])!r}")
+        del buffer[:end]
+
+    def _receive(self) -> bytes:
+        received = self._socket.recv(65536)
+        if not received:
+            raise RuntimeError("the server closed the connection")
+        return received
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def _lean_client(base: str, hand: Trajectories, tag: str, start: Barrier, report: Any) -> None:
+    connection = LeanConnection(base)
+    appends = []
+    for name, items in hand.items():
+        session_id = f"{tag}-{name}"[:200]
+        connection.exchange(connection.post("/sessions", {"session_id": session_id}), expect=201)
+        path = f"/sessions/{quote(session_id, safe='')}/items"
+        appends += [
+            connection.post(path, {"items": [item], "idempotency_key": client_key()})
+            for item in items
+        ]
+    connection.close()
+    start.wait()
+    # A new connection: the server closes one left idle (while the others got ready) too long.
+    connection = LeanConnection(base)
+    started, cpu = time.perf_counter(), time.process_time()
+    for request in appends:
+        connection.exchange(request, expect=201)
+    report.put((started, time.perf_counter(), time.process_time() - cpu))
+    connection.close()
+
+
+def at_once(work: Callable[..., None], shares: Sequence[tuple[Any, ...]]) -> list[Span]:
+    """What each process of `work` (one per share, given the share, a start barrier and a
+    report queue) reported, once every one is done."""
     context = multiprocessing.get_context("spawn")
     start, report = context.Barrier(len(shares)), context.Queue()
     processes = [context.Process(target=work, args=(*share, start, report)) for share in shares]
     for process in processes:
         process.start()
-    # A process that fails reports nothing: wait long, not forever.
-    spans: list[tuple[float, float]] = [report.get(timeout=900) for _ in processes]
-    for process in processes:
-        process.join()
-        if process.exitcode != 0:
-            raise RuntimeError(f"a concurrent run failed (exit code {process.exitcode})")
-    return max(end for _, end in spans) - min(begun for begun, _ in spans)
+    spans: list[Span] = []
+    try:
+        while len(spans) < len(processes):
+            try:
+                spans.append(report.get(timeout=1))
+            except queue.Empty:
+                # A process that fails reports nothing (and the others may wait for it).
+                if any(process.exitcode not in (None, 0) for process in processes):
+                    raise RuntimeError("a concurrent run failed") from None
+    finally:
+        for process in processes:
+            if process.exitcode is None and len(spans) < len(processes):
+                process.terminate()
+            process.join()
+    return spans
+
+
+def elapsed(spans: Sequence[Span]) -> float:
+    """Seconds from the moment every process was ready to the moment the last one was done."""
+    return max(end for _, end, _ in spans) - min(begun for begun, _, _ in spans)
 
 
 def server_cpu_seconds(base: str) -> float:
@@ -181,48 +287,70 @@ def server_cpu_seconds(base: str) -> float:
 def main() -> None:
     trajectories = load_trajectories()
     total = sum(len(items) for items in trajectories.values())
-    hands = deal(trajectories, CLIENTS)
     numbers = {name: number for number, name in enumerate(trajectories)}
-    runs: list[tuple[str, float, float, float]] = []  # label, items/s, its floor, CPU ms/item
+    # label, items/s, floor of its own run, one loop's floor, server and client CPU ms/item
+    runs: list[tuple[str, float, float, float, float, float | None]] = []
+    floors: dict[int, float] = {}
 
-    def run_on(base: str, label: str, floor: float, rate_of: Callable[[], float]) -> None:
+    def run_on(
+        base: str, label: str, floor: float, rate_of: Callable[[], tuple[float, float | None]]
+    ) -> None:
         spent = server_cpu_seconds(base)
-        rate = rate_of()
-        runs.append((label, rate, floor, (server_cpu_seconds(base) - spent) * 1000 / total))
+        rate, client_cpu = rate_of()
+        server_cpu = (server_cpu_seconds(base) - spent) * 1000 / total
+        runs.append((label, rate, floor, floors[1], server_cpu, client_cpu))
+
+    def lean_clients(base: str, clients: int) -> tuple[float, float]:
+        hands = [(base, hand, f"lean-{clients}") for hand in deal(trajectories, clients)]
+        spans = at_once(_lean_client, hands)
+        return total / elapsed(spans), sum(cpu for _, _, cpu in spans) * 1000 / total
 
     with bench_database("contextd_bench_append") as url:
-        each, batch = insert_floors(url, floor_rows(trajectories, numbers=numbers))
-        loops = [(url, floor_rows(hand, numbers=numbers)) for hand in hands]
-        each_at_once = total / at_once(_floor_loop, loops)
+        floors[1], batch = insert_floors(url, floor_rows(trajectories, numbers=numbers))
+        for clients in CLIENTS[1:]:
+            hands = [floor_rows(hand, numbers=numbers) for hand in deal(trajectories, clients)]
+            floors[clients] = floor_at_once(url, hands)
         with running_server(url) as base:
             run_on(
                 base,
-                "one item per request",
-                each,
-                lambda: append_over_http(base, trajectories, batch=1, tag="single"),
+                "httpx, one item per request",
+                floors[1],
+                lambda: (append_over_http(base, trajectories, batch=1, tag="single"), None),
             )
             run_on(
                 base,
-                "batches of 50",
+                "httpx, batches of 50",
                 batch,
-                lambda: append_over_http(base, trajectories, batch=50, tag="batch50"),
+                lambda: (append_over_http(base, trajectories, batch=50, tag="batch50"), None),
             )
         with running_server(url, workers=SERVER_WORKERS) as base:
-            run_on(
-                base,
-                f"{CLIENTS} clients, 1 item, {SERVER_WORKERS} workers",
-                each_at_once,
-                lambda: total / at_once(_http_client, [(base, hand) for hand in hands]),
-            )
-    print(f"items: {total} from {len(trajectories)} trajectories")
-    print(f"floor, psycopg insert and commit per row:  {each:10.0f} items/s")
-    print(f"floor, psycopg executemany, one commit:    {batch:10.0f} items/s")
-    print(f"floor, {CLIENTS} such loops at once:            {each_at_once:10.0f} items/s")
-    for label, rate, floor, cpu_ms in runs:
+            for clients in CLIENTS:
+                run_on(
+                    base,
+                    f"{clients} lean client{'s' if clients > 1 else ''}, {SERVER_WORKERS} workers",
+                    floors[clients],
+                    functools.partial(lean_clients, base, clients),
+                )
+    print(f"items: {total} from {len(trajectories)} trajectories, {os.cpu_count()} cores")
+    print(f"floor, psycopg insert and commit per row: {floors[1]:10.0f} items/s")
+    print(f"floor, psycopg executemany, one commit:   {batch:10.0f} items/s")
+    for clients in CLIENTS[1:]:
+        label = f"floor, {clients} such loops at once:"
+        print(f"{label:<41} {floors[clients]:10.0f} items/s")
+    for label, rate, floor, _, server_cpu, client_cpu in runs:
+        clients_cpu = "" if client_cpu is None else f", clients {client_cpu:.2f} ms/item"
         print(
-            f"HTTP append, {label:<28} {rate:10.0f} items/s  floor/http = {floor / rate:.2f}x"
-            f"  server CPU {cpu_ms:.2f} ms/item"
+            f"HTTP append, {label:<30} {rate:8.0f} items/s  floor/http = {floor / rate:5.2f}x"
+            f"  CPU: server {server_cpu:.2f} ms/item{clients_cpu}"
         )
+    one_item = [run for run in runs if "batches" not in run[0]]
+    label, rate, _, one_loop, _, _ = max(one_item, key=lambda run: run[1])
+    met = rate >= TARGET_RATE and one_loop / rate <= TARGET_RATIO
+    print(
+        f"target ({TARGET_RATE:,} appends/s one item per request, within {TARGET_RATIO}x of one"
+        f" insert-and-commit loop): {'met' if met else 'NOT met'}; best {rate:.0f} appends/s"
+        f" ({label}), {one_loop / rate:.2f}x"
+    )
 
 
 if __name__ == "__main__":
