@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Barrier
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -38,9 +37,13 @@ import httpx
 import psycopg
 import pydantic_core
 
-from bench.common import bench_database, libpq, load_trajectories, running_server
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+from bench.common import (
+    bench_database,
+    libpq,
+    load_trajectories,
+    running_server,
+    server_cpu_seconds,
+)
 
 CLIENTS = (1, 4, 8)
 """Concurrent lean clients (and floor loops) per run: up to four per core of the machine the
@@ -257,31 +260,6 @@ def at_once(work: Callable[..., None], shares: Sequence[tuple[Any, ...]]) -> lis
 def elapsed(spans: Sequence[Span]) -> float:
     """Seconds from the moment every process was ready to the moment the last one was done."""
     return max(end for _, end, _ in spans) - min(begun for begun, _, _ in spans)
-
-
-def server_cpu_seconds(base: str) -> float:
-    """CPU seconds (user and system) spent so far by the server listening at `base` and the
-    worker processes it started."""
-    port = base.rsplit(":", 1)[1].encode()
-    parents: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    roots = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue  # gone meanwhile
-        pid = int(entry.name)
-        parents[pid], ticks[pid] = int(fields[1]), int(fields[11]) + int(fields[12])
-        if b"app.cli\0serve\0--port\0" + port + b"\0" in command:
-            roots.append(pid)
-    tree = set(roots)
-    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
-        tree |= grown
-    return sum(ticks[pid] for pid in tree) / CLOCK_TICKS
 
 
 def main() -> None:

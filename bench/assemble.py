@@ -8,13 +8,15 @@ serializing a response of the same size, timed in rounds of ten just before each
 requests, the two modes taking turns. Prints p50/p99, the floor, the median of the rounds'
 ratios, and the mean time of the plan writes the server does after answering (its own metric),
 since that work is not in the server time the caller waits for, and the total of the two
-against the floor.
+against the floor; and the server's CPU time per call (its every thread and process, read from
+`/proc`), all the work a call costs, which other work on the machine moves less than it moves
+a time.
 Run: `make bench` (or `.venv/bin/python -m bench.assemble`).
 
 `--against DIR` also serves the code of another checkout (say `git worktree add DIR HEAD~1`)
 on a database of its own, migrated by that code, and sends each round's requests to both
 servers in turn, the order alternating by round; "vs" is the median over rounds of this
-code's p50 over the other's.
+code's p50 over the other's, "cpu vs" this code's CPU per call over the other's.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from bench.common import (
     load_trajectories,
     percentile,
     running_server,
+    server_cpu_seconds,
     server_ms,
 )
 
@@ -104,6 +107,9 @@ class Row:
     floor: list[float]
     round_p50s: list[float]
     round_ratios: list[float]
+    cpu: list[float]
+    """Each turn's server CPU time, ms: everything the server did for its calls, the work after
+    the answers included (counted in clock ticks: sum the turns, not one)."""
 
 
 def measure(clients: list[httpx.Client], body: bytes, rounds: int) -> list[Row]:
@@ -126,13 +132,16 @@ def measure(clients: list[httpx.Client], body: bytes, rounds: int) -> list[Row]:
 
     # A warm-up request to each server; the floor serializes the first one's answer.
     answer, *_ = [post(client).json() for client in clients]
-    rows = [Row(server=[], floor=[], round_p50s=[], round_ratios=[]) for _ in clients]
+    rows = [Row(server=[], floor=[], round_p50s=[], round_ratios=[], cpu=[]) for _ in clients]
     for n in range(rounds):
         floor = [floor_once(body, answer) for _ in range(ROUND)]
         turns = list(zip(clients, rows, strict=True))
         for client, row in turns[:: -1 if n % 2 else 1]:
+            spent = server_cpu_seconds(str(client.base_url).rstrip("/"))
             server = [server_ms(post(client)) for _ in range(ROUND)]
             client.get("/healthz").raise_for_status()
+            cpu = server_cpu_seconds(str(client.base_url).rstrip("/")) - spent
+            row.cpu.append(cpu * 1000)
             row.server.extend(server)
             row.floor.extend(floor)
             row.round_p50s.append(statistics.median(server))
@@ -181,18 +190,20 @@ def main() -> None:
                 results.append((size, total, mode, rows, stores))
     header = (
         *("cands", "tokens", "mode", "p50 ms", "p99 ms", "floor ms", "ratio", "store ms"),
-        *("total ms", "total/fl", "over ms"),
+        *("total ms", "total/fl", "over ms", "cpu ms", "cpu/fl"),
     )
-    line = "{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>8} {:>8}".format(*header)
-    print(line if against is None else f"{line} {'code':<7} {'vs':>6}")
+    line = "{:>6} {:>8} {:<9} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>8} {:>8} {:>7} {:>6}"
+    line = line.format(*header)
+    print(line if against is None else f"{line} {'code':<7} {'vs':>6} {'cpu vs':>6}")
     for size, total, mode, rows, stores in results:
         for code, row, store in zip(codes, rows, stores, strict=False):
             p50, p99 = statistics.median(row.server), percentile(row.server, 0.99)
             floor, ratio = statistics.median(row.floor), statistics.median(row.round_ratios)
-            work = p50 + store
+            work, cpu = p50 + store, sum(row.cpu) / len(row.server)
             figures = (
                 f"{p50:>8.2f} {p99:>8.2f} {floor:>8.2f} {ratio:>6.2f} {store:>9.2f}"
                 f" {work:>9.2f} {work / floor:>8.2f} {work - floor:>8.2f}"
+                f" {cpu:>7.2f} {cpu / floor:>6.2f}"
             )
             line = f"{size:>6} {total:>8} {mode:<9} {figures}"
             if against is None:
@@ -202,11 +213,15 @@ def main() -> None:
                 mine / theirs
                 for mine, theirs in zip(rows[0].round_p50s, row.round_p50s, strict=True)
             )
-            print(f"{line} {code:<7} {versus:>6.2f}")
+            cpu_versus = sum(rows[0].cpu) / sum(row.cpu)
+            print(f"{line} {code:<7} {versus:>6.2f} {cpu_versus:>6.2f}")
     print("ratio: the median over rounds of (the round's p50 server time / its p50 floor)")
     print("total: p50 + store, all the server's work for one call; over: total - floor")
+    print("cpu: the server's CPU time per call (every thread and process of it: the answer, the")
+    print("  work after it, the framework), over all rounds; cpu/fl: that over the floor")
     if against is not None:
-        print("vs: the median over rounds of (this code's p50 / that row's p50)")
+        print("vs: the median over rounds of (this code's p50 / that row's p50);")
+        print("  cpu vs: this code's CPU per call / that row's")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from app.storage.database import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAJECTORIES = sorted((ROOT / "tests" / "data" / "trajectories").glob("*.jsonl"))
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 ADMIN_URL = os.environ.get(
     "CTX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
@@ -115,3 +116,28 @@ def server_ms(response: httpx.Response) -> float:
 def percentile(values: list[float], share: float) -> float:
     """The `share` (0.01 to 0.99) percentile, interpolated inclusively."""
     return statistics.quantiles(values, n=100, method="inclusive")[round(share * 100) - 1]
+
+
+def server_cpu_seconds(base: str) -> float:
+    """CPU seconds (user and system) spent so far by the server listening at `base` and the
+    worker processes it started."""
+    port = base.rsplit(":", 1)[1].encode()
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    roots = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(entry.name)
+        parents[pid], ticks[pid] = int(fields[1]), int(fields[11]) + int(fields[12])
+        if b"app.cli\0serve\0--port\0" + port + b"\0" in command:
+            roots.append(pid)
+    tree = set(roots)
+    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+        tree |= grown
+    return sum(ticks[pid] for pid in tree) / CLOCK_TICKS
