@@ -40,11 +40,10 @@ import functools
 import hashlib
 import logging
 import time
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -201,7 +200,7 @@ _PLAN_LOCKS_HELD = select(
 _AWAIT_PLAN = select(func.pg_advisory_xact_lock_shared(bindparam("row_id", type_=BigInteger)))
 # A plan's row (Core, no ORM bookkeeping), its values as parameters: a statement built with
 # `.values(...)` would be keyed for the compiled cache anew on every call, values included.
-_PLANS = typing.cast(Table, AssemblyRow.__table__)
+_PLANS = cast(Table, AssemblyRow.__table__)
 _INSERT_PLAN = insert(_PLANS)
 
 
