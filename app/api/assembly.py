@@ -49,14 +49,9 @@ def assemble(
     after the response is sent, before the connection takes its next request. A `role` the
     stored `manifest` has no view for is a 409 `role_not_in_manifest`."""
     started = time.perf_counter()
-    try:
-        # Stored as received: re-serialising a half-megabyte request costs milliseconds.
-        request_text = raw.decode()
-    except UnicodeDecodeError:  # JSON may arrive as UTF-16 or UTF-32
-        request_text = body.model_dump_json(exclude_defaults=True)
     # The value the model was checked from; parsed again only if the route kept none.
-    value = parsed if isinstance(parsed, dict) else decode_json(request_text)
-    received = ReceivedRequest(text=request_text, value=value)
+    value = parsed if isinstance(parsed, dict) else decode_json(raw)
+    received = ReceivedRequest(body=raw, value=value)
     stored = assembly.assemble(
         db, tenant_id=tenant_id, request=body, received=received, settings=settings
     )

@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 
 from app.cli import render_plan
 from app.domain.normalize import find_pairing_violations
 from app.domain.packing import unpack_records
 from app.main import create_app
 from app.settings import Settings
+from app.storage.tables import AssemblyRow
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
@@ -394,6 +396,38 @@ def test_bodies_that_are_not_json_or_not_unicode_are_refused_with_the_reason(
     # The standard library's extensions still reach validation: NaN is a clear 422.
     nan = client.post("/assemble", content=b'{"min_relevance": NaN}', headers=json_type)
     assert nan.status_code == 422
+
+
+def test_a_request_is_stored_as_received_in_utf_8_and_as_its_value_in_utf_16(
+    client: TestClient,
+) -> None:
+    """A small request is stored as its text, decoded after the answer: UTF-8 byte for byte
+    (escapes and key order as sent); a UTF-16 body, which JSON allows, as its value."""
+    sent = (
+        '{"sources":[{"source":"docs",'
+        '"items":[{"id":"a","content":"caf\u00e9 \\u00e9","locator":"x:a"}]}]}'
+    )
+    as_utf8 = client.post(
+        "/assemble", content=sent.encode(), headers={"content-type": "application/json"}
+    )
+    as_utf16 = client.post(
+        "/assemble", content=sent.encode("utf-16"), headers={"content-type": "application/json"}
+    )
+    assert (as_utf8.status_code, as_utf16.status_code) == (201, 201), as_utf16.text
+    assert as_utf8.json()["plan_hash"] == as_utf16.json()["plan_hash"]
+    for answer in (as_utf8, as_utf16):
+        stored = client.get(f"/assemblies/{answer.json()['assembly_id']}")
+        assert stored.status_code == 200, stored.text
+        assert stored.json()["request"] == json.loads(sent)
+    ids = [as_utf8.json()["assembly_id"], as_utf16.json()["assembly_id"]]
+    with client.app.state.session_factory() as db:  # type: ignore[attr-defined]
+        kept = db.execute(
+            select(AssemblyRow.external_id, AssemblyRow.request).where(
+                AssemblyRow.external_id.in_(ids)
+            )
+        ).all()
+    as_value = json.dumps(json.loads(sent), separators=(",", ":"), ensure_ascii=False)
+    assert dict(kept) == {ids[0]: sent, ids[1]: as_value}
 
 
 def test_plans_on_both_engines_are_stored_fetched_replayed_and_chained(
