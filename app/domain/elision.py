@@ -1,7 +1,7 @@
 """What a context leaves out of the session's history, and the notice that names it.
 
-`elisions` lists every fact of the session's history (the model-visible facts since the last
-reset, less retracted ones and world-state fragments, which the world state shows) that a
+`HistoryElisions.of` lists every fact of the session's history (the model-visible facts since the
+last reset, less retracted ones and world-state fragments, which the world state shows) that a
 context shows reduced or not at all, as seq ranges of one form and one reason. Invariants:
 
 - Deterministic: the same log and the same context give the same list, in seq order.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from app.domain.compaction.clearing import is_cleared_output
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
@@ -36,8 +36,8 @@ __all__ = [
     "NOTICE_SOURCE",
     "Elided",
     "ElisionForm",
+    "HistoryElisions",
     "Shown",
-    "elisions",
     "named_seqs",
     "notice_text",
     "unnamed",
@@ -93,106 +93,136 @@ def _call_key(item: Item) -> tuple[str, object] | None:
     return None
 
 
-def elisions(
-    *,
-    history: Sequence[tuple[int, Item, int]],
-    active_items: Sequence[Item],
-    active_seqs: Sequence[int | None],
-    normalized: Sequence[Item],
-    shown: Mapping[int, Shown],
-    excluded: Mapping[int, str],
-    compacted_by: Mapping[int, tuple[str, str]],
-    compaction_id: str | None,
-    record_tokens: int,
-) -> tuple[Elided, ...]:
-    """The elided ranges of a context; see the module docstring.
+class _Resolved(NamedTuple):
+    """One active item's fact as the history alone places it: its seq, and either its status
+    (`fixed`, whatever the plan) or the normalized position `j` whose plan decision sets it."""
+
+    seq: int
+    fixed: _Status | None
+    j: int
+    reduced: bool
+    untouched: bool
+    item: Item
+
+
+class HistoryElisions:
+    """What `elisions` needs of the history alone, worked out once for every plan tried against
+    that history (settling a notice tries two or three): which fact each active item stands
+    for and where normalization put it. `of` then lists the elided ranges of one plan.
 
     `history`: the session's history facts as (seq, item as logged, stored tokens), in seq
     order. `active_items` / `active_seqs`: the active history before normalization and the
     fact each item is verbatim (None for items a compaction wrote). `normalized`: that history
-    normalized. `shown[j]`: what the context made of `normalized[j]` (missing: a world-state
-    fragment, shown as state). `excluded[i]`: why normalization left out `active_items[i]`.
+    normalized. `excluded[i]`: why normalization left out `active_items[i]`.
     `compacted_by[seq]`: (compaction id, strategy) of the compaction that took the fact out or
     reduced it. `compaction_id`: the latest compaction, whose record stands for every
     summarized or externalized fact (records merge), so that their ranges follow the record's
-    own "fact seqs A–B". `record_tokens`: tokens of the compaction records the context shows.
+    own "fact seqs A–B".
     """
-    in_history = {seq for seq, _, _ in history}
-    by_key: dict[tuple[str, object], int] = {}
-    for logged_seq, logged_item, _ in history:
-        logged_key = _call_key(logged_item)
-        if logged_key is not None:
-            by_key.setdefault(logged_key, logged_seq)
-    position_of = {id(item): j for j, item in enumerate(normalized)}
-    normalized_by_key = {
-        key: j for j, item in enumerate(normalized) if (key := _call_key(item)) is not None
-    }
-    status: dict[int, _Status | None] = {}
-    for i, (item, verbatim_seq) in enumerate(zip(active_items, active_seqs, strict=True)):
-        reduced = verbatim_seq is None
-        seq = verbatim_seq
-        if reduced:  # a compaction's placeholder for a fact it cleared, or its own record
-            key = _call_key(item)
-            seq = by_key.get(key) if key is not None else None
-        if seq is None or seq not in in_history:
-            continue
-        if i in excluded:
-            status[seq] = _Status("excluded", f"normalization: {excluded[i]}", 0)
-            continue
-        j = position_of.get(id(item))
-        untouched = j is not None
-        if j is None:
-            key = _call_key(item)
-            j = normalized_by_key.get(key) if key is not None else None
-        if j is None:  # an orphan output normalization removed
-            status[seq] = _Status("excluded", "normalization: removed", 0)
-            continue
-        seen = shown.get(j)
-        if seen is None:  # not offered to the assembly: shown another way
-            status[seq] = None
-            continue
-        compaction = compacted_by.get(seq, ("", ""))[0]
-        if seen.dropped is not None:
-            status[seq] = _Status("dropped", seen.dropped, 0)
-        elif reduced:
-            form: ElisionForm = "cleared" if is_cleared_output(item) else "truncated"
-            status[seq] = _Status(form, f"compaction {compaction}", seen.tokens)
-        elif not untouched:
-            status[seq] = _Status("truncated", "truncation policy", seen.tokens)
-        elif seen.cut:
-            status[seq] = _Status("truncated", "max_tokens", seen.tokens)
-        else:
-            status[seq] = None
-    entries: list[Elided] = []
-    extends = False  # whether the previous history fact was listed: a shown one ends a range
-    for seq, _, tokens in history:
-        if seq in status:
-            found = status[seq]
-            if found is None:
-                extends = False
+
+    def __init__(
+        self,
+        *,
+        history: Sequence[tuple[int, Item, int]],
+        active_items: Sequence[Item],
+        active_seqs: Sequence[int | None],
+        normalized: Sequence[Item],
+        excluded: Mapping[int, str],
+        compacted_by: Mapping[int, tuple[str, str]],
+        compaction_id: str | None,
+    ) -> None:
+        self._history = history
+        self._compacted_by = compacted_by
+        self._compaction_id = compaction_id
+        in_history = {seq for seq, _, _ in history}
+        by_key: dict[tuple[str, object], int] = {}
+        for logged_seq, logged_item, _ in history:
+            logged_key = _call_key(logged_item)
+            if logged_key is not None:
+                by_key.setdefault(logged_key, logged_seq)
+        position_of = {id(item): j for j, item in enumerate(normalized)}
+        normalized_by_key = {
+            key: j for j, item in enumerate(normalized) if (key := _call_key(item)) is not None
+        }
+        resolved: list[_Resolved] = []
+        for i, (item, verbatim_seq) in enumerate(zip(active_items, active_seqs, strict=True)):
+            reduced = verbatim_seq is None
+            seq = verbatim_seq
+            if reduced:  # a compaction's placeholder for a fact it cleared, or its own record
+                key = _call_key(item)
+                seq = by_key.get(key) if key is not None else None
+            if seq is None or seq not in in_history:
                 continue
-        else:  # not in the active history: a compaction took it out
-            compaction, strategy = compacted_by.get(seq, ("", "truncate"))
-            form = _STRATEGY_FORMS.get(strategy, "dropped")
-            recorded = form in ("summarized", "externalized")
-            if recorded and compaction_id is not None:
-                compaction = compaction_id
-            found = _Status(form, f"compaction {compaction}", record_tokens if recorded else 0)
-        last = entries[-1] if entries and extends else None
-        extends = True
-        if last is not None and (last.form, last.reason) == (found.form, found.reason):
-            shared = found.form in ("summarized", "externalized")
-            entries[-1] = Elided(
-                first_seq=last.first_seq,
-                last_seq=seq,
-                form=last.form,
-                tokens_full=last.tokens_full + tokens,
-                tokens_shown=last.tokens_shown + (0 if shared else found.tokens_shown),
-                reason=last.reason,
-            )
-        else:
-            entries.append(Elided(seq, seq, found.form, tokens, found.tokens_shown, found.reason))
-    return tuple(entries)
+            if i in excluded:
+                fixed = _Status("excluded", f"normalization: {excluded[i]}", 0)
+                resolved.append(_Resolved(seq, fixed, -1, reduced, False, item))
+                continue
+            j = position_of.get(id(item))
+            untouched = j is not None
+            if j is None:
+                key = _call_key(item)
+                j = normalized_by_key.get(key) if key is not None else None
+            if j is None:  # an orphan output normalization removed
+                fixed = _Status("excluded", "normalization: removed", 0)
+                resolved.append(_Resolved(seq, fixed, -1, reduced, False, item))
+                continue
+            resolved.append(_Resolved(seq, None, j, reduced, untouched, item))
+        self._resolved = resolved
+
+    def of(self, shown: Mapping[int, Shown], *, record_tokens: int) -> tuple[Elided, ...]:
+        """The elided ranges of a context (see the module docstring). `shown[j]`: what the
+        context made of the j-th normalized item (missing: a world-state fragment, shown as
+        state). `record_tokens`: tokens of the compaction records the context shows."""
+        status: dict[int, _Status | None] = {}
+        for seq, fixed, j, reduced, untouched, item in self._resolved:
+            if fixed is not None:
+                status[seq] = fixed
+                continue
+            seen = shown.get(j)
+            if seen is None:  # not offered to the assembly: shown another way
+                status[seq] = None
+            elif seen.dropped is not None:
+                status[seq] = _Status("dropped", seen.dropped, 0)
+            elif reduced:
+                compaction = self._compacted_by.get(seq, ("", ""))[0]
+                form: ElisionForm = "cleared" if is_cleared_output(item) else "truncated"
+                status[seq] = _Status(form, f"compaction {compaction}", seen.tokens)
+            elif not untouched:
+                status[seq] = _Status("truncated", "truncation policy", seen.tokens)
+            elif seen.cut:
+                status[seq] = _Status("truncated", "max_tokens", seen.tokens)
+            else:
+                status[seq] = None
+        # Ranges as [first, last, form, reason, tokens_full, tokens_shown], made Elided at the
+        # end: a long history merges thousands of facts, and a frozen dataclass is slow to build.
+        ranges: list[list[Any]] = []
+        extends = False  # whether the previous history fact was listed: a shown one ends a range
+        for seq, _, tokens in self._history:
+            if seq in status:
+                found = status[seq]
+                if found is None:
+                    extends = False
+                    continue
+            else:  # not in the active history: a compaction took it out
+                compaction, strategy = self._compacted_by.get(seq, ("", "truncate"))
+                form = _STRATEGY_FORMS.get(strategy, "dropped")
+                recorded = form in ("summarized", "externalized")
+                if recorded and self._compaction_id is not None:
+                    compaction = self._compaction_id
+                found = _Status(form, f"compaction {compaction}", record_tokens if recorded else 0)
+            last = ranges[-1] if ranges and extends else None
+            extends = True
+            if last is not None and last[2] == found.form and last[3] == found.reason:
+                last[1] = seq
+                last[4] += tokens
+                if found.form not in ("summarized", "externalized"):  # their record is shared
+                    last[5] += found.tokens_shown
+            else:
+                ranges.append([seq, seq, found.form, found.reason, tokens, found.tokens_shown])
+        return tuple(
+            Elided(first, last_seq, form, full, shown_tokens, reason)
+            for first, last_seq, form, reason, full, shown_tokens in ranges
+        )
 
 
 def named_seqs(texts: Iterable[str]) -> frozenset[int]:

@@ -20,6 +20,7 @@ from app.domain.advice import Advice, Watermarks, advise_session
 from app.domain.assemble import Contribution
 from app.domain.budget import usable_window
 from app.domain.calibration import SessionWindow, session_tokenizer
+from app.domain.elision import HistoryElisions
 from app.domain.facts import ActiveHistory
 from app.domain.items import Item
 from app.domain.json_encoding import encode_json
@@ -31,7 +32,7 @@ from app.domain.normalize import (
 )
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.truncation import TruncationPolicy
-from app.domain.world_state import state_contributions
+from app.domain.world_state import is_state_fragment, state_contributions
 from app.settings import Settings
 from app.storage.history import fold_session
 from app.storage.repository import SessionSnapshot
@@ -120,6 +121,36 @@ class LoadedHistory:
     @property
     def tokens(self) -> int:
         return sum(self.sizes)
+
+    @functools.cached_property
+    def offered_positions(self) -> list[int]:
+        """The position in `items` of each item session-mode assembly offers as history: all but
+        the world-state fragments, which the world state shows."""
+        return [j for j, item in enumerate(self.items) if not is_state_fragment(item)]
+
+    @functools.cached_property
+    def elisions(self) -> HistoryElisions:
+        """What this history's elided ranges depend on besides a plan, worked out once for
+        every plan tried against it (`app.usecases.notices`)."""
+        active = self.active
+        return HistoryElisions(
+            history=[
+                (seq, entry[1], entry[4] or 0)
+                for seq, entry in active.logged.items()
+                # A fact without model-visible text (an unknown type, say) has nothing to read
+                # back.
+                if entry[4]
+                and seq > active.reset_at
+                and seq not in active.retracted
+                and not is_state_fragment(entry[1])
+            ],
+            active_items=active.items,
+            active_seqs=active.seqs,
+            normalized=self.items,
+            excluded={entry.index: entry.reason for entry in self.normalized.report.excluded},
+            compacted_by=active.compacted_by,
+            compaction_id=active.compaction_id,
+        )
 
     @functools.cached_property
     def state(self) -> tuple[Contribution, ...]:

@@ -27,13 +27,11 @@ from app.domain.elision import (
     NOTICE_SOURCE,
     Elided,
     Shown,
-    elisions,
     named_seqs,
     notice_text,
     unnamed,
 )
 from app.domain.items import CountTokens, visible_text
-from app.domain.world_state import is_state_fragment
 from app.usecases.history import LoadedHistory
 
 _NOTICE_PASSES = 3
@@ -98,9 +96,8 @@ def plan_naming_what_it_leaves_out(
 def _history_decisions(loaded: LoadedHistory, plan: AssemblyPlan) -> list[tuple[int, PlanEntry]]:
     """(index in the normalized history, plan entry) of each history item the plan decided
     on: every item but the state fragments, which the world state shows."""
-    offered = [j for j, item in enumerate(loaded.items) if not is_state_fragment(item)]
     decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
-    return list(zip(offered, decisions, strict=True))
+    return list(zip(loaded.offered_positions, decisions, strict=True))
 
 
 def _first_shown_seq(loaded: LoadedHistory, plan: AssemblyPlan) -> int | None:
@@ -123,16 +120,6 @@ while a calibration or a cheaper call moves where one ends and the other starts.
 
 def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
     """What `plan` leaves out of the session's history (see `app.domain.elision`)."""
-    active = loaded.active
-    history = [
-        (seq, entry[1], entry[4] or 0)
-        for seq, entry in active.logged.items()
-        # A fact without model-visible text (an unknown type, say) has nothing to read back.
-        if entry[4]
-        and seq > active.reset_at
-        and seq not in active.retracted
-        and not is_state_fragment(entry[1])
-    ]
     shown = {
         j: Shown(
             tokens=entry["tokens"] if entry["decision"] == "selected" else 0,
@@ -143,15 +130,8 @@ def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
         )
         for j, entry in _history_decisions(loaded, plan)
     }
-    return elisions(
-        history=history,
-        active_items=active.items,
-        active_seqs=active.seqs,
-        normalized=loaded.items,
-        shown=shown,
-        excluded={entry.index: entry.reason for entry in loaded.normalized.report.excluded},
-        compacted_by=active.compacted_by,
-        compaction_id=active.compaction_id,
+    return loaded.elisions.of(
+        shown,
         record_tokens=sum(
             item.tokens
             for item in plan.items

@@ -29,22 +29,21 @@ from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
 
 
 def stable_history_start(
-    history: Sequence[HistoryEntry], tokens: Sequence[int], *, fitting_start: int, step: int
+    cuts: Sequence[int], tokens: Sequence[int], *, fitting_start: int, step: int
 ) -> int:
     """Where a history that no longer fits is cut: the first stable point at or after
     `fitting_start` (the oldest entry the budget could keep), else `fitting_start` itself.
-
-    Stable points are the first `history_cuts` at or after every `step` tokens counted from the
-    history's start. They depend only on the entries before them, so appending never moves
-    one: the cut stays put across calls until the kept history no longer fits, then jumps a
-    whole step, and the calls in between share their prefix.
+    Stable points are the first of the history's cuts (`history_cuts`) at or after every `step`
+    tokens counted from the history's start. They depend only on the entries before them, so
+    appending never moves one: the cut stays put across calls until the kept history no longer
+    fits, then jumps a whole step, and the calls in between share their prefix.
     """
     position, passed, next_mark = 0, 0, step
-    for cut in history_cuts([entry.item for entry in history]):
+    for cut in cuts:
         passed += sum(tokens[position:cut])
         position = cut
         if passed >= next_mark:
-            if fitting_start <= cut < len(history):
+            if fitting_start <= cut < len(tokens):
                 return cut
             next_mark = (passed // step + 1) * step
     return fitting_start
@@ -53,9 +52,11 @@ def stable_history_start(
 def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
     """Index ranges that history is cut between, in order, covering `items`: the ranges between
     consecutive `history_cuts`, the last one running to the end."""
-    bounds = history_cuts(items)
-    if bounds[-1] != len(items):
-        bounds = (*bounds, len(items))
+    return _groups(history_cuts(items), len(items))
+
+
+def _groups(cuts: Sequence[int], length: int) -> tuple[range, ...]:
+    bounds = tuple(cuts) if cuts[-1] == length else (*cuts, length)
     return tuple(range(start, end) for start, end in itertools.pairwise(bounds))
 
 
@@ -144,7 +145,8 @@ def fit_history(
     history_items = [entry.item for entry in inp.history]
     history_start = len(inp.history)
     history_reason: DropReason | None = None
-    spans = atomic_groups(history_items)
+    cuts = history_cuts(history_items)
+    spans = _groups(cuts, len(history_items))
     for newest, span in enumerate(reversed(spans), start=1):
         span_tokens = sum(history_tokens[k] for k in span)
         if inp.history_counts_toward_max_items and not fits(
@@ -179,7 +181,7 @@ def fit_history(
     fitting_start = history_start
     if history_start > 0 and inp.history_cut_step is not None:
         history_start = stable_history_start(
-            inp.history,
+            cuts,
             history_tokens,
             fitting_start=fitting_start,
             step=inp.history_cut_step,
