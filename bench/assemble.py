@@ -2,15 +2,15 @@
 
 For 50, 500 and 5,000 candidates (≈230 tokens each, counts given, as a runtime that caches its
 counts sends them) the benchmark posts the same request repeatedly to a real server on
-PostgreSQL, stateless and in session mode, and reads the server time from `Server-Timing`.
-The floor is what any JSON endpoint pays for this exchange: parsing that request body and
-serializing a response of the same size, timed in rounds of ten just before each round of ten
-requests, the two modes taking turns. Prints p50/p99, the floor, the median of the rounds'
-ratios, and the mean time of the plan writes the server does after answering (its own metric),
-since that work is not in the server time the caller waits for, and the total of the two
-against the floor; and the server's CPU time per call (its every thread and process, read from
-`/proc`), all the work a call costs, which other work on the machine moves less than it moves
-a time.
+PostgreSQL, stateless and in session mode (over a short history, and over a long one: 1,378
+items), and reads the server time from `Server-Timing`. The floor is what any JSON endpoint
+pays for this exchange: parsing that request body and serializing a response of the same
+size, timed in rounds of ten just before each round of ten requests, the modes taking turns.
+Prints p50/p99, the floor, the median of the rounds' ratios, and the mean time of the plan
+writes the server does after answering (its own metric), since that work is not in the server
+time the caller waits for, and the total of the two against the floor; and the server's CPU
+time per call (its every thread and process, read from `/proc`), all the work a call costs,
+which other work on the machine moves less than it moves a time.
 Run: `make bench` (or `.venv/bin/python -m bench.assemble`).
 
 `--against DIR` also serves the code of another checkout (say `git worktree add DIR HEAD~1`)
@@ -46,7 +46,10 @@ from bench.common import (
 )
 
 SIZES = (50, 500, 5000)
-MODES = ("stateless", "session")
+MODES = ("stateless", "session", "long")
+"""`session`: over the history of one public run (37 items); `long`: over the three longest
+runs appended to one session (1,378 items, 956 KB), as a long agent session is."""
+LONG_RUNS = 3
 ROUND = 10
 ROUNDS = {50: 20, 500: 20, 5000: 5}
 """Rounds of `ROUND` requests per row: 200 requests, 50 at 5,000 candidates."""
@@ -153,7 +156,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--against", type=Path, help="a checkout whose code is measured too")
     against: Path | None = parser.parse_args().against
-    trajectory = next(iter(load_trajectories().values()))
+    trajectories = load_trajectories()
+    trajectory = next(iter(trajectories.values()))
+    long_history = [
+        item for run in sorted(trajectories.values(), key=len)[-LONG_RUNS:] for item in run
+    ]
     codes = ["this", "against"]
     results: list[tuple[int, int, str, list[Row], list[float]]] = []
     with contextlib.ExitStack() as stack:
@@ -166,8 +173,12 @@ def main() -> None:
             )
             base = stack.enter_context(running_server(url, source=source))
             client = stack.enter_context(httpx.Client(base_url=base, timeout=120))
-            client.post("/sessions", json={"session_id": "bench"}).raise_for_status()
-            client.post("/sessions/bench/items", json={"items": trajectory}).raise_for_status()
+            for session_id, items in (("bench", trajectory), ("long", long_history)):
+                client.post("/sessions", json={"session_id": session_id}).raise_for_status()
+                for start in range(0, len(items), 100):
+                    client.post(
+                        f"/sessions/{session_id}/items", json={"items": items[start : start + 100]}
+                    ).raise_for_status()
             clients.append(client)
         for size in SIZES:
             candidates = build_candidates(size)
@@ -176,8 +187,8 @@ def main() -> None:
                 request: dict[str, Any] = {
                     "sources": [{"source": "retrieval", "items": candidates}]
                 }
-                if mode == "session":
-                    request["session_id"] = "bench"
+                if mode != "stateless":
+                    request["session_id"] = "bench" if mode == "session" else "long"
                 stored_before = [plan_store_seconds(client) for client in clients]
                 rows = measure(clients, json.dumps(request).encode(), ROUNDS[size])
                 stored_after = [plan_store_seconds(client) for client in clients]
