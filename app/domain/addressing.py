@@ -7,8 +7,10 @@ replaced; the bodies are stored once per session under their digest (`app.storag
 
 Invariants:
 - `restore_bodies(address_bodies(r).stored, bodies)` is `r`, key order included, given the
-  bodies `address_bodies` named: a body's digest is the SHA-256 of its JSON encoding, so two
-  bodies share a digest only when they encode the same;
+  bodies `address_bodies` named (`body_digest`): a text's digest is the SHA-256 of its UTF-8
+  after a NUL byte, which no JSON document holds, and an item's the SHA-256 of its JSON
+  encoding, so two bodies share a digest only when they are the same (plans stored before
+  texts were hashed so keep naming the bodies they were stored with);
 - a stored request is told from a request as received by `ADDRESSED`, a key no request may
   carry (requests refuse unknown keys).
 """
@@ -16,7 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +28,10 @@ __all__ = [
     "ADDRESSED",
     "MIN_ADDRESSED_BYTES",
     "AddressedRequest",
+    "EncodedBodies",
     "address_bodies",
     "addressed_digests",
+    "body_digest",
     "restore_bodies",
 ]
 
@@ -36,8 +40,28 @@ ADDRESSED = "addressed_bodies"
 index, field] each, beside `request`."""
 BODY_FIELDS = ("content", "item")
 MIN_ADDRESSED_BYTES = 256
-"""Smaller bodies stay in the request: a digest and its place cost about 60 bytes."""
+"""Smaller bodies (a text's UTF-8, an item's JSON) stay in the request: a digest and its place
+cost about 60 bytes."""
 DIGEST_CHARS = 32
+_TEXT_TAG = b"\x00"
+
+
+class EncodedBodies(Mapping[str, bytes]):
+    """Bodies by digest, each kept as the request gave it and encoded as JSON (what the store
+    keeps) only when read: the store reads only the bodies it does not hold yet, which for a
+    runtime offering the same files call after call are none."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getitem__(self, digest: str) -> bytes:
+        return encode_json(self._values[digest])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
 
 @dataclass(frozen=True)
@@ -45,17 +69,28 @@ class AddressedRequest:
     """A request as a plan stores it, and the bodies it names by digest (their JSON)."""
 
     stored: dict[str, Any]
-    bodies: dict[str, bytes]
+    bodies: Mapping[str, bytes]
 
 
 def digest_of(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:DIGEST_CHARS]
 
 
+def body_digest(body: str | dict[str, Any]) -> str | None:
+    """The digest a plan names `body` (a candidate's `content` or `item`) by; None for a body
+    under `MIN_ADDRESSED_BYTES`, which stays in the request. A text is hashed as its UTF-8, not
+    its JSON: encoding thousands of texts as JSON cost more than hashing them."""
+    if isinstance(body, str):
+        text = body.encode()
+        return None if len(text) < MIN_ADDRESSED_BYTES else digest_of(_TEXT_TAG + text)
+    encoded = encode_json(body)
+    return None if len(encoded) < MIN_ADDRESSED_BYTES else digest_of(encoded)
+
+
 def address_bodies(request: dict[str, Any]) -> AddressedRequest:
     """`request` (as received, parsed) with each candidate body of `MIN_ADDRESSED_BYTES` or
     more replaced by its digest. `request` is not changed."""
-    bodies: dict[str, bytes] = {}
+    values: dict[str, Any] = {}
     places: list[list[Any]] = []
     sources = []
     for source_index, source in enumerate(request.get("sources") or ()):
@@ -64,13 +99,9 @@ def address_bodies(request: dict[str, Any]) -> AddressedRequest:
             replaced = None
             for field in BODY_FIELDS:
                 value = spec.get(field)
-                if value is None:
+                if value is None or (digest := body_digest(value)) is None:
                     continue
-                body = encode_json(value)
-                if len(body) < MIN_ADDRESSED_BYTES:
-                    continue
-                digest = digest_of(body)
-                bodies[digest] = body
+                values[digest] = value
                 places.append([source_index, spec_index, field])
                 replaced = {**(replaced or spec), field: digest}
             specs.append(spec if replaced is None else replaced)
@@ -78,7 +109,8 @@ def address_bodies(request: dict[str, Any]) -> AddressedRequest:
     if not places:
         return AddressedRequest(stored=request, bodies={})
     return AddressedRequest(
-        stored={"request": {**request, "sources": sources}, ADDRESSED: places}, bodies=bodies
+        stored={"request": {**request, "sources": sources}, ADDRESSED: places},
+        bodies=EncodedBodies(values),
     )
 
 

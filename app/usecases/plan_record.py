@@ -273,7 +273,7 @@ class ReceivedRequest:
 
 def stored_request(
     request: AssembleRequest, received: ReceivedRequest
-) -> tuple[str, dict[str, bytes]]:
+) -> tuple[str, Mapping[str, bytes]]:
     """The request as a plan keeps it (`app.domain.addressing`), from the request as received
     (and the same checked), and the bodies it names by digest."""
     if not any(source.items for source in request.sources):

@@ -48,6 +48,27 @@ def test_large_bodies_are_named_by_digest_and_read_back_in_place() -> None:
     assert request["sources"][0]["items"][0]["content"] == BIG  # the request is not changed
 
 
+def test_a_text_and_an_item_it_spells_are_two_bodies() -> None:
+    """A text is hashed as its UTF-8, an item as its JSON: a text spelling an item's JSON is
+    still another body, and each reads back as what it was."""
+    item = {"type": "message", "text": BIG}
+    request = {
+        "sources": [
+            {
+                "source": "s",
+                "items": [
+                    {"id": "text", "content": json.dumps(item, separators=(",", ":"))},
+                    {"id": "item", "item": item},
+                ],
+            }
+        ]
+    }
+    addressed = address_bodies(request)
+    stored = json.loads(json.dumps(addressed.stored))
+    assert len(addressed.bodies) == 2
+    assert json.dumps(restore_bodies(stored, addressed.bodies)) == json.dumps(request)
+
+
 def test_a_request_without_large_bodies_is_stored_as_received() -> None:
     request = {"sources": [{"source": "s", "items": [{"id": "a", "content": "hi"}]}]}
     addressed = address_bodies(request)
