@@ -8,6 +8,7 @@ does), ranges within it after the history (a new one rewrites only what follows 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from app.domain.assemble import (
@@ -17,10 +18,12 @@ from app.domain.assemble import (
     AssemblyPlan,
     Candidate,
     Contribution,
+    Decided,
     Layer,
     PlanEntry,
+    decide,
+    place,
 )
-from app.domain.assemble import assemble as assemble_plan
 from app.domain.compaction.product import is_compaction_product
 from app.domain.elision import (
     NOTICE_ID,
@@ -49,12 +52,21 @@ def plan_naming_what_it_leaves_out(
     history's start does); what lies within it, such as a system message normalization left
     out mid-session, after the history (a new one then rewrites only what follows the history,
     never the history itself)."""
+    # One counter for every pass: a text is counted once per assembly.
+    count = functools.cache(count)
+    offered = sum(len(contribution.candidates) for contribution in assembly_input.contributions)
     notice: Contribution | None = None
+    settled: Decided | None = None  # the decisions `elided` and `notice` were worked out from
+    elided: tuple[Elided, ...] = ()
     for _ in range(_NOTICE_PASSES):
         contributions = assembly_input.contributions + ((notice,) if notice else ())
-        plan = assemble_plan(
-            replace(assembly_input, contributions=contributions), count_tokens=count
-        )
+        inp = replace(assembly_input, contributions=contributions)
+        decided = decide(inp, count=count)
+        if settled is not None and decided.alike(settled, candidates=offered):
+            # The notice took room but changed no decision: the same items are shown and left
+            # out, so the same ranges are elided and named by this very notice.
+            return place(inp, decided, count=count), elided
+        plan = place(inp, decided, count=count)
         elided = _elided(loaded, plan)
         # Reading every shown text for the seqs it names is worth it only when some are left out.
         named = (
@@ -89,7 +101,7 @@ def plan_naming_what_it_leaves_out(
         wanted = Contribution(NOTICE_SOURCE, candidates) if candidates else None
         if wanted == notice:
             break
-        notice = wanted
+        notice, settled = wanted, decided
     return plan, elided
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -26,7 +27,9 @@ from app.domain.assemble import (
     SelectedItem,
     assemble,
     atomic_groups,
+    decide,
     diff_selections,
+    place,
     ranking_score,
     reused_prefix,
 )
@@ -766,6 +769,29 @@ def test_history_takes_the_newest_atomic_groups_that_fit_as_a_suffix() -> None:
         truncated=True,
     )
     assert find_pairing_violations([i.item for i in plan.items if i.item is not None]) == []
+
+
+def test_a_required_addition_that_changes_no_decision_decides_alike() -> None:
+    """`decide` then `place` is `assemble`; a required candidate added after the others (as an
+    elision notice is) leaves the decisions alike while the room it takes moves nothing, and
+    not once it pushes a history group out."""
+    goal = task("goal", "the goal", required=True)
+    base = AssemblyInput(
+        contributions=contributions(goal), history=TURNS, budget=Budget(max_tokens=15)
+    )
+    decided = decide(base, count=words)
+    assert place(base, decided, count=words) == assemble(base, count_tokens=words)
+
+    def with_notice(text: str) -> AssemblyInput:
+        notice = Contribution("elision", (task("elided", text, required=True),))
+        return replace(base, contributions=(*base.contributions, notice))
+
+    # 12 of 15 tokens are taken: a 3-word notice fits beside them, a 4-word one does not.
+    fits_beside = decide(with_notice("one two three"), count=words)
+    pushes_out = decide(with_notice("one two three four"), count=words)
+    assert fits_beside.alike(decided, candidates=1)
+    assert not pushes_out.alike(decided, candidates=1)
+    assert pushes_out.history.start > decided.history.start
 
 
 def test_history_never_keeps_an_output_without_its_call() -> None:

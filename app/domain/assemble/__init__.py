@@ -26,8 +26,9 @@
 
 The package, one concern a module: `model` (the vocabulary, the input and the plan),
 `selection` (ranking and the walk of the candidates under the budget), `history_fit` (the
-history's suffix), `placement` (the order, the plan, and `assemble` running the three) and
-`comparison` (two assemblies' diff and reused prefix). This module is their surface.
+history's suffix), `placement` (the order, the plan, and `assemble` running the three:
+`decide`, then `place`) and `comparison` (two assemblies' diff and reused prefix). This module
+is their surface.
 """
 
 from app.domain.assemble.comparison import (
@@ -57,7 +58,7 @@ from app.domain.assemble.model import (
     SelectedItem,
     ranking_score,
 )
-from app.domain.assemble.placement import assemble
+from app.domain.assemble.placement import Decided, assemble, decide, place
 
 __all__ = [
     "CANDIDATE_DEFAULTS",
@@ -69,6 +70,7 @@ __all__ = [
     "AssemblyPlan",
     "Candidate",
     "Contribution",
+    "Decided",
     "Decision",
     "DropReason",
     "FallbackForm",
@@ -81,7 +83,9 @@ __all__ = [
     "SelectedItem",
     "assemble",
     "atomic_groups",
+    "decide",
     "diff_selections",
+    "place",
     "ranking_score",
     "reused_prefix",
     "stable_history_start",

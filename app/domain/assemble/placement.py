@@ -1,6 +1,6 @@
 """Placement: the order the model sees the selected candidates and the history in, and the plan
 that reports what became of every one of them; `assemble` runs selection, the history's fit and
-placement, in that order.
+placement, in that order (`decide`, then `place`).
 
 Invariants (see the package doc for the whole contract of `assemble`'s result):
 
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from app.domain.assemble.history_fit import fit_history
+from app.domain.assemble.history_fit import HistoryFit, fit_history
 from app.domain.assemble.model import (
     HISTORY_SOURCE,
     LAYERS,
@@ -37,7 +39,7 @@ from app.domain.assemble.model import (
     canonical_hash,
     fits,
 )
-from app.domain.assemble.selection import select_candidates
+from app.domain.assemble.selection import Selection, select_candidates
 from app.domain.items import CountTokens
 
 
@@ -45,13 +47,54 @@ def assemble(inp: AssemblyInput, *, count_tokens: CountTokens) -> AssemblyPlan:
     """Select, degrade and place candidates and history under `inp.budget`; see the package doc."""
     # One cache for the three steps: a text is counted once per assembly, whichever step meets it.
     count = functools.cache(count_tokens)
-    budget = inp.budget
+    return place(inp, decide(inp, count=count), count=count)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What an assembly decides before it places anything: what became of each candidate, and
+    the history's share. `place` makes the plan of it."""
+
+    selection: Selection
+    history: HistoryFit
+
+    def alike(self, other: Decided, *, candidates: int) -> bool:
+        """Whether `other` decided the same for the first `candidates` candidates and for the
+        whole history: the same items in the same forms and tokens, the same drops for the
+        same reasons (whatever else either selected, placed after them or not)."""
+        mine, theirs = self.selection, other.selection
+        fit, other_fit = self.history, other.history
+        return (
+            (fit.start, fit.fitting_start, fit.reason)
+            == (other_fit.start, other_fit.fitting_start, other_fit.reason)
+            and fit.tokens == other_fit.tokens
+            and fit.items == other_fit.items
+            and _first(mine.chosen, candidates) == _first(theirs.chosen, candidates)
+            and _first(mine.reasons, candidates) == _first(theirs.reasons, candidates)
+        )
+
+
+def _first(decisions: Mapping[int, Any], count: int) -> dict[int, Any]:
+    return {i: decision for i, decision in decisions.items() if i < count}
+
+
+def decide(inp: AssemblyInput, *, count: CountTokens) -> Decided:
+    """The selection, then the history's fit to what it left; `count` is the assembly's one
+    counter, so no text is counted twice."""
     selection = select_candidates(inp, count=count)
+    history = fit_history(
+        inp, total_tokens=selection.tokens, counted_items=len(selection.selected), count=count
+    )
+    return Decided(selection, history)
+
+
+def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> AssemblyPlan:
+    """The plan of what `decide` decided for `inp`: the order of everything selected, and an
+    entry for every candidate and history entry."""
+    budget = inp.budget
+    selection, history = decided.selection, decided.history
     candidates, scores, raw_tokens = selection.candidates, selection.scores, selection.raw_tokens
     reasons, chosen, selected = selection.reasons, selection.chosen, selection.selected
-    history = fit_history(
-        inp, total_tokens=selection.tokens, counted_items=len(selected), count=count
-    )
     history_items, history_tokens = history.items, history.tokens
     history_start, fitting_start = history.start, history.fitting_start
     total_tokens, counted_items = history.total_tokens, history.counted_items
