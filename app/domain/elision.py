@@ -68,6 +68,17 @@ class Elided:
     tokens_shown: int
     reason: str
 
+    def as_dict(self) -> dict[str, Any]:
+        """The wire form (`elided` in an assembly's answer); a long session lists thousands."""
+        return {
+            "first_seq": self.first_seq,
+            "last_seq": self.last_seq,
+            "form": self.form,
+            "tokens_full": self.tokens_full,
+            "tokens_shown": self.tokens_shown,
+            "reason": self.reason,
+        }
+
 
 class Shown(NamedTuple):
     """What the context made of one item of the normalized history."""

@@ -402,7 +402,7 @@ def _run(
         "conversion": rendered.report(),
         "tools": setting.tools,
         "tools_tokens": setting.tools_tokens,
-        "elided": [asdict(entry) for entry in elided],
+        "elided": [entry.as_dict() for entry in elided],
     }
 
     def record() -> plans.NewAssembly:

@@ -79,9 +79,10 @@ def plan_naming_what_it_leaves_out(
             else frozenset()
         )
         start = _first_shown_seq(loaded, plan)
-        missing = unnamed(elided, named)
-        before = [entry for entry in missing if start is None or entry.last_seq < start]
-        within = [entry for entry in missing if entry not in before]
+        before: list[Elided] = []
+        within: list[Elided] = []
+        for entry in unnamed(elided, named):
+            (before if start is None or entry.last_seq < start else within).append(entry)
         placements: tuple[tuple[str, Layer, list[Elided]], ...] = (
             (NOTICE_ID, "prefix", before),
             (f"{NOTICE_ID}#within", "task", within),
