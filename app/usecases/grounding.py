@@ -13,6 +13,7 @@ its answer. Advice reads the outcomes back (`recent_groundings`).
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,15 +98,25 @@ def grade_next_action(
                 for seq, item in zip(active.seqs, active.items, strict=True)
                 if seq is None or seq <= assembly.as_of_seq
             ]
+            ranges = [
+                (int(entry["first_seq"]), int(entry["last_seq"]), str(entry["form"]))
+                for entry in assembly.response.get("elided", ())
+            ]
             elided = []
-            for entry in assembly.response.get("elided", ()):
-                first, last = int(entry["first_seq"]), int(entry["last_seq"])
+            if ranges:
+                # One read for all the ranges (a long session elides thousands), split by seq.
                 facts = repository.read_facts(
-                    db, session_id=session.id, after_seq=first - 1, up_to_seq=last
+                    db,
+                    session_id=session.id,
+                    after_seq=min(first for first, _, _ in ranges) - 1,
+                    up_to_seq=max(last for _, last, _ in ranges),
                 )
-                texts = [fact.item for fact in facts]
-                history.extend(texts)
-                elided.append((str(entry["form"]), items_text(texts)))
+                seqs = [fact.seq for fact in facts]
+                for first, last, form in ranges:
+                    start, end = bisect.bisect_left(seqs, first), bisect.bisect_right(seqs, last)
+                    texts = [fact.item for fact in facts[start:end]]
+                    history.extend(texts)
+                    elided.append((form, items_text(texts)))
             grounding = grade_action(
                 action.items,
                 history=history,

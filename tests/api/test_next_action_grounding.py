@@ -3,12 +3,14 @@ session-mode assembly grades that assembly, once, on its plan and in Prometheus 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
+from sqlalchemy import event
 
-from tests.builders import assistant_msg, tool_call, tool_output, user_msg
+from tests.builders import assistant_msg, system_msg, tool_call, tool_output, user_msg
 
 GOAL = "Make the CSV export write UTF-8."
 
@@ -214,3 +216,42 @@ def test_a_session_whose_model_keeps_needing_what_was_hidden_compacts_to_keep_mo
     assert target() - before == (int(0.575 * window) - pinned_after) - (
         int(0.25 * window) - pinned_before
     )
+
+
+def _fact_reads_grading_one_action(client: TestClient, session_id: str, *, asides: int) -> int:
+    """Statements reading facts while an output is appended and grades the assembly before it,
+    which elides one range per system message normalization left out (`asides` of them)."""
+    _start(client, session_id)
+    for n in range(asides):
+        _append(
+            client,
+            session_id,
+            [
+                system_msg(f"aside {n}"),
+                user_msg(f"step {n}: keep going"),
+            ],
+        )
+    assembly = _assemble(client, session_id)
+    assert len(assembly["elided"]) == asides, assembly["elided"]
+    reads: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if re.search(r"\bFROM facts\b", statement):
+            reads.append(statement)
+
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        _append(client, session_id, [assistant_msg("Done with src/csv_export/writer.py.")])
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert _grounding(client, assembly["assembly_id"]) is not None
+    return len(reads)
+
+
+def test_grading_reads_the_elided_facts_in_one_statement_however_many_ranges(
+    client: TestClient, session_id: str
+) -> None:
+    few = _fact_reads_grading_one_action(client, session_id, asides=2)
+    many = _fact_reads_grading_one_action(client, f"{session_id}-many", asides=8)
+    assert few == many
