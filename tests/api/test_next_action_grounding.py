@@ -3,14 +3,13 @@ session-mode assembly grades that assembly, once, on its plan and in Prometheus 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
-from sqlalchemy import event
 
 from tests.builders import assistant_msg, system_msg, tool_call, tool_output, user_msg
+from tests.statements import statements_matching
 
 GOAL = "Make the CSV export write UTF-8."
 
@@ -233,18 +232,9 @@ def _fact_reads_grading_one_action(client: TestClient, session_id: str, *, aside
         )
     assembly = _assemble(client, session_id)
     assert len(assembly["elided"]) == asides, assembly["elided"]
-    reads: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if re.search(r"\bFROM facts\b", statement):
-            reads.append(statement)
-
     engine = client.app.state.engine  # type: ignore[attr-defined]
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with statements_matching(engine, r"\bFROM facts\b") as reads:
         _append(client, session_id, [assistant_msg("Done with src/csv_export/writer.py.")])
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
     assert _grounding(client, assembly["assembly_id"]) is not None
     return len(reads)
 

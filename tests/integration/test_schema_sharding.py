@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine, event, select, text
+from sqlalchemy import Engine, create_engine, select, text
 
 from app.domain.errors import SessionKeyCollision
 from app.domain.ids import session_key
@@ -25,6 +24,7 @@ from app.storage.database import create_db_engine, create_session_factory
 from app.storage.repository import IS_NAMED_SESSION
 from app.storage.tables import SessionRow
 from tests.builders import user_msg
+from tests.statements import statements_matching
 
 SHARDED_DDL = Path(__file__).resolve().parents[2] / "deploy" / "citus.sql"
 REFERENCE_TABLES = {"tenants", "api_keys", "manifests"}
@@ -200,22 +200,13 @@ def test_a_usage_report_reads_its_plan_by_the_session_key(
     assembled = client.post("/assemble", json={"session_id": session_id, "sources": []})
     assert assembled.status_code == 201, assembled.text
     assembly_id = assembled.json()["assembly_id"]
-    reads: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if re.search(r"\bFROM assemblies\b", statement):
-            reads.append(statement)
-
     engine = client.app.state.engine  # type: ignore[attr-defined]
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with statements_matching(engine, r"\bFROM assemblies\b") as reads:
         report = {"assembly_id": assembly_id, "input_tokens": 0, "cached_tokens": 0}
         assert client.post(f"/sessions/{session_id}/usage", json=report).status_code == 204
         routed = list(reads)
         reads.clear()
         refused = client.post(f"/sessions/{other}/usage", json=report)
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
     assert len(routed) == 1
     assert "assemblies.session_key = " in routed[0]
     assert refused.status_code == 409
