@@ -9,18 +9,20 @@ does), ranges within it after the history (a new one rewrites only what follows 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import replace
 
 from app.domain.assemble import (
-    HISTORY_SOURCE,
     TRUNCATED_FORM,
     AssemblyInput,
     AssemblyPlan,
     Candidate,
     Contribution,
     Decided,
+    HistoryFit,
     Layer,
-    PlanEntry,
+    SelectedItem,
+    arrange,
     decide,
     place,
 )
@@ -34,6 +36,7 @@ from app.domain.elision import (
     notice_text,
     unnamed,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, visible_text
 from app.usecases.history import LoadedHistory
 
@@ -66,19 +69,20 @@ def plan_naming_what_it_leaves_out(
             # The notice took room but changed no decision: the same items are shown and left
             # out, so the same ranges are elided and named by this very notice.
             return place(inp, decided, count=count), elided
-        plan = place(inp, decided, count=count)
-        elided = _elided(loaded, plan)
+        # Arranged, not yet planned: a pass that only settles the notice needs no plan entries.
+        arranged = arrange(inp, decided, count=count)
+        elided = _elided(loaded, inp.history, decided.history, arranged.items)
         # Reading every shown text for the seqs it names is worth it only when some are left out.
         named = (
             named_seqs(
                 item.content or "" if item.item is None else visible_text(item.item)
-                for item in plan.items
+                for item in arranged.items
                 if item.source != NOTICE_SOURCE
             )
             if elided
             else frozenset()
         )
-        start = _first_shown_seq(loaded, plan)
+        start = _first_shown_seq(loaded, decided.history)
         before: list[Elided] = []
         within: list[Elided] = []
         for entry in unnamed(elided, named):
@@ -103,25 +107,14 @@ def plan_naming_what_it_leaves_out(
         if wanted == notice:
             break
         notice, settled = wanted, decided
-    return plan, elided
+    return place(inp, decided, count=count, arranged=arranged), elided
 
 
-def _history_decisions(loaded: LoadedHistory, plan: AssemblyPlan) -> list[tuple[int, PlanEntry]]:
-    """(index in the normalized history, plan entry) of each history item the plan decided
-    on: every item but the state fragments, which the world state shows."""
-    decisions = [entry for entry in plan.plan if entry["source"] == HISTORY_SOURCE]
-    return list(zip(loaded.offered_positions, decisions, strict=True))
-
-
-def _first_shown_seq(loaded: LoadedHistory, plan: AssemblyPlan) -> int | None:
-    """The fact seq of the first history item `plan` shows (records a compaction wrote have
-    none); None when it shows no logged fact."""
+def _first_shown_seq(loaded: LoadedHistory, fit: HistoryFit) -> int | None:
+    """The first fact seq among the history entries `fit` shows (records a compaction wrote
+    have none); None when it shows no logged fact."""
     return min(
-        (
-            seq
-            for j, entry in _history_decisions(loaded, plan)
-            if entry["decision"] == "selected" and (seq := loaded.seqs[j]) is not None
-        ),
+        (seq for j in loaded.offered_positions[fit.start :] if (seq := loaded.seqs[j]) is not None),
         default=None,
     )
 
@@ -131,23 +124,27 @@ _WINDOW_DROPS = {"max_tokens": "window", "history_cut": "window"}
 while a calibration or a cheaper call moves where one ends and the other starts."""
 
 
-def _elided(loaded: LoadedHistory, plan: AssemblyPlan) -> tuple[Elided, ...]:
-    """What `plan` leaves out of the session's history (see `app.domain.elision`)."""
-    shown = {
-        j: Shown(
-            tokens=entry["tokens"] if entry["decision"] == "selected" else 0,
-            dropped=None
-            if entry["decision"] == "selected"
-            else _WINDOW_DROPS.get(entry["reason"] or "", entry["reason"]),
-            cut=entry["form"] == TRUNCATED_FORM,
+def _elided(
+    loaded: LoadedHistory,
+    history: Sequence[HistoryEntry],
+    fit: HistoryFit,
+    shown_items: Sequence[SelectedItem],
+) -> tuple[Elided, ...]:
+    """What a context leaves out of the session's history (see `app.domain.elision`): `history`
+    fitted as `fit` says, beside the rest of what it shows (`shown_items`)."""
+    shown: dict[int, Shown] = {}
+    for k, (j, entry) in enumerate(zip(loaded.offered_positions, history, strict=True)):
+        dropped = fit.dropped(k)
+        shown[j] = Shown(
+            tokens=fit.tokens[k] if dropped is None else 0,
+            dropped=None if dropped is None else _WINDOW_DROPS.get(dropped, dropped),
+            cut=fit.form(k, entry) == TRUNCATED_FORM,
         )
-        for j, entry in _history_decisions(loaded, plan)
-    }
     return loaded.elisions.of(
         shown,
         record_tokens=sum(
             item.tokens
-            for item in plan.items
+            for item in shown_items
             if item.item is not None and is_compaction_product(item.item)
         ),
     )

@@ -27,8 +27,8 @@
 The package, one concern a module: `model` (the vocabulary, the input and the plan),
 `selection` (ranking and the walk of the candidates under the budget), `history_fit` (the
 history's suffix), `placement` (the order, the plan, and `assemble` running the three:
-`decide`, then `place`) and `comparison` (two assemblies' diff and reused prefix). This module
-is their surface.
+`decide`, `arrange`, then `place`) and `comparison` (two assemblies' diff and reused
+prefix). This module is their surface.
 """
 
 from app.domain.assemble.comparison import (
@@ -38,7 +38,7 @@ from app.domain.assemble.comparison import (
     diff_selections,
     reused_prefix,
 )
-from app.domain.assemble.history_fit import atomic_groups, stable_history_start
+from app.domain.assemble.history_fit import HistoryFit, atomic_groups, stable_history_start
 from app.domain.assemble.model import (
     CANDIDATE_DEFAULTS,
     HISTORY_SOURCE,
@@ -58,13 +58,14 @@ from app.domain.assemble.model import (
     SelectedItem,
     ranking_score,
 )
-from app.domain.assemble.placement import Decided, assemble, decide, place
+from app.domain.assemble.placement import Arranged, Decided, arrange, assemble, decide, place
 
 __all__ = [
     "CANDIDATE_DEFAULTS",
     "HISTORY_SOURCE",
     "LAYERS",
     "TRUNCATED_FORM",
+    "Arranged",
     "AssemblyDiff",
     "AssemblyInput",
     "AssemblyPlan",
@@ -74,6 +75,7 @@ __all__ = [
     "Decision",
     "DropReason",
     "FallbackForm",
+    "HistoryFit",
     "Layer",
     "Moved",
     "Placement",
@@ -81,6 +83,7 @@ __all__ = [
     "RawForm",
     "ReusedPrefix",
     "SelectedItem",
+    "arrange",
     "assemble",
     "atomic_groups",
     "decide",

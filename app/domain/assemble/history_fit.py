@@ -22,7 +22,13 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.assemble.model import AssemblyInput, DropReason, fits
+from app.domain.assemble.model import (
+    RAW_FORM,
+    TRUNCATED_FORM,
+    AssemblyInput,
+    DropReason,
+    fits,
+)
 from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_tokens, item_type
 from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
@@ -130,6 +136,17 @@ class HistoryFit:
     total_tokens: int
     counted_items: int
     """The items counted toward `max_items`: the candidates', and the history's when it counts."""
+
+    def dropped(self, k: int) -> DropReason | None:
+        """Why the k-th entry is not shown; None when it is."""
+        if k >= self.start:
+            return None
+        return self.reason if k < self.fitting_start else "history_cut"
+
+    def form(self, k: int, entry: HistoryEntry) -> str:
+        """The form the k-th entry (`entry`) is in: raw, or truncated where its outputs were
+        cut to fit."""
+        return RAW_FORM if self.items[k] is entry.item else TRUNCATED_FORM
 
 
 def fit_history(

@@ -1,6 +1,6 @@
 """Placement: the order the model sees the selected candidates and the history in, and the plan
 that reports what became of every one of them; `assemble` runs selection, the history's fit and
-placement, in that order (`decide`, then `place`).
+placement, in that order (`decide`, then `arrange` and `place`).
 
 Invariants (see the package doc for the whole contract of `assemble`'s result):
 
@@ -29,7 +29,6 @@ from app.domain.assemble.model import (
     LAYERS,
     RAW_FORM,
     RESTATED_SUFFIX,
-    TRUNCATED_FORM,
     AssemblyInput,
     AssemblyPlan,
     Candidate,
@@ -88,18 +87,22 @@ def decide(inp: AssemblyInput, *, count: CountTokens) -> Decided:
     return Decided(selection, history)
 
 
-def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> AssemblyPlan:
-    """The plan of what `decide` decided for `inp`: the order of everything selected, and an
-    entry for every candidate and history entry."""
-    budget = inp.budget
-    selection, history = decided.selection, decided.history
-    candidates, scores, raw_tokens = selection.candidates, selection.scores, selection.raw_tokens
-    reasons, chosen, selected = selection.reasons, selection.chosen, selection.selected
-    history_items, history_tokens = history.items, history.tokens
-    history_start, fitting_start = history.start, history.fitting_start
-    total_tokens, counted_items = history.total_tokens, history.counted_items
+@dataclass(frozen=True)
+class Arranged:
+    """Everything `decide` selected, in the order the model sees it."""
 
-    # Placement.
+    items: tuple[SelectedItem, ...]
+    position_of: Mapping[int, int]
+    """Each selected candidate's position (of its first copy), by its input index."""
+    history_position: int
+    """The position of the first history entry shown."""
+
+
+def arrange(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Arranged:
+    """What `decide` selected for `inp`, in order: candidates, history and restated copies."""
+    selection, history = decided.selection, decided.history
+    candidates, chosen, selected = selection.candidates, selection.chosen, selection.selected
+    history_items, history_tokens = history.items, history.tokens
     restated: list[int] = []
     if inp.placement == "edges":
         rank_of = {i: n for n, i in enumerate(selected)}
@@ -138,9 +141,7 @@ def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Assemb
     items: list[SelectedItem] = []
     position_of: dict[int, int] = {}
 
-    def place(
-        c: Candidate, *, item_id: str, form: str, tokens: int, text: str | None = None
-    ) -> None:
+    def put(c: Candidate, *, item_id: str, form: str, tokens: int, text: str | None = None) -> None:
         """Place `c` in `form`, or as `text` (a restatement) when given."""
         raw = form == RAW_FORM and text is None
         items.append(
@@ -157,14 +158,14 @@ def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Assemb
             )
         )
 
-    def place_candidates(chosen_order: Sequence[int]) -> None:
+    def put_candidates(chosen_order: Sequence[int]) -> None:
         for i in chosen_order:
             position_of[i] = len(items)
-            place(candidates[i], item_id=candidates[i].id, form=chosen[i][0], tokens=chosen[i][1])
+            put(candidates[i], item_id=candidates[i].id, form=chosen[i][0], tokens=chosen[i][1])
 
-    place_candidates(order[:leading])
+    put_candidates(order[:leading])
     history_position = len(items)
-    for k in range(history_start, len(inp.history)):
+    for k in range(history.start, len(inp.history)):
         entry = inp.history[k]
         items.append(
             SelectedItem(
@@ -172,20 +173,46 @@ def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Assemb
                 source=HISTORY_SOURCE,
                 layer="recent",
                 source_class=HISTORY_SOURCE,
-                form=RAW_FORM if history_items[k] is entry.item else TRUNCATED_FORM,
+                form=history.form(k, entry),
                 position=len(items),
                 tokens=history_tokens[k],
                 content=None,
                 item=history_items[k],
             )
         )
-    place_candidates(order[leading:])
+    put_candidates(order[leading:])
     for i in restated:
         c = candidates[i]
         form, tokens = chosen[i]
         if c.restatement is not None:
             form, tokens = RAW_FORM, count(c.restatement)
-        place(c, item_id=c.id + RESTATED_SUFFIX, form=form, tokens=tokens, text=c.restatement)
+        put(c, item_id=c.id + RESTATED_SUFFIX, form=form, tokens=tokens, text=c.restatement)
+
+    return Arranged(tuple(items), position_of, history_position)
+
+
+def place(
+    inp: AssemblyInput,
+    decided: Decided,
+    *,
+    count: CountTokens,
+    arranged: Arranged | None = None,
+) -> AssemblyPlan:
+    """The plan of what `decide` decided for `inp`: everything selected, in order (`arranged`,
+    when the caller arranged it already), and an entry for every candidate and history entry."""
+    budget = inp.budget
+    selection, history = decided.selection, decided.history
+    candidates, scores, raw_tokens = selection.candidates, selection.scores, selection.raw_tokens
+    reasons, chosen = selection.reasons, selection.chosen
+    history_tokens = history.tokens
+    total_tokens, counted_items = history.total_tokens, history.counted_items
+    if arranged is None:
+        arranged = arrange(inp, decided, count=count)
+    items, position_of, history_position = (
+        arranged.items,
+        arranged.position_of,
+        arranged.history_position,
+    )
 
     plan: list[PlanEntry] = []
     for i, c in enumerate(candidates):
@@ -205,6 +232,7 @@ def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Assemb
                 "position": position_of.get(i),
             }
         )
+    history_start = history.start
     plan += [
         {
             "id": entry.id,
@@ -212,12 +240,8 @@ def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Assemb
             "layer": "recent",
             "source_class": HISTORY_SOURCE,
             "decision": "selected" if k >= history_start else "dropped",
-            "reason": None
-            if k >= history_start
-            else history.reason
-            if k < fitting_start
-            else "history_cut",
-            "form": RAW_FORM if history_items[k] is entry.item else TRUNCATED_FORM,
+            "reason": history.dropped(k),
+            "form": history.form(k, entry),
             "tokens": history_tokens[k],
             "score": None,
             "position": history_position + k - history_start if k >= history_start else None,
@@ -229,7 +253,7 @@ def place(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Assemb
     for selected_item in items:
         by_source_class[selected_item.source_class] += selected_item.tokens
     return AssemblyPlan(
-        items=tuple(items),
+        items=items,
         plan=tuple(plan),
         total_tokens=total_tokens,
         truncated=bool(reasons) or history_start > 0,
