@@ -21,8 +21,10 @@ their last use. Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+import ahocorasick  # type: ignore[import-not-found]  # a compiled module without stubs
 
 from app.domain.compaction.model import Trail
 from app.domain.grounding import extract_identifiers, item_text
@@ -80,10 +82,11 @@ def build_trail(
 ) -> Trail:
     """The trail of the names `uses` ranks (`name_uses` of the covered range and `previous`),
     within about `budget` tokens; `shown` is the text the record (goal included) shows besides
-    it."""
-    candidates = [name for name in uses if name not in shown]
+    it. Linear in the names and the texts searched: which names a text holds is found in one
+    pass over it (`_Names`), not by searching the text once per name."""
+    already = _Names(uses).within(shown)
     ranked = sorted(
-        candidates,
+        (name for name in uses if name not in already),
         key=lambda name: (
             -min(uses[name].uses, _CARRIED_USES),
             -uses[name].last_seq,
@@ -91,15 +94,16 @@ def build_trail(
             name,
         ),
     )
+    names = _Names(ranked)
     kept: list[str] = []
-    kept_text = ""
+    contained: set[str] = set()  # names a kept name contains: it shows them
     spent = 0
     groups: set[int] = set()
     left_out = list(previous.left_out or ()) if previous is not None else []
     # A name contained in one kept before it is skipped; one contained in a name kept after it
     # (a lower rank) goes at the end.
     for name in ranked:
-        if name in kept_text:
+        if name in contained:
             continue
         seq = uses[name].last_seq
         cost = count(f" {name},") + (0 if seq in groups else _GROUP_TOKENS)
@@ -107,11 +111,12 @@ def build_trail(
             left_out.append(seq)
             continue
         kept.append(name)
-        kept_text += f"\n{name}"
+        contained |= names.within(name)
         groups.add(seq)
         spent += cost
-    joined = "\n".join(kept)
-    kept = [name for name in kept if joined.count(name) == 1]
+    kept_names = _Names(kept)
+    inside_another = {inner for name in kept for inner in kept_names.within(name) if inner != name}
+    kept = [name for name in kept if name not in inside_another]
     by_seq: dict[int, list[str]] = {}
     for name in sorted(kept, key=lambda name: (uses[name].last_seq, name)):
         by_seq.setdefault(uses[name].last_seq, []).append(name)
@@ -119,6 +124,24 @@ def build_trail(
         groups=tuple((seq, tuple(names)) for seq, names in by_seq.items()),
         left_out=(min(left_out), max(left_out)) if left_out else None,
     )
+
+
+class _Names:
+    """A set of names searched for all at once (Aho-Corasick): `within(text)` is every one of
+    them that occurs in `text`, found in one pass over it, overlapping occurrences included."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._automaton = ahocorasick.Automaton()
+        for name in names:
+            self._automaton.add_word(name, name)
+        self._empty = len(self._automaton) == 0
+        if not self._empty:
+            self._automaton.make_automaton()
+
+    def within(self, text: str) -> set[str]:
+        if self._empty:
+            return set()
+        return {name for _, name in self._automaton.iter(text)}
 
 
 _GROUP = re.compile(r"seq (\d+): (\S.*)")
