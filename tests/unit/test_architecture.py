@@ -9,6 +9,7 @@ DOMAIN = Path(__file__).resolve().parents[2] / "app" / "domain"
 ALLOWED_ROOTS = {
     "__future__",
     "abc",
+    "ahocorasick",
     "bisect",
     "collections",
     "copy",
