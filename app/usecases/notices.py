@@ -111,7 +111,7 @@ def plan_naming_what_it_leaves_out(
 
 
 def _first_shown_seq(loaded: LoadedHistory, fit: HistoryFit) -> int | None:
-    """The first fact seq among the history entries `fit` shows (records a compaction wrote
+    """The earliest fact seq among the history entries `fit` shows (records a compaction wrote
     have none); None when it shows no logged fact."""
     return min(
         (seq for j in loaded.offered_positions[fit.start :] if (seq := loaded.seqs[j]) is not None),
