@@ -65,6 +65,7 @@ __all__ = [
     "WorldStateUpdate",
     "apply_patch",
     "diff_world_state",
+    "fragment_free_positions",
     "goal_restatement",
     "goal_text_of",
     "history_without_fragments",
@@ -348,24 +349,29 @@ def state_contributions(
     )
 
 
+def fragment_free_positions(items: Sequence[Item]) -> list[int]:
+    """The positions of the items of a session's normalized history that assembly offers as
+    history: all but goal and world-state fragments, since `state_contributions` renders the
+    current ones."""
+    return [j for j, item in enumerate(items) if not is_state_fragment(item)]
+
+
 def history_without_fragments(
-    items: Sequence[Item], sizes: Sequence[int], *, seqs: Sequence[int | None] | None = None
+    items: Sequence[Item],
+    sizes: Sequence[int],
+    *,
+    seqs: Sequence[int | None],
+    positions: Sequence[int],
 ) -> tuple[HistoryEntry, ...]:
-    """A session's normalized history as assembly input, named `history:<n>` in order: goal and
-    world-state fragments are left out, since `state_contributions` renders the current ones.
-    `seqs[i]` is the fact `items[i]` stands for, when known."""
-    known = seqs if seqs is not None else [None] * len(items)
-    kept = [
-        (item, size, seq)
-        for item, size, seq in zip(items, sizes, known, strict=True)
-        if not is_state_fragment(item)
-    ]
+    """A session's normalized history as assembly input, named `history:<n>` in order: the
+    items at `positions` (`fragment_free_positions`). `seqs[i]` is the fact `items[i]` stands
+    for, when known."""
     # Built positionally: one entry per turn on every call, and a named tuple's keyword
     # constructor is the slower path.
     return tuple(
         [
-            HistoryEntry(seq, item, True, size, f"history:{ordinal}")
-            for ordinal, (item, size, seq) in enumerate(kept)
+            HistoryEntry(seqs[j], items[j], True, sizes[j], f"history:{ordinal}")
+            for ordinal, j in enumerate(positions)
         ]
     )
 

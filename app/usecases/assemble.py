@@ -60,7 +60,6 @@ from app.domain.items import developer_message
 from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
-from app.domain.world_state import history_without_fragments
 from app.metrics import record_assembly
 from app.settings import Settings
 from app.storage import plans, repository
@@ -273,9 +272,7 @@ def _setting(
         if charged_tools and budget.max_tokens is not None
         else budget
     )
-    history = (
-        history_without_fragments(loaded.items, loaded.sizes, seqs=loaded.seqs) if loaded else ()
-    )
+    history = loaded.offered_history if loaded else ()
     return _Setting(
         loaded, window, history, encoding, tools, tools_tokens, budget, selection_budget
     )

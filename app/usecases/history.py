@@ -22,6 +22,7 @@ from app.domain.budget import usable_window
 from app.domain.calibration import SessionWindow, session_tokenizer
 from app.domain.elision import HistoryElisions
 from app.domain.facts import ActiveHistory
+from app.domain.history import HistoryEntry
 from app.domain.items import Item
 from app.domain.json_encoding import encode_json
 from app.domain.normalize import (
@@ -32,7 +33,12 @@ from app.domain.normalize import (
 )
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.truncation import TruncationPolicy
-from app.domain.world_state import is_state_fragment, state_contributions
+from app.domain.world_state import (
+    fragment_free_positions,
+    history_without_fragments,
+    is_state_fragment,
+    state_contributions,
+)
 from app.settings import Settings
 from app.storage.history import fold_session
 from app.storage.repository import SessionSnapshot
@@ -126,7 +132,14 @@ class LoadedHistory:
     def offered_positions(self) -> list[int]:
         """The position in `items` of each item session-mode assembly offers as history: all but
         the world-state fragments, which the world state shows."""
-        return [j for j, item in enumerate(self.items) if not is_state_fragment(item)]
+        return fragment_free_positions(self.items)
+
+    @functools.cached_property
+    def offered_history(self) -> tuple[HistoryEntry, ...]:
+        """The history session-mode assembly offers: the items at `offered_positions`."""
+        return history_without_fragments(
+            self.items, self.sizes, seqs=self.seqs, positions=self.offered_positions
+        )
 
     @functools.cached_property
     def elisions(self) -> HistoryElisions:
