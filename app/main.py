@@ -31,11 +31,12 @@ from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.hooks import HookCaller
 from app.settings import Settings
 from app.storage.database import (
-    connection_capacity,
     create_db_engine,
     create_session_factory,
+    engine_capacity,
 )
 from app.storage.history import limit_fold_cache
+from app.storage.loop_pool import create_loop_pool
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter
 
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     limit_fold_cache(settings.fold_cache_bytes)
 
     session_factory = create_session_factory(engine)
+    loop_pool = create_loop_pool(engine, settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -73,11 +75,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await asyncio.to_thread(token_counter, settings.default_encoding)
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
         _settle_heap()
+        if loop_pool is not None:
+            await loop_pool.open()
         retention = asyncio.create_task(prune_periodically(session_factory, settings))
         yield
         retention.cancel()
         with suppress(asyncio.CancelledError):
             await retention
+        if loop_pool is not None:
+            await loop_pool.close()
         engine.dispose()
 
     app = FastAPI(
@@ -93,7 +99,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = session_factory
-    app.state.after_answer_limiter = anyio.CapacityLimiter(connection_capacity(settings))
+    app.state.loop_pool = loop_pool
+    app.state.after_answer_limiter = anyio.CapacityLimiter(engine_capacity(settings))
     app.state.hook_caller = HookCaller(settings)
     app.state.tenant_by_key_hash = TenantCache(ttl=settings.api_key_cache_seconds)
     app.state.keys_exist = False

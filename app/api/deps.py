@@ -20,7 +20,7 @@ from cachetools import TTLCache
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.api.json_body import parsed_body
@@ -32,6 +32,7 @@ from app.metrics import AFTER_ANSWER_FAILURES
 from app.settings import Settings
 from app.storage import repository
 from app.storage.database import answer_deadline, spend_at_most
+from app.storage.loop_pool import LoopPool
 
 log = logging.getLogger("contextd")
 
@@ -53,14 +54,20 @@ async def get_hook_caller(request: Request) -> HookCaller:
     return hook_caller
 
 
-async def get_db(request: Request) -> AsyncIterator[Session]:
-    """A session per request, made on the event loop (no I/O until a statement runs), with
-    one database timeout to spend waiting on the database in all (`spend_at_most`). Closing
+async def set_wait_budget(request: Request) -> None:
+    """Give the request one database timeout to spend waiting on the database in all
+    (`spend_at_most`): set once per request, however many dependencies ask for it."""
+    spend_at_most(answer_deadline(settings_of(request)))
+
+
+WaitBudgetSet = Annotated[None, Depends(set_wait_budget)]
+
+
+async def get_db(request: Request, _budget: WaitBudgetSet) -> AsyncIterator[Session]:
+    """A session per request, made on the event loop (no I/O until a statement runs). Closing
     it does I/O only while it still holds a transaction (a handler that did not commit, or
     failed): that close runs in a worker thread of the after-answer limiter, never on the loop,
     and never raises."""
-    settings = settings_of(request)
-    spend_at_most(answer_deadline(settings))
     db: Session = request.app.state.session_factory()
     try:
         yield db
@@ -101,15 +108,21 @@ so that a refusal carries the service's error body and its RFC 6750 challenge.""
 
 async def get_tenant(
     request: Request,
-    db: Annotated[Session, Depends(get_db)],
+    _budget: WaitBudgetSet,
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
 ) -> int:
     """The caller's tenant: from this process's cache on the event loop when it is there,
-    otherwise resolved (and any refusal raised) in the threadpool."""
+    otherwise resolved (and any refusal raised) in the threadpool, in a database session of
+    its own (so a handler that needs none opens none)."""
     cached = _cached_tenant(request)
     if cached is not None:
         return cached
-    return await run_in_threadpool(_resolve_tenant, request, db)
+    return await run_in_threadpool(_resolve_tenant_in_a_session_of_its_own, request)
+
+
+def _resolve_tenant_in_a_session_of_its_own(request: Request) -> int:
+    with request.app.state.session_factory() as db:
+        return _resolve_tenant(request, db)
 
 
 class TenantCache:
@@ -205,6 +218,18 @@ def _resolve(db: Session, known: TenantCache, *, cache_key: str, tenant_name: st
     return tenant
 
 
+async def get_loop_pool(request: Request) -> LoopPool | None:
+    """The pool of connections for statements run on the event loop; None on SQLite."""
+    loop_pool: LoopPool | None = request.app.state.loop_pool
+    return loop_pool
+
+
+async def get_session_factory(request: Request) -> sessionmaker[Session]:
+    """What makes the database sessions a handler opens itself (in worker threads)."""
+    factory: sessionmaker[Session] = request.app.state.session_factory
+    return factory
+
+
 async def get_raw_body(request: Request) -> bytes:
     """The request body as received; Starlette caches it, so this does not read it twice."""
     return await request.body()
@@ -217,6 +242,8 @@ async def get_json_body(request: Request) -> Any:
 
 
 Db = Annotated[Session, Depends(get_db)]
+LoopConnections = Annotated[LoopPool | None, Depends(get_loop_pool)]
+SessionFactory = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 RawBody = Annotated[bytes, Depends(get_raw_body)]
 JsonBody = Annotated[Any, Depends(get_json_body)]
 TenantId = Annotated[int, Depends(get_tenant)]

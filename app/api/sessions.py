@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from app.api.deps import AppSettings, Db, TenantId
+from app.api.deps import AppSettings, Db, LoopConnections, RawBody, SessionFactory, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.responses import AnswerThenFinish, json_response
@@ -146,17 +146,29 @@ def get_session(
         ),
     },
 )
-def append_items(
-    session_id: str, body: AppendRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+async def append_items(
+    session_id: str,
+    body: AppendRequest,
+    raw_body: RawBody,
+    tenant_id: TenantId,
+    settings: AppSettings,
+    loop_pool: LoopConnections,
+    session_factory: SessionFactory,
 ) -> Response:
     """Appends the items to the log. When they hold the model's output after a session-mode
     assembly, that assembly is graded against it after the answer (`grade_next_action`)."""
-    appended = appending.append(
-        db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings
+    # A small batch on PostgreSQL is appended with no worker thread (`append_without_a_thread`).
+    appended = await appending.append_without_a_thread(
+        loop_pool,
+        session_factory,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        body=body,
+        body_bytes=len(raw_body),
+        settings=settings,
     )
     code = status.HTTP_200_OK if appended.replayed else status.HTTP_201_CREATED
-    # A response, not the model: FastAPI would validate the model again, in one more worker
-    # thread (it validates a plain handler's return value in one).
+    # A response, not the model: FastAPI would validate the model again.
     if appended.after_answer is None:
         return json_response(appended.answer.model_dump(mode="json"), status_code=code)
     return AnswerThenFinish(

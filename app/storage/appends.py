@@ -30,6 +30,12 @@ checkout, its connecting and every answer draw on the request's wait budget
 disconnect invalidating the connection and the pool's older ones as SQLAlchemy does; and the
 connection goes back out of autocommit (`_pooled_in_autocommit`). Inside the caller's
 transaction the statement runs in it, through SQLAlchemy. Pinned by the same tests.
+
+The same statement also runs on the event loop (`append_on_the_loop`, on a `LoopPool`
+connection, under the same bounds), for a request that then needs no worker thread; a batch it
+does not write (a replay, the locked way) is left to `append_to_session`. `_OneStatement` is
+what both ways share: the parameters, and what the answer means. Pinned by
+`tests/integration/test_append_on_the_loop.py`.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ from app.domain.facts import NewFact
 from app.domain.names import is_session_id
 from app.storage.database import dump_json
 from app.storage.groundings import ungraded_as_of_seq
+from app.storage.loop_pool import LoopPool
 from app.storage.repository import (
     IS_NAMED_SESSION,
     AppendResult,
@@ -215,6 +222,73 @@ _APPEND_CONSTANTS = {name: value for name, value in _COMPILED.params.items() if 
 """The values the statement's definition binds itself (a sharding bound, a limit)."""
 
 
+@dataclass(frozen=True)
+class _OneStatement:
+    """One batch's append statement (`_APPEND`): its parameters in an encoding, and what its
+    answer means. Shared by the statement's two ways to run: a worker thread's
+    (`append_to_session`) and the event loop's (`append_on_the_loop`)."""
+
+    tenant_id: int
+    session_id: str
+    unit: str | None
+    phase: str | None
+    idempotency_key: str | None
+    expected_last_seq: int | None
+    grade: bool
+
+    def first_encoding(self, guess: str) -> str:
+        """`guess`, unless this process learnt the session counts in another encoding."""
+        return _ENCODINGS.get((self.tenant_id, self.session_id), guess)
+
+    def parameters(self, encoding: str, facts: Sequence[NewFact]) -> dict[str, Any]:
+        return {
+            **_APPEND_CONSTANTS,
+            "tenant_id": self.tenant_id,
+            "external_id": self.session_id,
+            "encoding": encoding,
+            "expected_last_seq": self.expected_last_seq,
+            "idempotency_key": self.idempotency_key,
+            "count": len(facts),
+            "types": dump_json([fact.type for fact in facts]),
+            "tokens": dump_json([fact.tokens for fact in facts]),
+            "items": dump_json([fact.item for fact in facts]),
+            "provenances": dump_json([fact.provenance for fact in facts]),
+            # JSON null, not SQL NULL, as `append_facts` stores a missing original.
+            "originals": dump_json([fact.original for fact in facts]),
+            "unit": self.unit,
+            "phase": self.phase,
+            "recorded_at": datetime.now(UTC),
+            "grade": self.grade,
+        }
+
+    def recount(self, found: Sequence[Any] | None, encoding: str) -> str | None:
+        """The session's encoding when the answer `found` says the batch, counted in
+        `encoding`, was not written for being counted in another (remembered for the next
+        batch); None when the answer stands. Raises `NotFound` for no session."""
+        if found is None:
+            raise NotFound(f"session {self.session_id!r} not found")
+        found_encoding: str = found[2]
+        if found_encoding == encoding:
+            return None
+        if len(_ENCODINGS) >= _MAX_ENCODINGS:
+            _ENCODINGS.clear()
+        _ENCODINGS[(self.tenant_id, self.session_id)] = found_encoding
+        return found_encoding
+
+    def written(self, found: Sequence[Any], facts: Sequence[NewFact]) -> SessionAppend | None:
+        """The append, when the answer says the batch was written; None when it was not: the
+        key's batch is to be replayed (`key_used`) or a keyed batch must take the locked way.
+        Raises `SequenceConflict` for an `expected_last_seq` that is not the session's last."""
+        session_pk, last_seq, _, session_unit, after_seq, key_used, ungraded = found
+        if after_seq is not None:
+            return SessionAppend(
+                AppendResult.written(after_seq + 1, facts), session_pk, session_unit, ungraded
+            )
+        if not key_used and self.expected_last_seq not in (None, last_seq):
+            raise SequenceConflict(expected=self.expected_last_seq, actual=last_seq)
+        return None
+
+
 def append_to_session(
     db: Session,
     *,
@@ -242,19 +316,11 @@ def append_to_session(
     """
     if not is_session_id(session_id):
         raise NotFound(f"session {session_id!r} not found")
+    statement = _OneStatement(
+        tenant_id, session_id, unit, phase, idempotency_key, expected_last_seq, grade
+    )
     if db.get_bind().engine.dialect.name == "postgresql":
-        appended = _append_in_one_statement(
-            db,
-            tenant_id=tenant_id,
-            session_id=session_id,
-            facts_for=facts_for,
-            encoding_guess=encoding_guess,
-            unit=unit,
-            phase=phase,
-            idempotency_key=idempotency_key,
-            expected_last_seq=expected_last_seq,
-            grade=grade,
-        )
+        appended = _append_in_one_statement(db, statement, facts_for, encoding_guess)
         if appended is not None:
             return appended
     session = get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
@@ -274,8 +340,8 @@ def append_to_session(
     return SessionAppend(result, session.id, session.unit, ungraded)
 
 
-def _append_in_one_statement(
-    db: Session,
+async def append_on_the_loop(
+    pool: LoopPool,
     *,
     tenant_id: int,
     session_id: str,
@@ -287,65 +353,67 @@ def _append_in_one_statement(
     expected_last_seq: int | None,
     grade: bool,
 ) -> SessionAppend | None:
+    """`append_to_session`'s one statement on a connection of the event loop's `pool`, in
+    autocommit, with the same guarantees and errors; None when the batch was not written and
+    `append_to_session` is to take it (a key's batch to replay, a keyed batch that must take the
+    locked way): it runs the statement again, which then answers as it does."""
+    if not is_session_id(session_id):
+        raise NotFound(f"session {session_id!r} not found")
+    statement = _OneStatement(
+        tenant_id, session_id, unit, phase, idempotency_key, expected_last_seq, grade
+    )
+    encoding = statement.first_encoding(encoding_guess)
+    while True:
+        facts = facts_for(encoding)
+        async with pool.connection(_APPEND_SQL) as connection:
+            cursor = await connection.execute(_APPEND_SQL, statement.parameters(encoding, facts))
+            found = await cursor.fetchone()
+        recount = statement.recount(found, encoding)
+        if recount is None:
+            assert found is not None  # `recount` raises for none
+            return statement.written(found, facts)
+        encoding = recount
+
+
+def _append_in_one_statement(
+    db: Session,
+    statement: _OneStatement,
+    facts_for: Callable[[str], Sequence[NewFact]],
+    encoding_guess: str,
+) -> SessionAppend | None:
     """`append_to_session`'s statement (again, under the session's encoding when the guess was
     another): in `db`'s transaction when it has one, else in autocommit on a pooled connection
     of its own; None when a keyed batch must take the locked way."""
-    hint = (tenant_id, session_id)
-    encoding = _ENCODINGS.get(hint, encoding_guess)
+    encoding = statement.first_encoding(encoding_guess)
     while True:
         facts = facts_for(encoding)
-        parameters = {
-            **_APPEND_CONSTANTS,
-            "tenant_id": tenant_id,
-            "external_id": session_id,
-            "encoding": encoding,
-            "expected_last_seq": expected_last_seq,
-            "idempotency_key": idempotency_key,
-            "count": len(facts),
-            "types": dump_json([fact.type for fact in facts]),
-            "tokens": dump_json([fact.tokens for fact in facts]),
-            "items": dump_json([fact.item for fact in facts]),
-            "provenances": dump_json([fact.provenance for fact in facts]),
-            # JSON null, not SQL NULL, as `append_facts` stores a missing original.
-            "originals": dump_json([fact.original for fact in facts]),
-            "unit": unit,
-            "phase": phase,
-            "recorded_at": datetime.now(UTC),
-            "grade": grade,
-        }
+        parameters = statement.parameters(encoding, facts)
         if db.in_transaction():
             found = db.connection().exec_driver_sql(_APPEND_SQL, parameters).one_or_none()
         else:
             with _pooled_in_autocommit(db.get_bind().engine) as connection:
                 found = connection.execute(_APPEND_SQL, parameters).fetchone()
-        if found is None:
-            raise NotFound(f"session {session_id!r} not found")
-        session_pk, last_seq, found_encoding, session_unit, after_seq, key_used, ungraded = found
-        if found_encoding == encoding:
+        recount = statement.recount(found, encoding)
+        if recount is None:
             break
-        if len(_ENCODINGS) >= _MAX_ENCODINGS:
-            _ENCODINGS.clear()
-        _ENCODINGS[hint] = encoding = found_encoding
-    if after_seq is not None:
-        return SessionAppend(
-            AppendResult.written(after_seq + 1, facts), session_pk, session_unit, ungraded
-        )
-    if key_used:
-        assert idempotency_key is not None  # a key is used only when one was given
-        replayed = replay_batch(
-            db,
-            session_pk=session_pk,
-            facts=facts,
-            unit=unit,
-            phase=phase,
-            idempotency_key=idempotency_key,
-        )
-        # The statement saw the key's facts, committed, and facts are never deleted.
-        assert replayed is not None
-        return SessionAppend(replayed, session_pk, session_unit, None)
-    if expected_last_seq is not None and expected_last_seq != last_seq:
-        raise SequenceConflict(expected=expected_last_seq, actual=last_seq)
-    return None
+        encoding = recount
+    assert found is not None  # `recount` raises for none
+    appended = statement.written(found, facts)
+    session_pk, _, _, session_unit, _, key_used, _ = found
+    if appended is not None or not key_used:
+        return appended
+    assert statement.idempotency_key is not None  # a key is used only when one was given
+    replayed = replay_batch(
+        db,
+        session_pk=session_pk,
+        facts=facts,
+        unit=statement.unit,
+        phase=statement.phase,
+        idempotency_key=statement.idempotency_key,
+    )
+    # The statement saw the key's facts, committed, and facts are never deleted.
+    assert replayed is not None
+    return SessionAppend(replayed, session_pk, session_unit, None)
 
 
 @contextmanager

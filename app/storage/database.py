@@ -38,6 +38,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from psycopg.abc import RV, PQGen
 from psycopg.pq import TransactionStatus
+from psycopg.pq.abc import PGconn
 from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
@@ -112,12 +113,12 @@ def current_budget() -> WaitBudget | None:
     return _budget.get()
 
 
-def _drawing() -> AbstractContextManager[None]:
+def drawing() -> AbstractContextManager[None]:
     budget = _budget.get()
     return budget.drawing() if budget is not None else nullcontext()
 
 
-def _within_budget(seconds: float) -> float:
+def within_budget(seconds: float) -> float:
     """`seconds`, or less if the request's budget has less left."""
     budget = _budget.get()
     return seconds if budget is None else min(seconds, budget.left())
@@ -129,14 +130,14 @@ class BudgetedPool(QueuePool):
 
     @property
     def _timeout(self) -> float:
-        return _within_budget(self._configured_timeout)
+        return within_budget(self._configured_timeout)
 
     @_timeout.setter
     def _timeout(self, value: float) -> None:
         self._configured_timeout = value
 
     def _do_get(self) -> ConnectionPoolEntry:
-        with _drawing():
+        with drawing():
             return super()._do_get()
 
     def recreate(self) -> QueuePool:
@@ -160,25 +161,57 @@ class DeadlineConnection(psycopg.Connection[Any]):
     answer_within: float | None = None
 
     def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
-        limit = self.answer_within if timeout is None else timeout
-        if limit is not None:
-            # A spent budget still lets the exchange start: it then gives up at once.
-            limit = max(_within_budget(limit), _LEAST_WAIT)
+        limit = answer_limit(self.answer_within, timeout)
         try:
-            with _drawing():
+            with drawing():
                 return super().wait(gen, interval, limit)
         except psycopg.OperationalError as exc:
-            if limit is None or self.pgconn.transaction_status != TransactionStatus.ACTIVE:
+            if limit is None or not gave_up(self.pgconn):
                 raise
-            self.pgconn.finish()
-            message = f"the database did not answer within {round(limit, 2)} s"
-            raise psycopg.OperationalError(message) from exc
+            raise unanswered(limit) from exc
+
+
+def answer_limit(answer_within: float | None, timeout: float | None) -> float | None:
+    """How long a connection waits for the server's answer: `timeout` when psycopg gives one,
+    else the connection's `answer_within`, cut to the request's wait budget."""
+    limit = answer_within if timeout is None else timeout
+    if limit is None:
+        return None
+    # A spent budget still lets the exchange start: it then gives up at once.
+    return max(within_budget(limit), _LEAST_WAIT)
+
+
+def gave_up(pgconn: PGconn) -> bool:
+    """Whether a wait for an answer that failed left its exchange unfinished: the connection
+    is then closed (what it would read next is unknown), and True."""
+    if pgconn.transaction_status != TransactionStatus.ACTIVE:
+        return False
+    pgconn.finish()
+    return True
+
+
+def unanswered(limit: float) -> psycopg.OperationalError:
+    return psycopg.OperationalError(f"the database did not answer within {round(limit, 2)} s")
 
 
 def connection_capacity(settings: Settings) -> int:
-    """The most connections the engine ever has checked out at once: its pool and as many
-    again in overflow."""
+    """The most connections one process holds at once: twice the pool size. On SQLite they are
+    all the engine's (its pool, and as many again in overflow); on PostgreSQL the event loop's
+    pool (`loop_pool_size`) takes its share out of the engine's overflow."""
     return 2 * settings.db_pool_size
+
+
+def loop_pool_size(settings: Settings) -> int:
+    """The connections of the event loop's pool on PostgreSQL (`app.storage.loop_pool`): half
+    the pool size, rounded up. Each is held for one statement at a time."""
+    return (settings.db_pool_size + 1) // 2
+
+
+def engine_capacity(settings: Settings) -> int:
+    """The most connections the engine ever has checked out at once (`connection_capacity`,
+    less the event loop's on PostgreSQL)."""
+    loop_share = 0 if settings.database_url.startswith("sqlite") else loop_pool_size(settings)
+    return connection_capacity(settings) - loop_share
 
 
 def create_db_engine(settings: Settings) -> Engine:
@@ -186,7 +219,7 @@ def create_db_engine(settings: Settings) -> Engine:
     json_options = {"json_serializer": dump_json, "json_deserializer": decode_json}
     pool_options = {
         "pool_size": settings.db_pool_size,
-        "max_overflow": connection_capacity(settings) - settings.db_pool_size,
+        "max_overflow": engine_capacity(settings) - settings.db_pool_size,
         "pool_timeout": settings.db_timeout_seconds,
     }
     if url.startswith("sqlite"):
@@ -209,14 +242,14 @@ def create_db_engine(settings: Settings) -> Engine:
         pool_pre_ping=False,
         pool_recycle=1800,
         **json_options,
-        connect_args=_connect_args(settings),
+        connect_args=connect_args(settings),
     )
     _answer_within(engine, answer_deadline(settings))
     _release_session_locks_on_return(engine)
     return engine
 
 
-def _connect_args(settings: Settings) -> dict[str, Any]:
+def connect_args(settings: Settings) -> dict[str, Any]:
     """libpq's parameters: the timeouts, and TCP's own bounds for a database host that vanishes
     without a word (no reset): unacknowledged data is given up after the answer deadline
     (`tcp_user_timeout`), an idle connection after three unanswered keepalive probes."""
@@ -249,7 +282,7 @@ def _answer_within(engine: Engine, seconds: float) -> None:
                     f"too little to open a connection (libpq takes up to {LEAST_CONNECT_SECONDS})"
                 )
             timeout = max(LEAST_CONNECT_SECONDS, min(timeout, math.ceil(budget.left())))
-        with _drawing():
+        with drawing():
             connection = DeadlineConnection.connect(
                 *cargs, **{**cparams, "connect_timeout": timeout}
             )

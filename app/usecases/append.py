@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import anyio.to_thread
 from sqlalchemy.orm import Session
 
 from app.contract.sessions import AppendedItem, AppendRequest, AppendResponse, ExcludedItem
@@ -21,10 +23,11 @@ from app.domain.json_encoding import encode_json
 from app.metrics import record_append
 from app.settings import Settings
 from app.storage import appends
+from app.storage.loop_pool import LoopPool
 from app.tokens import token_counter
 from app.usecases.grounding import grade_next_action, next_action
 
-__all__ = ["Appended", "append"]
+__all__ = ["LOOP_BODY_BYTES", "Appended", "append", "append_without_a_thread"]
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,38 @@ class Appended:
     after_answer: Callable[[], None] | None
 
 
-def append(
-    db: Session, *, tenant_id: int, session_id: str, body: AppendRequest, settings: Settings
-) -> Appended:
-    """`POST /sessions/{id}/items`: the items appended to the log as one batch (or, for an
-    idempotency key already used with the same batch, the batch as first written). When they
-    hold the model's output after a session-mode assembly, `after_answer` grades that
-    assembly against it (`grade_next_action`)."""
+LOOP_BODY_BYTES = 16 * 1024
+"""The largest request body appended on the event loop (`append_without_a_thread`): counting
+its tokens holds the loop for about a millisecond at most (tiktoken takes about 55 µs a KiB).
+A larger one is counted and written in a worker thread, where it holds no other request."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A request's items checked and converted, ready to count and write: nothing is written
+    for a batch that fails a check."""
+
+    items: list[dict[str, Any]]
+    originals: list[dict[str, Any] | None]
+    provenance: dict[str, Any]
+
+    def facts_for(self, encoding: str) -> list[NewFact]:
+        """The batch's facts, counted in `encoding`."""
+        count_tokens = token_counter(encoding)
+        return [
+            item_fact(item, provenance=self.provenance, count_tokens=count_tokens, original=origin)
+            for item, origin in zip(self.items, self.originals, strict=True)
+        ]
+
+    @property
+    def grades(self) -> bool:
+        """Whether the batch holds the model's output, against which an assembly is graded."""
+        return any(is_model_output(item) for item in self.items)
+
+
+def batch_of(body: AppendRequest, settings: Settings) -> Batch:
+    """The request's batch; raises `RuleBroken` for too many items, `PayloadTooLarge` for an
+    item over the size limit, and the conversion's refusals (`client_batch`)."""
     if len(body.items) > settings.max_items_per_request:
         raise RuleBroken(
             "too_many_items",
@@ -57,29 +85,110 @@ def append(
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
             )
     items, originals = client_batch(body.items, body.format, field="items")
-    provenance = body.metadata.model_dump(exclude_none=True)
+    return Batch(items, originals, body.metadata.model_dump(exclude_none=True))
 
-    def facts_for(encoding: str) -> list[NewFact]:
-        count_tokens = token_counter(encoding)
-        return [
-            item_fact(item, provenance=provenance, count_tokens=count_tokens, original=original)
-            for item, original in zip(items, originals, strict=True)
-        ]
 
+def append(
+    db: Session, *, tenant_id: int, session_id: str, body: AppendRequest, settings: Settings
+) -> Appended:
+    """`POST /sessions/{id}/items`: the items appended to the log as one batch (or, for an
+    idempotency key already used with the same batch, the batch as first written). When they
+    hold the model's output after a session-mode assembly, `after_answer` grades that
+    assembly against it (`grade_next_action`), in `db`, which it closes."""
+    batch = batch_of(body, settings)
     appended = appends.append_to_session(
         db,
         tenant_id=tenant_id,
         session_id=session_id,
-        facts_for=facts_for,
+        facts_for=batch.facts_for,
         encoding_guess=settings.default_encoding,
         unit=body.unit,
         phase=body.phase,
         idempotency_key=body.idempotency_key,
         expected_last_seq=body.expected_last_seq,
-        grade=any(is_model_output(item) for item in items),
+        grade=batch.grades,
     )
     if db.in_transaction():  # the locked way's, or a replay's read; the one statement commits
         db.commit()
+    return _appended(batch, appended, body=body, tenant_id=tenant_id, grading_in=lambda: db)
+
+
+async def append_without_a_thread(
+    loop_pool: LoopPool | None,
+    session_factory: Callable[[], Session],
+    *,
+    tenant_id: int,
+    session_id: str,
+    body: AppendRequest,
+    body_bytes: int,
+    settings: Settings,
+) -> Appended:
+    """`append`, on the event loop when it can be: a body of at most `LOOP_BODY_BYTES` on
+    PostgreSQL is counted there and written by the one statement on a connection of
+    `loop_pool` (`appends.append_on_the_loop`), with no worker thread. Anything else, and a
+    batch that statement leaves to the locked way or to a replay, goes to `append` in a worker
+    thread, in a database session of its own. The answer is the same either way."""
+    if loop_pool is not None and body_bytes <= LOOP_BODY_BYTES:
+        batch = batch_of(body, settings)
+        appended = await appends.append_on_the_loop(
+            loop_pool,
+            tenant_id=tenant_id,
+            session_id=session_id,
+            facts_for=batch.facts_for,
+            encoding_guess=settings.default_encoding,
+            unit=body.unit,
+            phase=body.phase,
+            idempotency_key=body.idempotency_key,
+            expected_last_seq=body.expected_last_seq,
+            grade=batch.grades,
+        )
+        if appended is not None:
+            return _appended(
+                batch, appended, body=body, tenant_id=tenant_id, grading_in=session_factory
+            )
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            _append_in_a_session_of_its_own,
+            session_factory,
+            tenant_id=tenant_id,
+            session_id=session_id,
+            body=body,
+            settings=settings,
+        )
+    )
+
+
+def _append_in_a_session_of_its_own(
+    session_factory: Callable[[], Session],
+    *,
+    tenant_id: int,
+    session_id: str,
+    body: AppendRequest,
+    settings: Settings,
+) -> Appended:
+    db = session_factory()
+    try:
+        appended = append(
+            db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings
+        )
+    except BaseException:
+        db.close()
+        raise
+    if appended.after_answer is None:
+        db.close()  # else the grading closes it
+    return appended
+
+
+def _appended(
+    batch: Batch,
+    appended: appends.SessionAppend,
+    *,
+    body: AppendRequest,
+    tenant_id: int,
+    grading_in: Callable[[], Session],
+) -> Appended:
+    """The answer to the append `appended` of `batch`, and the grading it calls for, run in the
+    database session `grading_in()` (which it closes)."""
     result = appended.result
     if not result.replayed:
         record_append(
@@ -92,7 +201,7 @@ def append(
     harness_authored = body.metadata.harness_authored
     excluded = [
         ExcludedItem(seq=fact.seq, type=fact.type, reason=reason)
-        for fact, item in zip(result.facts, items, strict=False)
+        for fact, item in zip(result.facts, batch.items, strict=False)
         if (reason := admission_reason(item, harness_authored=harness_authored)) is not None
     ]
     answer = AppendResponse(
@@ -101,18 +210,20 @@ def append(
         items=[AppendedItem(seq=f.seq, type=f.type, tokens=f.tokens) for f in result.facts],
         excluded=excluded,
     )
-    action = next_action(items, first_seq=answer.first_seq)
+    action = next_action(batch.items, first_seq=answer.first_seq)
     # The append looked in the database (where any process stores its assemblies) for the
     # lineage's assembly still to grade: without one, grading would find nothing either.
     if result.replayed or action is None or appended.ungraded_as_of_seq is None:
         return Appended(answer, replayed=result.replayed, after_answer=None)
-    grade = functools.partial(
-        grade_next_action,
-        db,
-        session_pk=appended.session_pk,
-        tenant_id=tenant_id,
-        unit=body.unit or appended.session_unit,
-        action=action,
-        batch_last_seq=answer.last_seq,
-    )
+
+    def grade() -> None:
+        grade_next_action(
+            grading_in(),
+            session_pk=appended.session_pk,
+            tenant_id=tenant_id,
+            unit=body.unit or appended.session_unit,
+            action=action,
+            batch_last_seq=answer.last_seq,
+        )
+
     return Appended(answer, replayed=False, after_answer=grade)

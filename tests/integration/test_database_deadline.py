@@ -9,6 +9,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -18,7 +19,12 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 
 from app.settings import Settings
-from app.storage.database import create_db_engine, current_budget, spend_at_most
+from app.storage.database import (
+    create_db_engine,
+    current_budget,
+    engine_capacity,
+    spend_at_most,
+)
 from tests.e2e.servers import TcpProxy, with_port
 
 NOT_HUNG_SECONDS = 20
@@ -177,9 +183,12 @@ def test_a_statement_waits_only_what_is_left_of_the_requests_budget(
     )
 
 
-def _checkout_wait(engine: Engine, budget_seconds: float, *, spent: float) -> float:
-    """How long a checkout from `engine`, its pool and overflow all out, waited before giving
-    up, in a request with `budget_seconds` of which `spent` are gone."""
+def _checkout_wait(
+    engine: Engine, settings: Settings, budget_seconds: float, *, spent: float
+) -> float:
+    """How long a checkout from `engine`, made with `settings`, its pool and overflow all out
+    (`engine_capacity`), waited before giving up, in a request with `budget_seconds` of which
+    `spent` are gone."""
     waited: list[float] = []
 
     def checkout() -> Any:
@@ -190,17 +199,20 @@ def _checkout_wait(engine: Engine, budget_seconds: float, *, spent: float) -> fl
             assert budget is not None
             waited.append(budget.spent - spent)
 
-    with engine.connect(), engine.connect():
+    with ExitStack() as held:
+        for _ in range(engine_capacity(settings)):
+            held.enter_context(engine.connect())
         outcome = _outcome(_with_budget(budget_seconds, spent=spent, call=checkout))
     assert isinstance(outcome, SQLAlchemyTimeoutError), outcome
     return waited[0]
 
 
 def test_a_checkout_waits_only_what_is_left_of_the_requests_budget(postgres_url: str) -> None:
-    engine = create_db_engine(Settings(database_url=postgres_url, db_pool_size=1))
+    settings = Settings(database_url=postgres_url, db_pool_size=1)
+    engine = create_db_engine(settings)
     try:
         # 0.3 s left of the budget, against the pool's own 5 s.
-        assert 0.3 <= _checkout_wait(engine, 1.0, spent=0.7) < 5
+        assert 0.3 <= _checkout_wait(engine, settings, 1.0, spent=0.7) < 5
     finally:
         engine.dispose()
 
@@ -212,7 +224,7 @@ def test_a_pool_recreated_within_a_request_keeps_its_own_timeout(postgres_url: s
         # What SQLAlchemy does after a disconnect, within a request: a new pool. It must not
         # take that request's 0.1 s left for its own timeout.
         _outcome(_with_budget(0.1, spent=0.0, call=engine.dispose))
-        assert _checkout_wait(engine, 9.0, spent=0.0) >= 1
+        assert _checkout_wait(engine, settings, 9.0, spent=0.0) >= 1
     finally:
         engine.dispose()
 

@@ -1,0 +1,136 @@
+"""Connections for a statement a request runs on the event loop, with no worker thread.
+
+A request handed to a worker thread pays for the hop: about 0.2 ms of CPU, a sixth of what a
+small append cost in all (`docs/performance.md`). On PostgreSQL the append's one statement
+(`appends.append_on_the_loop`) runs instead on psycopg's asyncio connection, in autocommit,
+from a `psycopg_pool` pool that opens connections as requests need them. Its size
+(`database.loop_pool_size`) comes out of the engine's overflow: a process still holds at most
+`connection_capacity` connections. The engine's bounds hold here too (`app.storage.database`):
+
+- a checkout waits no longer than the request's wait budget has left, and draws on it;
+- every answer comes within `answer_deadline`, or the connection is closed (a disconnect);
+  the server cancels a statement past its timeout, the connection kept;
+- the driver's errors are raised as SQLAlchemy raises them (`DBAPIError.instance`), so the API
+  answers them as it answers the engine's: a database that cannot answer is a 503;
+- a disconnect has the pool test its idle connections and replace the dead ones before the
+  error is raised, as SQLAlchemy's invalidation replaces the engine's older connections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg.abc import RV, PQGen
+from psycopg_pool import AsyncConnectionPool
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, StatementError
+
+from app.settings import Settings
+from app.storage.database import (
+    answer_deadline,
+    answer_limit,
+    connect_args,
+    drawing,
+    gave_up,
+    loop_pool_size,
+    unanswered,
+    within_budget,
+)
+
+RECYCLE_SECONDS = 1800
+"""A connection's longest life, as the engine's `pool_recycle`."""
+
+
+class AsyncDeadlineConnection(psycopg.AsyncConnection[Any]):
+    """psycopg's asyncio connection that gives up waiting for the server as
+    `database.DeadlineConnection` does, for the same reasons."""
+
+    answer_within: float | None = None
+
+    async def wait(
+        self,
+        gen: PQGen[RV],
+        interval: float = 0.1,
+        timeout: float | None = None,  # noqa: ASYNC109 (psycopg's signature, overridden)
+    ) -> RV:
+        limit = answer_limit(self.answer_within, timeout)
+        try:
+            with drawing():
+                return await super().wait(gen, interval, limit)
+        except psycopg.OperationalError as exc:
+            if limit is None or not gave_up(self.pgconn):
+                raise
+            raise unanswered(limit) from exc
+
+
+class LoopPool:
+    """The pool of `AsyncDeadlineConnection`s in autocommit for one event loop: opened in the
+    application's lifespan, closed at its end."""
+
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        _, parameters = engine.dialect.create_connect_args(engine.url)
+        self._dialect = engine.dialect
+        self._checkout_seconds = settings.db_timeout_seconds
+        deadline = answer_deadline(settings)
+
+        async def configure(connection: AsyncDeadlineConnection) -> None:
+            connection.answer_within = deadline
+
+        self._pool = AsyncConnectionPool(
+            connection_class=AsyncDeadlineConnection,
+            kwargs={**parameters, **connect_args(settings), "autocommit": True},
+            min_size=0,
+            max_size=loop_pool_size(settings),
+            open=False,
+            configure=configure,
+            timeout=settings.db_timeout_seconds,
+            max_lifetime=RECYCLE_SECONDS,
+            name="contextd-loop",
+        )
+
+    async def open(self) -> None:
+        await self._pool.open()
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def connection(self, statement: str) -> AsyncIterator[AsyncDeadlineConnection]:
+        """A connection for `statement` (named in the errors raised), in autocommit."""
+        try:
+            with drawing():
+                connection = await self._pool.getconn(within_budget(self._checkout_seconds))
+        except psycopg.Error as error:
+            raise self._as_sqlalchemy(None, error, disconnect=False) from error
+        failure: psycopg.Error | None = None
+        try:
+            yield connection
+        except psycopg.Error as error:
+            failure = error
+        finally:
+            await self._pool.putconn(connection)  # a closed one is replaced, not kept
+        if failure is not None:
+            disconnect = connection.closed or connection.broken
+            if disconnect:
+                await self._pool.check()
+            raise self._as_sqlalchemy(statement, failure, disconnect=disconnect) from failure
+
+    def _as_sqlalchemy(
+        self, statement: str | None, error: psycopg.Error, *, disconnect: bool
+    ) -> StatementError:
+        return DBAPIError.instance(
+            statement,
+            None,
+            error,
+            psycopg.Error,
+            connection_invalidated=disconnect,
+            dialect=self._dialect,
+        )
+
+
+def create_loop_pool(engine: Engine, settings: Settings) -> LoopPool | None:
+    """The loop's pool on PostgreSQL; None on SQLite, whose statements all run in threads."""
+    return LoopPool(engine, settings) if engine.dialect.name == "postgresql" else None
