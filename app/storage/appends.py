@@ -33,7 +33,7 @@ transaction the statement runs in it, through SQLAlchemy. Pinned by the same tes
 
 The same statement also runs on the event loop (`append_on_the_loop`, on a `LoopPool`
 connection, under the same bounds), for a request that then needs no worker thread; a batch it
-does not write (a replay, the locked way) is left to `append_to_session`. `_OneStatement` is
+does not write (a replay, the locked way) is left to `append_to_session`. A `SessionBatch` is
 what both ways share: the parameters, and what the answer means. Pinned by
 `tests/integration/test_append_on_the_loop.py`.
 """
@@ -223,24 +223,34 @@ _APPEND_CONSTANTS = {name: value for name, value in _COMPILED.params.items() if 
 
 
 @dataclass(frozen=True)
-class _OneStatement:
-    """One batch's append statement (`_APPEND`): its parameters in an encoding, and what its
-    answer means. Shared by the statement's two ways to run: a worker thread's
-    (`append_to_session`) and the event loop's (`append_on_the_loop`)."""
+class SessionBatch:
+    """A batch to append to the tenant's session `session_id`, as `append_facts` would under
+    the session's lock: after the session's last seq, refused whole when `expected_last_seq`
+    is not it, replayed when `idempotency_key` wrote this batch already. `facts_for(encoding)`
+    are its facts counted in an encoding; `encoding_guess` is the one tried first (the session's
+    own is known only once its row is read). With `grade`, the append also says which assembly
+    of the lineage is still to grade.
+
+    It is what the append's two ways share (`append_to_session`, in a worker thread, and
+    `append_on_the_loop`): the statement's parameters in an encoding, and what its answer
+    means."""
 
     tenant_id: int
     session_id: str
+    facts_for: Callable[[str], Sequence[NewFact]]
+    encoding_guess: str
     unit: str | None
     phase: str | None
     idempotency_key: str | None
     expected_last_seq: int | None
     grade: bool
 
-    def first_encoding(self, guess: str) -> str:
-        """`guess`, unless this process learnt the session counts in another encoding."""
-        return _ENCODINGS.get((self.tenant_id, self.session_id), guess)
+    def first_encoding(self) -> str:
+        """The guess, unless this process learnt the session counts in another encoding."""
+        return _ENCODINGS.get((self.tenant_id, self.session_id), self.encoding_guess)
 
     def parameters(self, encoding: str, facts: Sequence[NewFact]) -> dict[str, Any]:
+        """The one statement's parameters for `facts`, counted in `encoding`."""
         return {
             **_APPEND_CONSTANTS,
             "tenant_id": self.tenant_id,
@@ -289,127 +299,89 @@ class _OneStatement:
         return None
 
 
-def append_to_session(
-    db: Session,
-    *,
-    tenant_id: int,
-    session_id: str,
-    facts_for: Callable[[str], Sequence[NewFact]],
-    encoding_guess: str,
-    unit: str | None,
-    phase: str | None,
-    idempotency_key: str | None,
-    expected_last_seq: int | None,
-    grade: bool,
-) -> SessionAppend:
-    """Append the batch `facts_for(encoding)` (the facts counted in the session's encoding) to
-    the tenant's session `session_id`, as `append_facts` would under the session's lock: after
-    the session's last seq, refused whole when `expected_last_seq` is not it, replayed when
-    `idempotency_key` wrote this batch already.
+def append_to_session(db: Session, batch: SessionBatch) -> SessionAppend:
+    """Append `batch` (facts counted in the session's encoding) in `db`.
 
     On PostgreSQL, outside a transaction, one statement in autocommit does it all (its answer
     means the facts are committed): the session's row, the key's use, the bump of `last_seq`,
     the insert and, with `grade`, the lineage's assembly still to grade; the batch is counted in
-    `encoding_guess` unless this process knows the session's encoding to be another. Only a
-    keyed batch in a session appended to between the statement's snapshot and its row lock
+    its `encoding_guess` unless this process knows the session's encoding to be another. Only
+    a keyed batch in a session appended to between the statement's snapshot and its row lock
     goes the locked way (SQLite's always), in a transaction the caller commits.
     """
-    if not is_session_id(session_id):
-        raise NotFound(f"session {session_id!r} not found")
-    statement = _OneStatement(
-        tenant_id, session_id, unit, phase, idempotency_key, expected_last_seq, grade
-    )
+    if not is_session_id(batch.session_id):
+        raise NotFound(f"session {batch.session_id!r} not found")
     if db.get_bind().engine.dialect.name == "postgresql":
-        appended = _append_in_one_statement(db, statement, facts_for, encoding_guess)
+        appended = _append_in_one_statement(db, batch)
         if appended is not None:
             return appended
-    session = get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    session = get_session(db, tenant_id=batch.tenant_id, external_id=batch.session_id, lock=True)
     result = append_facts(
         db,
         session=session,
-        facts=facts_for(session.encoding),
-        unit=unit,
-        phase=phase,
-        idempotency_key=idempotency_key,
-        expected_last_seq=expected_last_seq,
+        facts=batch.facts_for(session.encoding),
+        unit=batch.unit,
+        phase=batch.phase,
+        idempotency_key=batch.idempotency_key,
+        expected_last_seq=batch.expected_last_seq,
     )
     ungraded = None
-    if grade and not result.replayed:
-        lineage = (tenant_id, session.id, unit or session.unit or "")
+    if batch.grade and not result.replayed:
+        lineage = (batch.tenant_id, session.id, batch.unit or session.unit or "")
         ungraded = db.scalar(select(ungraded_as_of_seq(*lineage)))
     return SessionAppend(result, session.id, session.unit, ungraded)
 
 
-async def append_on_the_loop(
-    pool: LoopPool,
-    *,
-    tenant_id: int,
-    session_id: str,
-    facts_for: Callable[[str], Sequence[NewFact]],
-    encoding_guess: str,
-    unit: str | None,
-    phase: str | None,
-    idempotency_key: str | None,
-    expected_last_seq: int | None,
-    grade: bool,
-) -> SessionAppend | None:
+async def append_on_the_loop(pool: LoopPool, batch: SessionBatch) -> SessionAppend | None:
     """`append_to_session`'s one statement on a connection of the event loop's `pool`, in
     autocommit, with the same guarantees and errors; None when the batch was not written and
     `append_to_session` is to take it (a key's batch to replay, a keyed batch that must take the
     locked way): it runs the statement again, which then answers as it does."""
-    if not is_session_id(session_id):
-        raise NotFound(f"session {session_id!r} not found")
-    statement = _OneStatement(
-        tenant_id, session_id, unit, phase, idempotency_key, expected_last_seq, grade
-    )
-    encoding = statement.first_encoding(encoding_guess)
+    if not is_session_id(batch.session_id):
+        raise NotFound(f"session {batch.session_id!r} not found")
+    encoding = batch.first_encoding()
     while True:
-        facts = facts_for(encoding)
+        facts = batch.facts_for(encoding)
         async with pool.connection(_APPEND_SQL) as connection:
-            cursor = await connection.execute(_APPEND_SQL, statement.parameters(encoding, facts))
+            cursor = await connection.execute(_APPEND_SQL, batch.parameters(encoding, facts))
             found = await cursor.fetchone()
-        recount = statement.recount(found, encoding)
+        recount = batch.recount(found, encoding)
         if recount is None:
             assert found is not None  # `recount` raises for none
-            return statement.written(found, facts)
+            return batch.written(found, facts)
         encoding = recount
 
 
-def _append_in_one_statement(
-    db: Session,
-    statement: _OneStatement,
-    facts_for: Callable[[str], Sequence[NewFact]],
-    encoding_guess: str,
-) -> SessionAppend | None:
+def _append_in_one_statement(db: Session, batch: SessionBatch) -> SessionAppend | None:
     """`append_to_session`'s statement (again, under the session's encoding when the guess was
     another): in `db`'s transaction when it has one, else in autocommit on a pooled connection
     of its own; None when a keyed batch must take the locked way."""
-    encoding = statement.first_encoding(encoding_guess)
+    encoding = batch.first_encoding()
     while True:
-        facts = facts_for(encoding)
-        parameters = statement.parameters(encoding, facts)
+        facts = batch.facts_for(encoding)
+        parameters = batch.parameters(encoding, facts)
         if db.in_transaction():
             found = db.connection().exec_driver_sql(_APPEND_SQL, parameters).one_or_none()
         else:
             with _pooled_in_autocommit(db.get_bind().engine) as connection:
                 found = connection.execute(_APPEND_SQL, parameters).fetchone()
-        recount = statement.recount(found, encoding)
+        recount = batch.recount(found, encoding)
         if recount is None:
             break
         encoding = recount
     assert found is not None  # `recount` raises for none
-    appended = statement.written(found, facts)
+    appended = batch.written(found, facts)
     session_pk, _, _, session_unit, _, key_used, _ = found
     if appended is not None or not key_used:
         return appended
-    assert statement.idempotency_key is not None  # a key is used only when one was given
+    assert batch.idempotency_key is not None  # a key is used only when one was given
     replayed = replay_batch(
         db,
         session_pk=session_pk,
         facts=facts,
-        unit=statement.unit,
-        phase=statement.phase,
-        idempotency_key=statement.idempotency_key,
+        unit=batch.unit,
+        phase=batch.phase,
+        idempotency_key=batch.idempotency_key,
     )
     # The statement saw the key's facts, committed, and facts are never deleted.
     assert replayed is not None

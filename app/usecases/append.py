@@ -63,10 +63,22 @@ class Batch:
             for item, origin in zip(self.items, self.originals, strict=True)
         ]
 
-    @property
-    def grades(self) -> bool:
-        """Whether the batch holds the model's output, against which an assembly is graded."""
-        return any(is_model_output(item) for item in self.items)
+    def to(
+        self, session_id: str, tenant_id: int, body: AppendRequest, settings: Settings
+    ) -> appends.SessionBatch:
+        """The batch as appended to the tenant's session `session_id`, as `body` asks. Holding
+        the model's output, it asks which assembly is still to grade against it."""
+        return appends.SessionBatch(
+            tenant_id=tenant_id,
+            session_id=session_id,
+            facts_for=self.facts_for,
+            encoding_guess=settings.default_encoding,
+            unit=body.unit,
+            phase=body.phase,
+            idempotency_key=body.idempotency_key,
+            expected_last_seq=body.expected_last_seq,
+            grade=any(is_model_output(item) for item in self.items),
+        )
 
 
 def batch_of(body: AppendRequest, settings: Settings) -> Batch:
@@ -96,18 +108,7 @@ def append(
     hold the model's output after a session-mode assembly, `after_answer` grades that
     assembly against it (`grade_next_action`), in `db`, which it closes."""
     batch = batch_of(body, settings)
-    appended = appends.append_to_session(
-        db,
-        tenant_id=tenant_id,
-        session_id=session_id,
-        facts_for=batch.facts_for,
-        encoding_guess=settings.default_encoding,
-        unit=body.unit,
-        phase=body.phase,
-        idempotency_key=body.idempotency_key,
-        expected_last_seq=body.expected_last_seq,
-        grade=batch.grades,
-    )
+    appended = appends.append_to_session(db, batch.to(session_id, tenant_id, body, settings))
     if db.in_transaction():  # the locked way's, or a replay's read; the one statement commits
         db.commit()
     return _appended(batch, appended, body=body, tenant_id=tenant_id, grading_in=lambda: db)
@@ -131,16 +132,7 @@ async def append_without_a_thread(
     if loop_pool is not None and body_bytes <= LOOP_BODY_BYTES:
         batch = batch_of(body, settings)
         appended = await appends.append_on_the_loop(
-            loop_pool,
-            tenant_id=tenant_id,
-            session_id=session_id,
-            facts_for=batch.facts_for,
-            encoding_guess=settings.default_encoding,
-            unit=body.unit,
-            phase=body.phase,
-            idempotency_key=body.idempotency_key,
-            expected_last_seq=body.expected_last_seq,
-            grade=batch.grades,
+            loop_pool, batch.to(session_id, tenant_id, body, settings)
         )
         if appended is not None:
             return _appended(

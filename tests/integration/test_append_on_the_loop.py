@@ -90,8 +90,7 @@ def _append(
     key: str | None = None,
     expected_last_seq: int | None = None,
 ) -> Awaitable[appends.SessionAppend | None]:
-    return appends.append_on_the_loop(
-        pool,
+    batch = appends.SessionBatch(
         tenant_id=tenant_id,
         session_id=session_id,
         facts_for=_facts(items),
@@ -102,6 +101,7 @@ def _append(
         expected_last_seq=expected_last_seq,
         grade=False,
     )
+    return appends.append_on_the_loop(pool, batch)
 
 
 def _written(first_seq: int, *items: dict[str, Any]) -> repository.AppendResult:

@@ -80,8 +80,7 @@ def _append(
     tenant `tenant_id`, else the tests' own, looked up first)."""
     tenant_id = _tenant(engine) if tenant_id is None else tenant_id
     with create_session_factory(engine)() as db:
-        appended = appends.append_to_session(
-            db,
+        batch = appends.SessionBatch(
             tenant_id=tenant_id,
             session_id=session_id,
             facts_for=_facts(items, seen),
@@ -92,6 +91,7 @@ def _append(
             expected_last_seq=expected_last_seq,
             grade=False,
         )
+        appended = appends.append_to_session(db, batch)
         db.commit()
         return appended
 
@@ -464,8 +464,7 @@ def test_an_append_in_the_callers_transaction_is_undone_with_it(
     session_pk = new_session(engine, session_id)
     with create_session_factory(engine)() as db:
         db.execute(select(SessionRow.id).where(SessionRow.id == session_pk))  # begins
-        appended = appends.append_to_session(
-            db,
+        batch = appends.SessionBatch(
             tenant_id=_tenant(engine),
             session_id=session_id,
             facts_for=_facts([user_msg("undone")]),
@@ -476,6 +475,7 @@ def test_an_append_in_the_callers_transaction_is_undone_with_it(
             expected_last_seq=0,
             grade=False,
         )
+        appended = appends.append_to_session(db, batch)
         db.rollback()
     again = _append(engine, session_id, [user_msg("kept")], key="undone")
 
