@@ -20,7 +20,7 @@ from cachetools import TTLCache
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.api.json_body import parsed_body
@@ -32,7 +32,6 @@ from app.metrics import AFTER_ANSWER_FAILURES
 from app.settings import Settings
 from app.storage import repository
 from app.storage.database import answer_deadline, spend_at_most
-from app.storage.loop_pool import LoopPool
 
 log = logging.getLogger("contextd")
 
@@ -218,18 +217,6 @@ def _resolve(db: Session, known: TenantCache, *, cache_key: str, tenant_name: st
     return tenant
 
 
-async def get_loop_pool(request: Request) -> LoopPool | None:
-    """The pool of connections for statements run on the event loop; None on SQLite."""
-    loop_pool: LoopPool | None = request.app.state.loop_pool
-    return loop_pool
-
-
-async def get_session_factory(request: Request) -> sessionmaker[Session]:
-    """What makes the database sessions a handler opens itself (in worker threads)."""
-    factory: sessionmaker[Session] = request.app.state.session_factory
-    return factory
-
-
 async def get_raw_body(request: Request) -> bytes:
     """The request body as received; Starlette caches it, so this does not read it twice."""
     return await request.body()
@@ -242,8 +229,6 @@ async def get_json_body(request: Request) -> Any:
 
 
 Db = Annotated[Session, Depends(get_db)]
-LoopConnections = Annotated[LoopPool | None, Depends(get_loop_pool)]
-SessionFactory = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 RawBody = Annotated[bytes, Depends(get_raw_body)]
 JsonBody = Annotated[Any, Depends(get_json_body)]
 TenantId = Annotated[int, Depends(get_tenant)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
-from app.api.deps import AppSettings, Db, LoopConnections, RawBody, SessionFactory, TenantId
+from app.api.deps import AppSettings, Db, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.responses import AnswerThenFinish, json_response
@@ -147,25 +147,22 @@ def get_session(
     },
 )
 async def append_items(
-    session_id: str,
-    body: AppendRequest,
-    raw_body: RawBody,
-    tenant_id: TenantId,
-    settings: AppSettings,
-    loop_pool: LoopConnections,
-    session_factory: SessionFactory,
+    session_id: str, body: AppendRequest, tenant_id: TenantId, request: Request
 ) -> Response:
     """Appends the items to the log. When they hold the model's output after a session-mode
     assembly, that assembly is graded against it after the answer (`grade_next_action`)."""
     # A small batch on PostgreSQL is appended with no worker thread (`append_without_a_thread`).
+    # What the app holds is read from its state here: as dependencies, FastAPI would solve each
+    # one on every append (`docs/performance.md`).
+    state = request.app.state
     appended = await appending.append_without_a_thread(
-        loop_pool,
-        session_factory,
+        state.loop_pool,
+        state.session_factory,
         tenant_id=tenant_id,
         session_id=session_id,
         body=body,
-        body_bytes=len(raw_body),
-        settings=settings,
+        body_bytes=len(await request.body()),
+        settings=state.settings,
     )
     code = status.HTTP_200_OK if appended.replayed else status.HTTP_201_CREATED
     # A response, not the model: FastAPI would validate the model again.

@@ -202,11 +202,13 @@ def _appended(
         items=[AppendedItem(seq=f.seq, type=f.type, tokens=f.tokens) for f in result.facts],
         excluded=excluded,
     )
-    action = next_action(batch.items, first_seq=answer.first_seq)
     # The append looked in the database (where any process stores its assemblies) for the
     # lineage's assembly still to grade: without one, grading would find nothing either.
-    if result.replayed or action is None or appended.ungraded_as_of_seq is None:
+    if result.replayed or appended.ungraded_as_of_seq is None:
         return Appended(answer, replayed=result.replayed, after_answer=None)
+    action = next_action(batch.items, first_seq=answer.first_seq)
+    if action is None:
+        return Appended(answer, replayed=False, after_answer=None)
 
     def grade() -> None:
         grade_next_action(
