@@ -78,7 +78,7 @@ from app.domain.facts import NewFact
 from app.domain.names import is_session_id
 from app.storage.database import dump_json
 from app.storage.groundings import ungraded_as_of_seq
-from app.storage.loop_pool import LoopPool
+from app.storage.loop_pool import LoopPool, LoopPoolBusy
 from app.storage.repository import (
     IS_NAMED_SESSION,
     AppendResult,
@@ -336,15 +336,19 @@ async def append_on_the_loop(pool: LoopPool, batch: SessionBatch) -> SessionAppe
     """`append_to_session`'s one statement on a connection of the event loop's `pool`, in
     autocommit, with the same guarantees and errors; None when the batch was not written and
     `append_to_session` is to take it (a key's batch to replay, a keyed batch that must take the
-    locked way): it runs the statement again, which then answers as it does."""
+    locked way, no connection of `pool` free: `LoopPoolBusy`): it runs the statement again,
+    which then answers as it does."""
     if not is_session_id(batch.session_id):
         raise NotFound(f"session {batch.session_id!r} not found")
     encoding = batch.first_encoding()
     while True:
         facts = batch.facts_for(encoding)
-        async with pool.connection(_APPEND_SQL) as connection:
-            cursor = await connection.execute(_APPEND_SQL, batch.parameters(encoding, facts))
-            found = await cursor.fetchone()
+        try:
+            async with pool.connection(_APPEND_SQL) as connection:
+                cursor = await connection.execute(_APPEND_SQL, batch.parameters(encoding, facts))
+                found = await cursor.fetchone()
+        except LoopPoolBusy:
+            return None
         recount = batch.recount(found, encoding)
         if recount is None:
             assert found is not None  # `recount` raises for none

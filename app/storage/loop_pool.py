@@ -3,17 +3,23 @@
 A request handed to a worker thread pays for the hop: about 0.2 ms of CPU, a sixth of what a
 small append cost in all (`docs/performance.md`). On PostgreSQL the append's one statement
 (`appends.append_on_the_loop`) runs instead on psycopg's asyncio connection, in autocommit,
-from a `psycopg_pool` pool that opens connections as requests need them. Its size
+from a `psycopg_pool` pool of connections kept open (opened in the background at startup,
+replaced when they fail). Its size
 (`database.loop_pool_size`) comes out of the engine's overflow: a process still holds at most
 `connection_capacity` connections. The engine's bounds hold here too (`app.storage.database`):
 
-- a checkout waits no longer than the request's wait budget has left, and draws on it;
+- a checkout draws on the request's wait budget;
 - every answer comes within `answer_deadline`, or the connection is closed (a disconnect);
   the server cancels a statement past its timeout, the connection kept;
 - the driver's errors are raised as SQLAlchemy raises them (`DBAPIError.instance`), so the API
   answers them as it answers the engine's: a database that cannot answer is a 503;
 - a disconnect has the pool test its idle connections and replace the dead ones before the
   error is raised, as SQLAlchemy's invalidation replaces the engine's older connections.
+
+The pool is small, so a request waits for one of its connections only briefly
+(`CHECKOUT_SECONDS`): then it is `LoopPoolBusy`, and the caller takes a worker thread and the
+engine's pool instead. Appends queued behind one session's row lock thus hold up another
+session's, or another tenant's, for no longer than that.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 
 import psycopg
 from psycopg.abc import RV, PQGen
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, StatementError
 
@@ -42,6 +48,14 @@ from app.storage.database import (
 
 RECYCLE_SECONDS = 1800
 """A connection's longest life, as the engine's `pool_recycle`."""
+CHECKOUT_SECONDS = 0.05
+"""The longest wait for a connection of the pool: long enough to open one on a local network,
+short against a request's wait budget."""
+
+
+class LoopPoolBusy(Exception):
+    """No connection of the loop's pool came within its checkout time (all in use, or the
+    database slow to connect): nothing was sent; the caller takes the worker thread's way."""
 
 
 class AsyncDeadlineConnection(psycopg.AsyncConnection[Any]):
@@ -70,10 +84,12 @@ class LoopPool:
     """The pool of `AsyncDeadlineConnection`s in autocommit for one event loop: opened in the
     application's lifespan, closed at its end."""
 
-    def __init__(self, engine: Engine, settings: Settings) -> None:
+    def __init__(
+        self, engine: Engine, settings: Settings, *, checkout_seconds: float = CHECKOUT_SECONDS
+    ) -> None:
         _, parameters = engine.dialect.create_connect_args(engine.url)
+        self._checkout_seconds = checkout_seconds
         self._dialect = engine.dialect
-        self._checkout_seconds = settings.db_timeout_seconds
         deadline = answer_deadline(settings)
 
         async def configure(connection: AsyncDeadlineConnection) -> None:
@@ -82,17 +98,18 @@ class LoopPool:
         self._pool = AsyncConnectionPool(
             connection_class=AsyncDeadlineConnection,
             kwargs={**parameters, **connect_args(settings), "autocommit": True},
-            min_size=0,
+            min_size=loop_pool_size(settings),
             max_size=loop_pool_size(settings),
             open=False,
             configure=configure,
-            timeout=settings.db_timeout_seconds,
+            timeout=checkout_seconds,
             max_lifetime=RECYCLE_SECONDS,
             name="contextd-loop",
         )
 
-    async def open(self) -> None:
-        await self._pool.open()
+    async def open(self, *, wait: bool = False) -> None:
+        """Start opening the pool's connections; with `wait`, until they are all open."""
+        await self._pool.open(wait=wait)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -103,6 +120,8 @@ class LoopPool:
         try:
             with drawing():
                 connection = await self._pool.getconn(within_budget(self._checkout_seconds))
+        except PoolTimeout as busy:
+            raise LoopPoolBusy(str(busy)) from busy
         except psycopg.Error as error:
             raise self._as_sqlalchemy(None, error, disconnect=False) from error
         failure: psycopg.Error | None = None

@@ -126,9 +126,10 @@ async def append_without_a_thread(
 ) -> Appended:
     """`append`, on the event loop when it can be: a body of at most `LOOP_BODY_BYTES` on
     PostgreSQL is counted there and written by the one statement on a connection of
-    `loop_pool` (`appends.append_on_the_loop`), with no worker thread. Anything else, and a
-    batch that statement leaves to the locked way or to a replay, goes to `append` in a worker
-    thread, in a database session of its own. The answer is the same either way."""
+    `loop_pool` (`appends.append_on_the_loop`), with no worker thread. Anything else, a batch
+    that statement leaves to the locked way or to a replay, and one that finds no connection of
+    `loop_pool` free go to `append` in a worker thread, in a database session of its own. The
+    answer is the same either way."""
     if loop_pool is not None and body_bytes <= LOOP_BODY_BYTES:
         batch = batch_of(body, settings)
         appended = await appends.append_on_the_loop(

@@ -1,8 +1,9 @@
 """The append's one statement run on the event loop (`appends.append_on_the_loop`, on a
 `LoopPool` connection), on real PostgreSQL: it writes what the worker thread's way writes,
-leaves replays and the locked way to that way, and fails as the engine's connections fail — a
-cancel keeps the connection, a database gone quiet is a disconnect at the deadline, a
-disconnect replaces the pool's dead connections — with no worker thread for a small batch."""
+leaves replays, the locked way and a busy pool to that way, and fails as the engine's
+connections fail — a cancel keeps the connection, a database gone quiet is a disconnect at the
+deadline, a disconnect replaces the pool's dead connections — with no worker thread for a
+small batch."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from app.domain.facts import NewFact, item_fact
 from app.settings import Settings
 from app.storage import appends, repository
 from app.storage.database import create_db_engine, create_session_factory, spend_at_most
-from app.storage.loop_pool import LoopPool
+from app.storage.loop_pool import CHECKOUT_SECONDS, LoopPool
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
 from app.usecases.append import LOOP_BODY_BYTES, append_without_a_thread
@@ -57,13 +58,21 @@ def _tenant(engine: Engine) -> int:
         return tenant_id
 
 
-def _on_a_loop(engine: Engine, settings: Settings, work: Callable[[LoopPool], Awaitable[T]]) -> T:
+def _on_a_loop(
+    engine: Engine,
+    settings: Settings,
+    work: Callable[[LoopPool], Awaitable[T]],
+    *,
+    checkout_seconds: float = 5,
+) -> T:
     """`work(pool)` on an event loop of its own, with an open `LoopPool` of `engine`, under
-    a request's wait budget as the API gives one."""
+    a request's wait budget as the API gives one. The pool waits `checkout_seconds` for a
+    connection: by default longer than the service's, so that one being replaced is waited for
+    on a busy machine."""
 
     async def run() -> T:
-        pool = LoopPool(engine, settings)
-        await pool.open()
+        pool = LoopPool(engine, settings, checkout_seconds=checkout_seconds)
+        await pool.open(wait=True)
         try:
             spend_at_most(settings.db_timeout_seconds + 0.5)
             with anyio.fail_after(20):  # a guard against a hang, not a measurement
@@ -187,6 +196,47 @@ def test_a_small_batch_needs_no_worker_thread_and_a_replay_takes_one(
     assert (written.replayed, written.answer.first_seq, written.answer.last_seq) == (False, 1, 1)
     assert (replayed.replayed, replayed.answer) == (True, written.answer)
     assert _logged(engine, session_pk) == [(1, user_msg("small"), "s")]
+
+
+def test_a_batch_that_finds_the_loops_connections_all_in_use_takes_a_worker_thread(
+    postgres_url: str, session_id: str
+) -> None:
+    """The loop's one connection is held throughout: the append still answers, written."""
+    settings = Settings(database_url=postgres_url, db_pool_size=1)
+    engine = create_db_engine(settings)
+    session_pk = new_session(engine, session_id)
+    tenant_id = _tenant(engine)
+    body = AppendRequest.model_validate({"items": [user_msg("busy")]})
+
+    async def work(pool: LoopPool) -> list[Any]:
+        async with pool.connection("SELECT 1") as held:
+            refused = await _append(pool, tenant_id, session_id, [user_msg("not sent")])
+            appended = await append_without_a_thread(
+                pool,
+                create_session_factory(engine),
+                tenant_id=tenant_id,
+                session_id=session_id,
+                body=body,
+                body_bytes=0,
+                settings=settings,
+            )
+            still_held = not held.closed
+        return [refused, appended, still_held]
+
+    refused, appended, still_held = _on_a_loop(
+        engine, settings, work, checkout_seconds=CHECKOUT_SECONDS
+    )
+    logged = _logged(engine, session_pk)
+    engine.dispose()
+
+    assert refused is None  # nothing sent: the threads' way is to take it
+    assert (appended.replayed, appended.answer.first_seq, appended.answer.last_seq) == (
+        False,
+        1,
+        1,
+    )
+    assert still_held
+    assert logged == [(1, user_msg("busy"), None)]
 
 
 def test_an_append_cancelled_by_the_server_fails_as_sqlalchemy_and_keeps_its_connection(
