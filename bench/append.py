@@ -13,7 +13,8 @@ floors insert the same rows with plain psycopg: one row and one commit at a time
 once as there are clients; and all of them with `executemany` in one transaction (what a batch
 cannot beat). Prints items/s for each, each HTTP rate's ratio to its floor, the server's CPU
 time per item (the honest cost of an append, which other work on the machine moves less than
-it moves a rate) and the clients' own; then whether issue 29's target is met: 1,000 appends/s
+it moves a rate), the database backends' (the floors' and the server's connections') and the
+clients' own; then whether issue 29's target is met: 1,000 appends/s
 one item per request, within 1.5x of one insert-and-commit loop.
 Run: `make bench` (or `.venv/bin/python -m bench.append`).
 """
@@ -32,7 +33,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from multiprocessing.synchronize import Barrier
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import httpx
@@ -40,7 +41,9 @@ import psycopg
 import pydantic_core
 
 from bench.common import (
+    backend_cpu_seconds,
     bench_database,
+    database_cpu_seconds,
     libpq,
     load_trajectories,
     running_server,
@@ -118,6 +121,13 @@ def batch_floor(database_url: str, rows: list[Row]) -> float:
         return len(rows) / (time.perf_counter() - started)
 
 
+class Floor(NamedTuple):
+    """Rows/s of insert-and-commit loops at once, and their backends' CPU ms per row."""
+
+    rate: float
+    database_ms: float
+
+
 def analyze(database_url: str) -> str:
     """Take the planner's statistics of the bench's database, as autovacuum would once the log
     holds the batches' rows, and say whether autovacuum is on. Without statistics the append's
@@ -140,29 +150,32 @@ def deal(trajectories: Trajectories, hands: int) -> list[Trajectories]:
 
 
 Span = tuple[float, float, float]
-"""What a concurrent process reports: when it started and ended, and the CPU seconds it took."""
+"""What a concurrent process reports: when it started and ended, and the CPU seconds it took (a
+lean client its own; a floor loop its PostgreSQL backend's)."""
 
 
 def _floor_loop(
     database_url: str, table: str, rows: list[Row], start: Barrier, report: Any
 ) -> None:
     with psycopg.connect(libpq(database_url)) as connection:
+        backend = connection.info.backend_pid
         start.wait()
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu = time.perf_counter(), backend_cpu_seconds(backend)
         for row in rows:
             connection.execute(INSERT.format(table=table), row)
             connection.commit()
-        report.put((started, time.perf_counter(), time.process_time() - cpu))
+        report.put((started, time.perf_counter(), backend_cpu_seconds(backend) - cpu))
 
 
-def floor_at_once(database_url: str, hands: list[list[Row]]) -> float:
-    """Rows/s inserted one row and one commit at a time by as many loops at once as `hands`."""
+def floor_at_once(database_url: str, hands: list[list[Row]]) -> Floor:
+    """Rows inserted one row and one commit at a time by as many loops at once as `hands`."""
     table = f"floor_at_once_{len(hands)}"
     with psycopg.connect(libpq(database_url)) as connection:
         connection.execute(FLOOR_TABLE.format(table=table))
         connection.commit()
     spans = at_once(_floor_loop, [(database_url, table, rows) for rows in hands])
-    return sum(map(len, hands)) / elapsed(spans)
+    rows = sum(map(len, hands))
+    return Floor(rows / elapsed(spans), sum(cpu for _, _, cpu in spans) * 1000 / rows)
 
 
 class LeanConnection:
@@ -271,17 +284,19 @@ def main() -> None:
     trajectories = load_trajectories()
     total = sum(len(items) for items in trajectories.values())
     numbers = {name: number for number, name in enumerate(trajectories)}
-    # label, items/s, floor of its own run, one loop's floor, server and client CPU ms/item
-    runs: list[tuple[str, float, float, float, float, float | None]] = []
-    floors: dict[int, float] = {}
+    # label, items/s, floor of its own run, one loop's floor, CPU ms/item: the server, the
+    # database's backends, the clients
+    runs: list[tuple[str, float, float, float, float, float, float | None]] = []
+    floors: dict[int, Floor] = {}
 
     def run_on(
         base: str, label: str, floor: float, rate_of: Callable[[], tuple[float, float | None]]
     ) -> None:
-        spent = server_cpu_seconds(base)
+        spent, database_spent = server_cpu_seconds(base), database_cpu_seconds(url)
         rate, client_cpu = rate_of()
         server_cpu = (server_cpu_seconds(base) - spent) * 1000 / total
-        runs.append((label, rate, floor, floors[1], server_cpu, client_cpu))
+        database_cpu = (database_cpu_seconds(url) - database_spent) * 1000 / total
+        runs.append((label, rate, floor, floors[1].rate, server_cpu, database_cpu, client_cpu))
 
     def lean_clients(base: str, clients: int) -> tuple[float, float]:
         hands = [(base, hand, f"lean-{clients}") for hand in deal(trajectories, clients)]
@@ -304,7 +319,7 @@ def main() -> None:
             run_on(
                 base,
                 "httpx, one item per request",
-                floors[1],
+                floors[1].rate,
                 lambda: (append_over_http(base, trajectories, batch=1, tag="single"), None),
             )
         with running_server(url, workers=SERVER_WORKERS) as base:
@@ -312,24 +327,29 @@ def main() -> None:
                 run_on(
                     base,
                     f"{clients} lean client{'s' if clients > 1 else ''}, {SERVER_WORKERS} workers",
-                    floors[clients],
+                    floors[clients].rate,
                     functools.partial(lean_clients, base, clients),
                 )
     print(f"items: {total} from {len(trajectories)} trajectories, {os.cpu_count()} cores")
     print(f"PostgreSQL's autovacuum: {autovacuum} (the log's statistics taken after the batches)")
-    print(f"floor, psycopg insert and commit per row: {floors[1]:10.0f} items/s")
     print(f"floor, psycopg executemany, one commit:   {batch:10.0f} items/s")
-    for clients in CLIENTS[1:]:
-        label = f"floor, {clients} such loops at once:"
-        print(f"{label:<41} {floors[clients]:10.0f} items/s")
-    for label, rate, floor, _, server_cpu, client_cpu in runs:
+    for clients in CLIENTS:
+        label = (
+            "floor, psycopg insert and commit per row:"
+            if clients == 1
+            else f"floor, {clients} such loops at once:"
+        )
+        rate, database_ms = floors[clients]
+        print(f"{label:<41} {rate:10.0f} items/s  CPU: PostgreSQL {database_ms:.2f} ms/item")
+    for label, rate, floor, _, server_cpu, database_cpu, client_cpu in runs:
         clients_cpu = "" if client_cpu is None else f", clients {client_cpu:.2f} ms/item"
         print(
             f"HTTP append, {label:<30} {rate:8.0f} items/s  floor/http = {floor / rate:5.2f}x"
-            f"  CPU: server {server_cpu:.2f} ms/item{clients_cpu}"
+            f"  CPU: server {server_cpu:.2f} ms/item, PostgreSQL {database_cpu:.2f} ms/item"
+            f"{clients_cpu}"
         )
     one_item = [run for run in runs if "batches" not in run[0]]
-    label, rate, _, one_loop, _, _ = max(one_item, key=lambda run: run[1])
+    label, rate, _, one_loop, *_ = max(one_item, key=lambda run: run[1])
     met = rate >= TARGET_RATE and one_loop / rate <= TARGET_RATIO
     print(
         f"target ({TARGET_RATE:,} appends/s one item per request, within {TARGET_RATIO}x of one"

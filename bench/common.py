@@ -141,3 +141,29 @@ def server_cpu_seconds(base: str) -> float:
     while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
         tree |= grown
     return sum(ticks[pid] for pid in tree) / CLOCK_TICKS
+
+
+def backend_cpu_seconds(pid: int) -> float:
+    """CPU seconds spent so far by the PostgreSQL backend `pid` (a connection's
+    `info.backend_pid`): the bench's PostgreSQL runs on this machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def database_cpu_seconds(database_url: str) -> float:
+    """CPU seconds spent so far by the PostgreSQL backends serving `database_url`'s database
+    that are alive now (their process titles name it): a run's connections must outlive its
+    second reading, as a server's pooled ones do."""
+    title = f" {make_url(database_url).database} ".encode()
+    ticks = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            if command.startswith(b"postgres: ") and title in command:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])
+        except OSError:
+            continue  # gone meanwhile
+    return ticks / CLOCK_TICKS
