@@ -108,6 +108,20 @@ def append(
     hold the model's output after a session-mode assembly, `after_answer` grades that
     assembly against it (`grade_next_action`), in `db`, which it closes."""
     batch = batch_of(body, settings)
+    return _append_batch(
+        db, batch, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings
+    )
+
+
+def _append_batch(
+    db: Session,
+    batch: Batch,
+    *,
+    tenant_id: int,
+    session_id: str,
+    body: AppendRequest,
+    settings: Settings,
+) -> Appended:
     appended = appends.append_to_session(db, batch.to(session_id, tenant_id, body, settings))
     if db.in_transaction():  # the locked way's, or a replay's read; the one statement commits
         db.commit()
@@ -129,7 +143,8 @@ async def append_without_a_thread(
     `loop_pool` (`appends.append_on_the_loop`), with no worker thread. Anything else, a batch
     that statement leaves to the locked way or to a replay, and one that finds no connection of
     `loop_pool` free go to `append` in a worker thread, in a database session of its own. The
-    answer is the same either way."""
+    answer is the same either way, and a batch checked on the loop is not checked again."""
+    batch = None
     if loop_pool is not None and body_bytes <= LOOP_BODY_BYTES:
         batch = batch_of(body, settings)
         appended = await appends.append_on_the_loop(
@@ -143,6 +158,7 @@ async def append_without_a_thread(
         functools.partial(
             _append_in_a_session_of_its_own,
             session_factory,
+            batch,
             tenant_id=tenant_id,
             session_id=session_id,
             body=body,
@@ -153,16 +169,23 @@ async def append_without_a_thread(
 
 def _append_in_a_session_of_its_own(
     session_factory: Callable[[], Session],
+    batch: Batch | None,
     *,
     tenant_id: int,
     session_id: str,
     body: AppendRequest,
     settings: Settings,
 ) -> Appended:
+    """`batch` (`body`'s, checked here when None) appended in a database session of its own."""
     db = session_factory()
     try:
-        appended = append(
-            db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings
+        appended = _append_batch(
+            db,
+            batch if batch is not None else batch_of(body, settings),
+            tenant_id=tenant_id,
+            session_id=session_id,
+            body=body,
+            settings=settings,
         )
     except BaseException:
         db.close()

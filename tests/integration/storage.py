@@ -1,14 +1,19 @@
-"""Small builders for storage tests: a session, and appends under the session's row lock."""
+"""Small builders for storage tests: a session, its tenant, a batch's facts, and appends under
+the session's row lock."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from app.domain.facts import NewFact
+from app.domain.facts import NewFact, item_fact
 from app.storage import repository
 from app.storage.database import create_session_factory
 from app.storage.tables import SessionRow
+from app.tokens import token_counter
 
 
 def new_session(engine: Engine, name: str, *, tenant: str = "storage-tests") -> int:
@@ -53,3 +58,25 @@ def append_items(
         idempotency_key=idempotency_key,
         expected_last_seq=expected_last_seq,
     )
+
+
+def storage_tenant(engine: Engine, name: str = "storage-tests") -> int:
+    """The tenant `name`, made if need be and committed."""
+    with create_session_factory(engine)() as db:
+        tenant_id = repository.ensure_tenant(db, name)
+        db.commit()
+        return tenant_id
+
+
+def facts_of(
+    items: list[dict[str, Any]], seen: list[str] | None = None
+) -> Callable[[str], list[NewFact]]:
+    """The batch's facts counted in the encoding asked for, noting each encoding in `seen`."""
+
+    def facts_for(encoding: str) -> list[NewFact]:
+        if seen is not None:
+            seen.append(encoding)
+        count = token_counter(encoding)
+        return [item_fact(item, provenance={}, count_tokens=count) for item in items]
+
+    return facts_for

@@ -20,19 +20,16 @@ from sqlalchemy.exc import OperationalError
 
 from app.contract.sessions import AppendRequest
 from app.domain.errors import SequenceConflict
-from app.domain.facts import NewFact, item_fact
 from app.settings import Settings
 from app.storage import appends, repository
 from app.storage.database import create_db_engine, create_session_factory, spend_at_most
 from app.storage.loop_pool import CHECKOUT_SECONDS, LoopPool
 from app.storage.tables import SessionRow
-from app.tokens import token_counter
 from app.usecases.append import LOOP_BODY_BYTES, append_without_a_thread
 from tests.builders import user_msg
 from tests.e2e.servers import TcpProxy, with_port
-from tests.integration.storage import new_session
+from tests.integration.storage import facts_of, new_session, storage_tenant
 
-TENANT = "storage-tests"
 T = TypeVar("T")
 
 
@@ -41,21 +38,6 @@ def engine(postgres_url: str) -> Iterator[Engine]:
     engine = create_db_engine(Settings(database_url=postgres_url))
     yield engine
     engine.dispose()
-
-
-def _facts(items: list[dict[str, Any]]) -> Callable[[str], list[NewFact]]:
-    def facts_for(encoding: str) -> list[NewFact]:
-        count = token_counter(encoding)
-        return [item_fact(item, provenance={}, count_tokens=count) for item in items]
-
-    return facts_for
-
-
-def _tenant(engine: Engine) -> int:
-    with create_session_factory(engine)() as db:
-        tenant_id = repository.ensure_tenant(db, TENANT)
-        db.commit()
-        return tenant_id
 
 
 def _on_a_loop(
@@ -102,7 +84,7 @@ def _append(
     batch = appends.SessionBatch(
         tenant_id=tenant_id,
         session_id=session_id,
-        facts_for=_facts(items),
+        facts_for=facts_of(items),
         encoding_guess="o200k_base",
         unit=None,
         phase=None,
@@ -114,7 +96,7 @@ def _append(
 
 
 def _written(first_seq: int, *items: dict[str, Any]) -> repository.AppendResult:
-    return repository.AppendResult.written(first_seq, _facts(list(items))("o200k_base"))
+    return repository.AppendResult.written(first_seq, facts_of(list(items))("o200k_base"))
 
 
 def _logged(engine: Engine, session_pk: int) -> list[tuple[int, Any, str | None]]:
@@ -128,7 +110,7 @@ def test_the_loop_writes_what_the_threads_way_writes_and_leaves_it_replays_and_c
 ) -> None:
     settings = Settings(database_url=postgres_url)
     session_pk = new_session(engine, session_id)
-    tenant_id = _tenant(engine)
+    tenant_id = storage_tenant(engine)
 
     async def work(pool: LoopPool) -> list[Any]:
         first = await _append(pool, tenant_id, session_id, [user_msg("one")], key="k1")
@@ -166,7 +148,7 @@ def test_a_small_batch_needs_no_worker_thread_and_a_replay_takes_one(
     needed one. The replay of its key then needs one (the threads' way replays)."""
     settings = Settings(database_url=postgres_url)
     session_pk = new_session(engine, session_id)
-    tenant_id = _tenant(engine)
+    tenant_id = storage_tenant(engine)
     factory = create_session_factory(engine)
     body = AppendRequest.model_validate({"items": [user_msg("small")], "idempotency_key": "s"})
 
@@ -205,7 +187,7 @@ def test_a_batch_that_finds_the_loops_connections_all_in_use_takes_a_worker_thre
     settings = Settings(database_url=postgres_url, db_pool_size=1)
     engine = create_db_engine(settings)
     session_pk = new_session(engine, session_id)
-    tenant_id = _tenant(engine)
+    tenant_id = storage_tenant(engine)
     body = AppendRequest.model_validate({"items": [user_msg("busy")]})
 
     async def work(pool: LoopPool) -> list[Any]:
@@ -245,7 +227,7 @@ def test_an_append_cancelled_by_the_server_fails_as_sqlalchemy_and_keeps_its_con
     settings = Settings(database_url=postgres_url, db_timeout_seconds=0.5, db_pool_size=1)
     engine = create_db_engine(settings)
     session_pk = new_session(engine, session_id)
-    tenant_id = _tenant(engine)
+    tenant_id = storage_tenant(engine)
 
     async def work(pool: LoopPool) -> list[Any]:
         with create_session_factory(engine)() as holder:
@@ -293,7 +275,7 @@ def test_an_append_to_a_stalled_database_is_a_disconnect_at_the_deadline(
 
     try:
         new_session(engine, session_id)
-        tenant_id = _tenant(engine)
+        tenant_id = storage_tenant(engine)
         before, stalled, after = _on_a_loop(engine, settings, work)
     finally:
         proxy.resume()
@@ -317,7 +299,7 @@ def test_a_disconnect_found_by_an_append_replaces_the_pools_dead_connections(
     settings = Settings(database_url=postgres_url, db_pool_size=4)  # two on the loop
     engine = create_db_engine(settings)
     new_session(engine, session_id)
-    tenant_id = _tenant(engine)
+    tenant_id = storage_tenant(engine)
     admin_url = make_url(postgres_url).set(drivername="postgresql")
 
     async def backend_pids(pool: LoopPool) -> list[int]:

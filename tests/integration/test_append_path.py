@@ -23,7 +23,7 @@ from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 from app.contract.assembly import AssembleRequest
 from app.contract.sessions import AppendRequest
 from app.domain.errors import SequenceConflict
-from app.domain.facts import NewFact, item_fact
+from app.domain.facts import item_fact
 from app.settings import Settings
 from app.storage import appends, repository
 from app.storage.database import create_db_engine, create_session_factory
@@ -34,7 +34,7 @@ from app.usecases.assemble import assemble, stored_assembly
 from app.usecases.plan_record import ReceivedRequest
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 from tests.e2e.servers import TcpProxy, with_port
-from tests.integration.storage import append_items, new_session
+from tests.integration.storage import append_items, facts_of, new_session, storage_tenant
 
 TENANT = "storage-tests"
 
@@ -44,25 +44,6 @@ def engine(postgres_url: str) -> Iterator[Engine]:
     engine = create_db_engine(Settings(database_url=postgres_url))
     yield engine
     engine.dispose()
-
-
-def _tenant(engine: Engine) -> int:
-    with create_session_factory(engine)() as db:
-        tenant_id = repository.ensure_tenant(db, TENANT)
-        db.commit()
-        return tenant_id
-
-
-def _facts(items: list[dict[str, Any]], seen: list[str] | None = None) -> Callable[..., Any]:
-    """The batch's facts counted in the encoding asked for, noting each encoding in `seen`."""
-
-    def facts_for(encoding: str) -> list[NewFact]:
-        if seen is not None:
-            seen.append(encoding)
-        count = token_counter(encoding)
-        return [item_fact(item, provenance={}, count_tokens=count) for item in items]
-
-    return facts_for
 
 
 def _append(
@@ -78,12 +59,12 @@ def _append(
 ) -> appends.SessionAppend:
     """One append the way the API makes it: its own database session, committed (for the
     tenant `tenant_id`, else the tests' own, looked up first)."""
-    tenant_id = _tenant(engine) if tenant_id is None else tenant_id
+    tenant_id = storage_tenant(engine) if tenant_id is None else tenant_id
     with create_session_factory(engine)() as db:
         batch = appends.SessionBatch(
             tenant_id=tenant_id,
             session_id=session_id,
-            facts_for=_facts(items, seen),
+            facts_for=facts_of(items, seen),
             encoding_guess=guess,
             unit=None,
             phase=None,
@@ -357,7 +338,7 @@ def _outcome(call: Callable[[], Any]) -> Any:
 
 def _written(first_seq: int, *items: dict[str, Any]) -> tuple[repository.AppendedFact, ...]:
     """`items` as written from `first_seq` on, counted in the sessions' encoding."""
-    facts = _facts(list(items))("o200k_base")
+    facts = facts_of(list(items))("o200k_base")
     return repository.AppendResult.written(first_seq, facts).facts
 
 
@@ -434,7 +415,7 @@ def test_a_disconnect_found_by_an_append_replaces_the_pools_older_connections(
 ) -> None:
     engine = create_db_engine(Settings(database_url=postgres_url, db_pool_size=2))
     new_session(engine, session_id)
-    tenant_id = _tenant(engine)
+    tenant_id = storage_tenant(engine)
     first, second = engine.raw_connection(), engine.raw_connection()
     backends = [_driver(first).info.backend_pid, _driver(second).info.backend_pid]
     first.close()
@@ -465,9 +446,9 @@ def test_an_append_in_the_callers_transaction_is_undone_with_it(
     with create_session_factory(engine)() as db:
         db.execute(select(SessionRow.id).where(SessionRow.id == session_pk))  # begins
         batch = appends.SessionBatch(
-            tenant_id=_tenant(engine),
+            tenant_id=storage_tenant(engine),
             session_id=session_id,
-            facts_for=_facts([user_msg("undone")]),
+            facts_for=facts_of([user_msg("undone")]),
             encoding_guess="o200k_base",
             unit=None,
             phase=None,
