@@ -15,10 +15,24 @@ SHINGLE_WORDS = 5
 Shingles = frozenset[tuple[str, ...]]
 
 _WORD = re.compile(r"\w+")
+_ASCII_NON_WORD = str.maketrans(
+    {code: " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")}
+)
+"""Every ASCII character `\\w` does not match, as a space: in ASCII text `\\w` is
+[0-9A-Za-z_], so splitting the translated text gives the words `_WORD` finds, in a third of
+its time (most retrieved text is ASCII)."""
+
+
+def words_of(text: str) -> list[str]:
+    """The words of `text` case-folded by `lower`: its runs of `\\w`."""
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered.translate(_ASCII_NON_WORD).split()
+    return _WORD.findall(lowered)
 
 
 def word_shingles(text: str) -> Shingles:
-    words = _WORD.findall(text.lower())
+    words = words_of(text)
     if len(words) < SHINGLE_WORDS:
         return frozenset([tuple(words)] if words else [])
     shifted = (words[offset:] for offset in range(SHINGLE_WORDS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import random
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from app.domain.budget import Budget
 from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
+from app.domain.shingles import words_of
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
@@ -292,3 +294,22 @@ def test_assembly_of_500_candidates_gives_the_same_plan_every_run(recall_cap: in
     ]
     assert len(plans[0].plan) == 500
     assert all(plan == plans[0] for plan in plans)
+
+
+_WORD_RUNS = re.compile(r"\w+")
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=80))
+@PROPERTY_SETTINGS
+def test_the_words_near_duplicates_compare_are_the_runs_of_word_characters(text: str) -> None:
+    # ASCII text takes a faster way than the pattern: it must find the very same words.
+    assert words_of(text) == _WORD_RUNS.findall(text.lower())
+    ascii_text = text.encode("ascii", errors="ignore").decode()
+    assert words_of(ascii_text) == _WORD_RUNS.findall(ascii_text.lower())
+
+
+def test_every_real_text_splits_into_the_same_words_either_way() -> None:
+    texts = [visible_text(item) for path in TRAJECTORIES for item in load_trajectory(path)]
+    assert any(text.isascii() for text in texts)
+    assert any(not text.isascii() for text in texts)
+    assert [words_of(text) for text in texts] == [_WORD_RUNS.findall(t.lower()) for t in texts]
