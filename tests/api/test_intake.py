@@ -94,6 +94,35 @@ def test_everything_accepted_reads_back_exactly(service: TestClient, session_id:
     assert [entry["item"] for entry in stored["response"]["items"]] == items
 
 
+def test_an_item_appended_alone_is_stored_as_one_appended_in_a_batch(
+    service: TestClient, session_id: str
+) -> None:
+    # A single fact takes the statement's one-fact form, a batch the form for any size: small
+    # bodies on the event loop, large ones (the deep values) in a worker thread.
+    small = {**user_msg("nul\u0000 inside, \u00e9 and \U0001f600"), "x_meta": {"n": 2**70}}
+    items = [
+        small,
+        {**tool_call("c1", arguments="{}"), "x_meta": EDGE_VALUES},
+        {**tool_output("c1", "a.py\u0000b.py"), "x_meta": None},
+    ]
+    alone, batched = f"{session_id}-alone", f"{session_id}-batched"
+    for name in (alone, batched):
+        service.post("/sessions", json={"session_id": name}).raise_for_status()
+    metadata = {"unit": "worker-1", "phase": "act"}
+    for item in items:
+        appended = service.post(f"/sessions/{alone}/items", json={"items": [item], **metadata})
+        assert appended.status_code == 201, appended.text
+    appended = service.post(f"/sessions/{batched}/items", json={"items": items, **metadata})
+    assert appended.status_code == 201, appended.text
+
+    def logged(name: str) -> list[dict[str, Any]]:
+        entries = service.get(f"/sessions/{name}/items").json()["items"]
+        return [{k: v for k, v in entry.items() if k != "recorded_at"} for entry in entries]
+
+    assert [entry["item"] for entry in logged(alone)] == items
+    assert logged(alone) == logged(batched)
+
+
 def test_a_stored_request_keeps_its_numbers(service: TestClient) -> None:
     numbers = {key: value for key, value in EDGE_VALUES.items() if key != "deep"}
     candidate = {
