@@ -35,7 +35,7 @@ transaction the statement runs in it, through SQLAlchemy. Pinned by the same tes
 The same statement also runs on the event loop (`append_on_the_loop`, on a `LoopPool`
 connection, under the same bounds), for a request that then needs no worker thread; a batch it
 does not write (a replay, the locked way) is left to `append_to_session`. A `SessionBatch` is
-what both ways share: the parameters, and what the answer means. Pinned by
+what both ways share: the statement, and what the answer means. Pinned by
 `tests/integration/test_append_on_the_loop.py`.
 """
 
@@ -275,8 +275,8 @@ class SessionBatch:
     of the lineage is still to grade.
 
     It is what the append's two ways share (`append_to_session`, in a worker thread, and
-    `append_on_the_loop`): the statement's parameters in an encoding, and what its answer
-    means."""
+    `append_on_the_loop`): the statement in an encoding (its form and parameters), and what
+    its answer means."""
 
     tenant_id: int
     session_id: str
