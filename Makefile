@@ -6,15 +6,31 @@ PG_HOST ?= 127.0.0.1
 PG_PORT ?= 5432
 export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PORT)/postgres
 
-.PHONY: install run test lint typecheck pytest typescript postgres bench fuzz load stall openapi client-models clean
+.PHONY: install lock run test lint typecheck pytest typescript postgres bench fuzz load stall openapi client-models clean
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+PY_PACKAGES := -e '.[dev,bench]' -e 'clients/python[agents,langchain,pydantic-ai]'
+
+# Every dependency at the version pinned in constraints.txt, so that a fresh machine installs what
+# was last tested together.
+$(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,bench]' -e 'clients/python[agents,langchain,pydantic-ai]'
+	$(BIN)/pip install --quiet -c constraints.txt $(PY_PACKAGES)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Resolves every dependency afresh (the newest releases the pyproject files allow) and pins them;
+# run `make test` before committing the new constraints.txt.
+lock:
+	rm -rf .venv-lock
+	python3 -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet --upgrade pip
+	.venv-lock/bin/pip install --quiet $(PY_PACKAGES)
+	head -n 1 constraints.txt > constraints.new
+	.venv-lock/bin/pip freeze --exclude-editable >> constraints.new
+	mv constraints.new constraints.txt
+	rm -rf .venv-lock
 
 run: $(STAMP)
 	$(BIN)/contextd migrate
