@@ -100,6 +100,7 @@ bench: $(STAMP) postgres
 	$(BIN)/python -m bench.assemble_core
 	$(BIN)/python -m bench.compaction
 	$(BIN)/python -m bench.history
+	$(BIN)/python -m bench.long_session
 	$(BIN)/python -m bench.replay
 	$(BIN)/python -m bench.client
 

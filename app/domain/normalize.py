@@ -330,12 +330,14 @@ def normalize_history(
         if call_keys[survivors[start]] is None:
             start += 1
             continue
-        members: list[CallKey] = []
+        # A set: an agent that runs one call after another without a message between them
+        # makes its whole session one batch.
+        members: set[CallKey] = set()
         end = start
         while end < len(survivors):
             position = survivors[end]
             if (key := call_keys[position]) is not None:
-                members.append(key)
+                members.add(key)
             elif answer_keys[position] in members:
                 in_place.add(position)
             else:

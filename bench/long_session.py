@@ -1,0 +1,280 @@
+"""Long sessions: what one agent turn costs as the log grows, on PostgreSQL over HTTP.
+
+A coding agent's session, built from the public trajectories: a user's task, then tool calls
+and their outputs, each call under a call_id of its own. The session's window is 128k tokens,
+so at 2,000 facts and beyond it is full. At each size (500, 2,000, 20,000 and 100,000 facts)
+the bench plays `--turns` turns, each one new call and its output appended, then a
+session-mode `/assemble`, and prints the fastest call (`Server-Timing`, and as the client sees
+it) and the server's CPU per turn (the append, the assembly and the work done after answering).
+Each call is set against the call at 2,000 facts of the same run: the target is 1.3x.
+
+It runs twice, on fresh databases: once with the advice ignored, so that the window's fitting
+does all the work, and once with it followed, compacting with the recommended strategy whenever
+a turn's answer (or, while the log grows between sizes, the compaction advice) says so. With
+the advice followed, it also times a `summary` compaction at each size, which always follows an
+earlier one there (target: at 100,000 facts within 2x of the one at 2,000). With the advice
+ignored, at the largest size it restarts the server and times the first call, which reads the
+session afresh, against the warm calls before it (target: 10x).
+
+`--against DIR` serves the code of another checkout too (say `git worktree add DIR HEAD~1`), on
+a database its own migrations made, and prints its figures beside this code's.
+Run: `make bench` (or `.venv/bin/python -m bench.long_session`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import (
+    ROOT,
+    bench_database,
+    load_trajectories,
+    running_server,
+    server_cpu_seconds,
+    server_ms,
+)
+
+SIZES = (500, 2_000, 20_000, 100_000)
+REFERENCE_SIZE = 2_000
+WINDOW = 128_000
+GROWTH_BATCH = 250
+"""Facts appended per request while the log grows between sizes."""
+SESSION = "long"
+TASK = {
+    "type": "message",
+    "role": "user",
+    "content": "Find why the test suite fails on the release branch, fix it, and run the suite.",
+}
+
+
+def tool_turns() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every call of the public trajectories with the output that answers it, in order."""
+    turns = []
+    for items in load_trajectories().values():
+        calls = {item["call_id"]: item for item in items if item.get("type") == "function_call"}
+        for item in items:
+            if item.get("type") == "function_call_output" and item.get("call_id") in calls:
+                turns.append((calls[item["call_id"]], item))
+    return turns
+
+
+class Turns:
+    """The n-th call and its output, for any n: the trajectories' calls in a cycle, each under
+    a call_id and item ids of its own, so that the log holds no repeated call."""
+
+    def __init__(self) -> None:
+        self._pool = tool_turns()
+
+    def items(self, n: int) -> list[dict[str, Any]]:
+        call, output = self._pool[n % len(self._pool)]
+        call_id = f"call_{n}"
+        return [
+            {**call, "call_id": call_id, "id": f"fc_{n}"},
+            {**output, "call_id": call_id, "id": f"fco_{n}"},
+        ]
+
+
+@dataclass
+class Size:
+    facts: int
+    server_ms: list[float] = field(default_factory=list)
+    client_ms: list[float] = field(default_factory=list)
+    cpu_ms_per_turn: float = 0.0
+    compact_ms: float | None = None
+    compactions: int = 0
+
+
+@dataclass
+class Run:
+    code: str
+    follow: bool
+    sizes: list[Size] = field(default_factory=list)
+    cold_ms: float | None = None
+    warm_ms: float | None = None
+
+
+class Agent:
+    """One session driven as a runtime drives it."""
+
+    def __init__(self, client: httpx.Client, base: str, *, follow: bool) -> None:
+        self.client, self.base, self.follow = client, base, follow
+        self.turns = Turns()
+        self.next_turn = 0
+        self.last_seq = 0
+        self.compactions = 0
+
+    def create(self) -> None:
+        self.client.post(
+            "/sessions", json={"session_id": SESSION, "context_window": WINDOW}
+        ).raise_for_status()
+        self.append([TASK])
+
+    def append(self, items: list[dict[str, Any]]) -> None:
+        response = self.client.post(f"/sessions/{SESSION}/items", json={"items": items})
+        response.raise_for_status()
+        self.last_seq = response.json()["last_seq"]
+
+    def compact(self, strategy: str) -> float:
+        started = time.perf_counter()
+        response = self.client.post("/compact", json={"session_id": SESSION, "strategy": strategy})
+        elapsed = (time.perf_counter() - started) * 1000
+        response.raise_for_status()
+        self.compactions += response.status_code == 201
+        return elapsed
+
+    def follow_advice(self, advice: dict[str, Any]) -> None:
+        if self.follow and advice["should_compact"] and advice["recommended_strategy"]:
+            self.compact(advice["recommended_strategy"])
+
+    def grow_to(self, facts: int) -> None:
+        """Appends calls and outputs until the log holds about `facts` facts, following the
+        advice after each batch when the agent follows it."""
+        while self.last_seq + 2 <= facts:
+            pairs = min(GROWTH_BATCH // 2, (facts - self.last_seq) // 2)
+            items = [item for n in range(pairs) for item in self.turns.items(self.next_turn + n)]
+            self.next_turn += pairs
+            self.append(items)
+            if self.follow:
+                advice = self.client.get(f"/sessions/{SESSION}/compaction-advice")
+                advice.raise_for_status()
+                self.follow_advice(advice.json())
+
+    def turn(self) -> tuple[float, float]:
+        """One turn: a new call and its output, then the assembly. Its server and client ms."""
+        self.append(self.turns.items(self.next_turn))
+        self.next_turn += 1
+        started = time.perf_counter()
+        response = self.client.post("/assemble", json={"session_id": SESSION})
+        elapsed = (time.perf_counter() - started) * 1000
+        server = server_ms(response)
+        self.follow_advice(response.json()["advice"])
+        return server, elapsed
+
+
+@contextlib.contextmanager
+def serving(code: str, source: Path, follow: bool) -> Iterator[tuple[str, str]]:
+    name = f"contextd_bench_long_{code}_{int(follow)}"
+    with bench_database(name, source=source) as url, running_server(url, source=source) as base:
+        yield url, base
+
+
+def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns: int) -> Run:
+    run = Run(code, follow)
+    with serving(code, source, follow) as (url, base):
+        client = httpx.Client(base_url=base, timeout=600)
+        agent = Agent(client, base, follow=follow)
+        agent.create()
+        for facts in sizes:
+            agent.grow_to(facts)
+            size = Size(facts=agent.last_seq)
+            agent.turn()  # the first call after the growth folds the batch in; not timed
+            spent = server_cpu_seconds(base)
+            for _ in range(turns):
+                server, elapsed = agent.turn()
+                size.server_ms.append(server)
+                size.client_ms.append(elapsed)
+            client.get("/healthz").raise_for_status()  # waits for the work after the last answer
+            size.cpu_ms_per_turn = (server_cpu_seconds(base) - spent) * 1000 / turns
+            if follow:
+                size.compact_ms = agent.compact("summary")
+            size.compactions = agent.compactions
+            run.sizes.append(size)
+            print(f"  {code} {'followed' if follow else 'ignored'} {describe(size)}", flush=True)
+        client.close()
+        if not follow:
+            run.warm_ms = min(run.sizes[-1].client_ms)
+            # A server that has never seen the session: the first call reads it afresh.
+            with running_server(url, source=source) as fresh:
+                fresh_client = httpx.Client(base_url=fresh, timeout=600)
+                cold = Agent(fresh_client, fresh, follow=False)
+                cold.next_turn, cold.last_seq = agent.next_turn, agent.last_seq
+                _, run.cold_ms = cold.turn()
+                fresh_client.close()
+    return run
+
+
+def describe(size: Size) -> str:
+    compact = f" compact {size.compact_ms:8.1f} ms" if size.compact_ms is not None else ""
+    return (
+        f"{size.facts:>7,} facts: server {min(size.server_ms):8.1f} ms, client "
+        f"{min(size.client_ms):8.1f} ms, cpu/turn {size.cpu_ms_per_turn:8.1f} ms{compact}"
+    )
+
+
+def report(runs: list[Run]) -> None:
+    print()
+    header = (
+        f"{'code':<8} {'advice':<9} {'facts':>8} {'server ms':>10} {'client ms':>10} "
+        f"{'vs 2k':>6} {'cpu/turn':>9} {'compact ms':>11} {'vs 2k':>6} {'compactions':>11}"
+    )
+    print(header)
+    for run in runs:
+        reference = next((s for s in run.sizes if s.facts >= REFERENCE_SIZE), run.sizes[0])
+        for size in run.sizes:
+            ratio = min(size.client_ms) / min(reference.client_ms)
+            compact, compact_ratio = "", ""
+            if size.compact_ms is not None and reference.compact_ms is not None:
+                compact = f"{size.compact_ms:.1f}"
+                compact_ratio = f"{size.compact_ms / reference.compact_ms:.2f}"
+            print(
+                f"{run.code:<8} {'followed' if run.follow else 'ignored':<9} {size.facts:>8,} "
+                f"{min(size.server_ms):>10.1f} {min(size.client_ms):>10.1f} {ratio:>6.2f} "
+                f"{size.cpu_ms_per_turn:>9.1f} {compact:>11} {compact_ratio:>6} "
+                f"{size.compactions:>11}"
+            )
+        if run.cold_ms is not None and run.warm_ms is not None:
+            print(
+                f"{run.code:<8} first call after a restart at {run.sizes[-1].facts:,} facts: "
+                f"{run.cold_ms:.1f} ms, {run.cold_ms / run.warm_ms:.1f}x a warm call "
+                f"({run.warm_ms:.1f} ms)"
+            )
+    print(
+        "server / client ms: the fastest call of the turns (Server-Timing / as the client waits);"
+    )
+    print("vs 2k: that call over the call at 2,000 facts of the same run (target: 1.3x)")
+    print("cpu/turn: the server's CPU per turn: the append, the assembly, the work after it")
+    print("compact: a summary compaction after the turns, when the advice is followed (target:")
+    print("  2x the one at 2,000 facts); compactions: how many the session has had by then")
+    print(f"median client ms per size: {median_line(runs)}")
+
+
+def median_line(runs: list[Run]) -> str:
+    return "; ".join(
+        f"{run.code} {'followed' if run.follow else 'ignored'} "
+        + ", ".join(f"{s.facts:,}: {statistics.median(s.client_ms):.1f}" for s in run.sizes)
+        for run in runs
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--against", type=Path, help="a checkout whose code is measured too")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument(
+        "--advice", choices=("ignored", "followed", "both"), default="both", help="which runs"
+    )
+    arguments = parser.parse_args()
+    codes = [("this", ROOT)]
+    if arguments.against is not None:
+        codes.append(("against", arguments.against.resolve()))
+    follows = {"ignored": (False,), "followed": (True,), "both": (False, True)}[arguments.advice]
+    runs = [
+        play(code, source, follow=follow, sizes=tuple(arguments.sizes), turns=arguments.turns)
+        for follow in follows
+        for code, source in codes
+    ]
+    report(runs)
+
+
+if __name__ == "__main__":
+    main()
