@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -56,19 +56,23 @@ __all__ = [
     "MEDIA_PLACEHOLDERS",
     "SYNTHETIC_OUTPUT_NAMESPACE",
     "SYNTHETIC_OUTPUT_TEXT",
+    "CallKey",
     "DeduplicatedOutput",
     "ExcludedItem",
     "Modality",
     "NormalizeReport",
     "NormalizeResult",
+    "NormalizedPart",
     "RemovedOrphan",
     "ReorderedOutput",
     "StrippedMedia",
     "SynthesizedOutput",
     "TruncatedOutput",
     "TruncationPolicy",
+    "answer_key",
     "find_pairing_violations",
     "normalize_history",
+    "normalize_part",
     "synthetic_output_id",
 ]
 
@@ -211,7 +215,7 @@ def _call_key(item: Item) -> CallKey | None:
             return None
 
 
-def _answer_key(item: Item) -> CallKey | None:
+def answer_key(item: Item) -> CallKey | None:
     """The pairing key of an output that must answer a call, else None (it stands alone)."""
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id or item.get("execution") == "server":
@@ -251,6 +255,58 @@ def normalize_history(
     names it, so that the model knows where to read the whole output. Bad input never raises:
     it is excluded or passed through, and reported.
     """
+    part = normalize_part(
+        list(enumerate(items)),
+        count_tokens=count_tokens,
+        input_modalities=input_modalities,
+        truncation=truncation,
+        item_metadata=item_metadata,
+        seqs=seqs,
+    )
+    return NormalizeResult(items=part.items, report=part.report)
+
+
+@dataclass(frozen=True)
+class NormalizedPart:
+    """Part of a history normalized (`normalize_part`), with what an incremental normalizer
+    needs to know where the part can be cut.
+
+    `sources[k]` is the input index `items[k]` came from (None: synthesized);
+    `truncated_at[n]` the position in `items` of the output `report.truncated_outputs[n]` cut.
+    `answered[i]`, for the input index `i` of each call that owns its key, is the input index of
+    its answer (None: synthesized). `displaced` lists, for each answer moved to its call batch's
+    end, the input index of that call and of the item that closed the batch (None: the batch
+    reached the end of the part, so items appended later could still join it).
+    """
+
+    items: tuple[Item, ...]
+    sources: tuple[int | None, ...]
+    report: NormalizeReport
+    truncated_at: tuple[int, ...]
+    owners: Mapping[CallKey, int]
+    answered: Mapping[int, int | None]
+    displaced: tuple[tuple[int, int | None], ...]
+
+
+def normalize_part(
+    entries: Sequence[tuple[int, Any]],
+    *,
+    count_tokens: CountTokens,
+    input_modalities: frozenset[str] = DEFAULT_MODALITIES,
+    truncation: TruncationPolicy = DEFAULT_TRUNCATION_POLICY,
+    item_metadata: Sequence[Mapping[str, Any] | None] | None = None,
+    seqs: Sequence[int | None] | None = None,
+    settled_keys: Container[CallKey] = frozenset(),
+    output_offset: int = 0,
+) -> NormalizedPart:
+    """`normalize_history` of the items of `entries`, each given with its index in the whole
+    history (what the report, `item_metadata` and `seqs` go by), after a settled part that
+    owns and answered every key of `settled_keys` and whose normalized items number
+    `output_offset` (what the report's output indices start from).
+
+    A call under a settled key is a second call under it, and an output for one a second
+    output: both are reported as they would be in the whole history.
+    """
     # Sizes of the same text are asked for more than once (a cut output is measured by the
     # truncation, then again for the report); each text is counted once.
     count = functools.cache(count_tokens)
@@ -258,7 +314,7 @@ def normalize_history(
     # Admission.
     excluded: list[ExcludedItem] = []
     admitted: list[tuple[int, Item]] = []
-    for index, item in enumerate(items):
+    for index, item in entries:
         if not isinstance(item, dict):
             kind = _JSON_KINDS.get(type(item), type(item).__name__)
             excluded.append(ExcludedItem(index=index, type=kind, reason="not_an_object"))
@@ -281,7 +337,7 @@ def normalize_history(
             reason is None
             and kind in OUTPUT_TYPES
             and item.get("execution") != "server"
-            and _answer_key(item) is None
+            and answer_key(item) is None
         ):
             # It answers nothing a provider could name: sent alone it is refused.
             reason = "output_without_call_id"
@@ -293,38 +349,40 @@ def normalize_history(
     # Owners and answers: the first call and the first output per key win. Orphans and repeats
     # are set aside before batches are formed, so that removing them never reads as a move.
     call_keys = [_call_key(item) for _, item in admitted]
-    answer_keys = [_answer_key(item) for _, item in admitted]
-    owners: set[CallKey] = set()
-    answered: set[CallKey] = set()
+    answer_keys = [answer_key(item) for _, item in admitted]
+    owners: dict[CallKey, int] = {}
+    answered: dict[CallKey, int] = {}
     dropped: set[int] = set()
     orphans: list[RemovedOrphan] = []
     duplicates: list[DeduplicatedOutput] = []
     for position, (index, item) in enumerate(admitted):
         if (key := call_keys[position]) is not None:
-            if key in owners:
+            if key in owners or key in settled_keys:
                 # Two calls under one key would make every answer ambiguous.
                 dropped.add(position)
                 excluded.append(
                     ExcludedItem(index=index, type=item_type(item), reason="duplicate_call_id")
                 )
-            owners.add(key)
+            else:
+                owners[key] = index
     for position, (index, _) in enumerate(admitted):
         if (key := answer_keys[position]) is None:
             continue
-        if key not in owners:
-            dropped.add(position)
-            orphans.append(RemovedOrphan(call_id=key[1], index=index))
-        elif key in answered:
+        if key in settled_keys or key in answered:
             dropped.add(position)
             duplicates.append(DeduplicatedOutput(call_id=key[1], index=index))
+        elif key not in owners:
+            dropped.add(position)
+            orphans.append(RemovedOrphan(call_id=key[1], index=index))
         else:
-            answered.add(key)
+            answered[key] = index
 
     # Batches: a run of calls, each followed by its outputs or by more calls. An answer inside
     # its call's batch stays where it is; any other answer is displaced to the batch's end.
     survivors = [position for position in range(len(admitted)) if position not in dropped]
     in_place: set[int] = set()
     batch_end_of: dict[CallKey, int] = {}
+    closer_of: dict[CallKey, int | None] = {}
     start = 0
     while start < len(survivors):
         if call_keys[survivors[start]] is None:
@@ -343,31 +401,37 @@ def normalize_history(
             else:
                 break
             end += 1
+        closer = admitted[survivors[end]][0] if end < len(survivors) else None
         for key in members:
             batch_end_of[key] = survivors[end - 1]
+            closer_of[key] = closer
         start = end
     displaced: dict[int, list[int]] = {}
+    moved_calls: list[tuple[int, int | None]] = []
     for position in survivors:
         if (key := answer_keys[position]) is not None and position not in in_place:
             displaced.setdefault(batch_end_of[key], []).append(position)
+            moved_calls.append((owners[key], closer_of[key]))
 
     # Emit in order, synthesizing missing answers and placing displaced ones.
-    entries: list[tuple[int | None, Item]] = []
+    emitted: list[tuple[int | None, Item]] = []
     synthesized: list[SynthesizedOutput] = []
     reordered: list[ReorderedOutput] = []
     for position in survivors:
         index, item = admitted[position]
         if answer_keys[position] is not None and position not in in_place:
             continue
-        entries.append((index, item))
+        emitted.append((index, item))
         if (key := call_keys[position]) is not None and key not in answered:
             family, call_id = key
             raw_id = item.get("id")
             output_id = synthetic_output_id(
                 family, call_item_id=raw_id if isinstance(raw_id, str) else None, call_id=call_id
             )
-            synthesized.append(SynthesizedOutput(call_id=call_id, id=output_id, index=len(entries)))
-            entries.append(
+            synthesized.append(
+                SynthesizedOutput(call_id=call_id, id=output_id, index=output_offset + len(emitted))
+            )
+            emitted.append(
                 (
                     None,
                     {
@@ -382,10 +446,12 @@ def normalize_history(
             moved_index, moved_item = admitted[moved]
             reordered.append(
                 ReorderedOutput(
-                    call_id=moved_item["call_id"], from_index=moved_index, to_index=len(entries)
+                    call_id=moved_item["call_id"],
+                    from_index=moved_index,
+                    to_index=output_offset + len(emitted),
                 )
             )
-            entries.append((moved_index, moved_item))
+            emitted.append((moved_index, moved_item))
 
     # Media and truncation, item by item; positions no longer change.
     unsupported: dict[Any, MediaKind] = {
@@ -395,10 +461,11 @@ def normalize_history(
     }
     stripped: list[StrippedMedia] = []
     truncated: list[TruncatedOutput] = []
+    truncated_at: list[int] = []
     policy_mode: TruncationMode = truncation.mode
     policy_budget = truncation.budget
     normalized: list[Item] = []
-    for output_index, (source, item) in enumerate(entries):
+    for output_index, (source, item) in enumerate(emitted):
         kind = item_type(item)
         new_item = item
         field = "content" if kind == "message" else "output" if kind in OUTPUT_TYPES else None
@@ -412,7 +479,7 @@ def normalize_history(
                 else:
                     # In place, so the text around an image keeps its meaning.
                     parts.append({"type": "input_text", "text": MEDIA_PLACEHOLDERS[media]})
-                    stripped.append(StrippedMedia(index=output_index, kind=media))
+                    stripped.append(StrippedMedia(index=output_offset + output_index, kind=media))
             if len(stripped) > already_stripped:
                 new_item = {**item, field: parts}
         elif (
@@ -421,7 +488,7 @@ def normalize_history(
             and item.get("result") not in (None, "")
         ):
             new_item = {**item, "result": ""}
-            stripped.append(StrippedMedia(index=output_index, kind="image"))
+            stripped.append(StrippedMedia(index=output_offset + output_index, kind="image"))
         if kind in OUTPUT_TYPES and isinstance(output := new_item.get("output"), str | list):
             limit = _metadata_at(item_metadata, source).get("truncation_token_limit")
             mode, budget = policy_mode, policy_budget
@@ -448,11 +515,13 @@ def normalize_history(
                         kept_tokens=item_tokens(cut_item, count),
                     )
                 )
+                truncated_at.append(output_index)
                 new_item = cut_item
         normalized.append(new_item)
 
-    return NormalizeResult(
+    return NormalizedPart(
         items=tuple(normalized),
+        sources=tuple(source for source, _ in emitted),
         report=NormalizeReport(
             synthesized_outputs=tuple(synthesized),
             removed_orphans=tuple(orphans),
@@ -462,6 +531,10 @@ def normalize_history(
             truncated_outputs=tuple(truncated),
             excluded=tuple(sorted(excluded, key=lambda entry: entry.index)),
         ),
+        truncated_at=tuple(truncated_at),
+        owners=owners,
+        answered={owners[key]: answered.get(key) for key in owners},
+        displaced=tuple(moved_calls),
     )
 
 
@@ -485,7 +558,7 @@ def find_pairing_violations(items: Sequence[Item]) -> list[str]:
                 violations.append(f"item {position}: second {kind} with call_id {key[1]!r}")
             seen_calls.add(key)
             waiting[key] = position
-        elif (key := _answer_key(item)) is not None:
+        elif (key := answer_key(item)) is not None:
             if key in waiting:
                 del waiting[key]
                 answered.add(key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,13 +25,9 @@ from app.domain.facts import ActiveHistory
 from app.domain.history import HistoryEntry
 from app.domain.items import Item
 from app.domain.json_encoding import encode_json
-from app.domain.normalize import (
-    DEFAULT_MODALITIES,
-    DEFAULT_TRUNCATION_POLICY,
-    NormalizeResult,
-    normalize_history,
-)
+from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY, NormalizeResult
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
+from app.domain.session_view import ActiveColumns, HistoryView, ViewSettings, view_of
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import (
     fragment_free_positions,
@@ -87,36 +83,55 @@ class LoadedHistory:
     """Whether assemblies offer the recall tool: its definition is sent in the same window."""
 
     @functools.cached_property
-    def normalized(self) -> NormalizeResult:
-        return normalize_history(
-            self.active.items,
-            count_tokens=token_counter(self.encoding),
-            input_modalities=self.input_modalities,
-            truncation=self.truncation,
-            item_metadata=self.active.metadata,
-            seqs=self.active.seqs,
+    def view(self) -> HistoryView:
+        """The session view this history is normalized and counted in: the fold's own, kept
+        with it and advanced by the facts appended since (`app.domain.session_view`)."""
+        active = self.active
+        key = (self.encoding, self.input_modalities, self.truncation)
+        previous = active.views.get(key)
+        view = view_of(
+            previous,
+            ActiveColumns(
+                epoch=active.epoch,
+                items=active.items,
+                metadata=active.metadata,
+                seqs=active.seqs,
+                stored_tokens=active.stored_tokens,
+            ),
+            settings=ViewSettings(
+                count=token_counter(self.encoding),
+                input_modalities=self.input_modalities,
+                truncation=self.truncation,
+                stored_counts=self.encoding == active.encoding,
+            ),
         )
+        if previous is None or view.epoch != previous.epoch or view.inputs > previous.inputs:
+            active.views[key] = view
+        return view
+
+    @functools.cached_property
+    def normalized(self) -> NormalizeResult:
+        """The whole normalized history and its report (for the answers that carry them)."""
+        return self.view.result()
 
     @property
-    def items(self) -> tuple[Item, ...]:
+    def items(self) -> Sequence[Item]:
         """The normalized active history."""
-        return self.normalized.items
+        return self.view.items
 
-    @functools.cached_property
-    def seqs(self) -> list[int | None]:
+    @property
+    def seqs(self) -> Sequence[int | None]:
         """The fact each normalized item stands for (a truncated output: the output it cut);
         None for items the service wrote."""
-        return [entry.seq for entry in self.active.entries(self.items)]
+        return self.view.seqs
 
-    @functools.cached_property
-    def sizes(self) -> list[int]:
+    @property
+    def sizes(self) -> Sequence[int]:
         """Each normalized item's tokens in `encoding` (stored counts where they apply)."""
-        return self.active.token_counts(
-            self.items, encoding=self.encoding, count_tokens=token_counter(self.encoding)
-        )
+        return self.view.tokens
 
     @functools.cached_property
-    def session_sizes(self) -> list[int]:
+    def session_sizes(self) -> Sequence[int]:
         """Each normalized item's tokens in the session's own encoding (what advice weighs
         against the session's window)."""
         own = self.active.encoding
@@ -160,7 +175,7 @@ class LoadedHistory:
             active_items=active.items,
             active_seqs=active.seqs,
             normalized=self.items,
-            excluded={entry.index: entry.reason for entry in self.normalized.report.excluded},
+            excluded={entry.index: entry.reason for entry in self.view.report.excluded},
             compacted_by=active.compacted_by,
             compaction_id=active.compaction_id,
         )

@@ -17,10 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+import bisect
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from app.domain.facts.kinds import (
     COMPACTION_FACT,
@@ -29,6 +29,7 @@ from app.domain.facts.kinds import (
     RETRACTION_FACT,
     WORLD_STATE_FACT,
 )
+from app.domain.growing import Claims, Prefix
 from app.domain.history import HistoryEntry
 from app.domain.items import INTERNAL_TYPE_PREFIX, OUTPUT_TYPES, Item, item_tokens, item_type
 from app.domain.json_encoding import encode_json
@@ -57,17 +58,96 @@ Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 it), the item, its append metadata, its phase and its stored token count (None where none)."""
 
 
-class _Columns(NamedTuple):
-    seqs: tuple[int | None, ...]
-    items: tuple[Item, ...]
-    metadata: tuple[dict[str, Any], ...]
-    phases: tuple[str | None, ...]
-    tokens: tuple[int | None, ...]
+class _Visible:
+    """The visible entries of one epoch of a session's fold, as columns that only grow (see
+    `app.domain.growing`): shared by every fold of the epoch, each reading its first `length`.
+    `cumulative[n]` is the stored tokens of the first n entries (None counts 0)."""
+
+    def __init__(self, entries: Iterable[Visible] = ()) -> None:
+        self.seqs: list[int | None] = []
+        self.items: list[Item] = []
+        self.metadata: list[dict[str, Any]] = []
+        self.phases: list[str | None] = []
+        self.tokens: list[int | None] = []
+        self.cumulative: list[int] = [0]
+        self.claims = Claims()
+        for entry in entries:
+            self.append(entry)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def append(self, entry: Visible) -> None:
+        seq, item, metadata, phase, tokens = entry
+        self.seqs.append(seq)
+        self.items.append(item)
+        self.metadata.append(metadata)
+        self.phases.append(phase)
+        self.tokens.append(tokens)
+        self.cumulative.append(self.cumulative[-1] + (tokens or 0))
+
+    def entries(self, length: int) -> Iterator[Visible]:
+        """The first `length` entries."""
+        return zip(
+            self.seqs[:length],
+            self.items[:length],
+            self.metadata[:length],
+            self.phases[:length],
+            self.tokens[:length],
+            strict=True,
+        )
+
+
+class _Logged:
+    """Every model-visible fact of a session's log by seq, in seq order, growing as facts are
+    appended (shared like `_Visible`): a fold reads those up to its `last_seq`."""
+
+    def __init__(self, by_seq: Mapping[int, Visible] | None = None) -> None:
+        self.by_seq: dict[int, Visible] = dict(by_seq or {})
+        self.order: list[int] = list(self.by_seq)
+        self.claims = Claims()
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def add(self, entry: Visible) -> None:
+        seq = entry[0]
+        assert seq is not None
+        self.by_seq[seq] = entry
+        self.order.append(seq)
+
+    def copy(self, length: int) -> _Logged:
+        return _Logged({seq: self.by_seq[seq] for seq in self.order[:length]})
+
+
+class LoggedUpTo(Mapping[int, Visible]):
+    """The model-visible facts of a log with a seq up to `last_seq`, in seq order."""
+
+    def __init__(self, logged: _Logged, length: int) -> None:
+        self._logged, self._length = logged, length
+
+    def __getitem__(self, seq: int) -> Visible:
+        if seq not in self:
+            raise KeyError(seq)
+        return self._logged.by_seq[seq]
+
+    def __contains__(self, seq: object) -> bool:
+        order = self._logged.order
+        if not isinstance(seq, int) or seq not in self._logged.by_seq:
+            return False
+        return bisect.bisect_left(order, seq, hi=self._length) < self._length
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._logged.order[: self._length])
+
+    def __len__(self) -> int:
+        return self._length
 
 
 @dataclass(frozen=True)
 class Fold:
-    """A session's log folded up to `last_seq`. Never mutated once built: it is shared."""
+    """A session's log folded up to `last_seq`. Never changed once built: it is shared, and
+    reads only its own prefix of the growing columns it shares with later folds."""
 
     last_seq: int
     goal: Goal | None
@@ -76,16 +156,20 @@ class Fold:
     world_version: int
     compactions: int
     compaction_id: str | None
-    by_seq: dict[int, Visible]
-    visible: tuple[Visible, ...]
+    logged: _Logged
+    logged_length: int
+    """How many of `logged`'s facts this fold has folded."""
+    visible: _Visible
+    visible_length: int
+    """How many of `visible`'s entries the active history holds."""
     compacted_at: int | None = None
-    """How many of `visible` the last compaction left (the rest came after it); None before
-    the first compaction."""
+    """How many of the visible entries the last compaction left (the rest came after it); None
+    before the first compaction."""
     section_versions: dict[str, int] = field(default_factory=dict)
     """The world-state version at which each current section last changed."""
     held_bytes: int = 0
-    """JSON bytes of the items this fold holds (in `by_seq` and `visible`): what a cache of
-    folds weighs it by."""
+    """JSON bytes of the items this fold holds (logged and visible): what a cache of folds
+    weighs it by."""
     retracted: frozenset[int] = frozenset()
     """The seqs retractions have hidden."""
     reset_at: int = 0
@@ -93,81 +177,108 @@ class Fold:
     compacted_by: Mapping[int, tuple[str, str]] = field(default_factory=dict)
     """(compaction id, strategy) of the compaction that last took each seq out of the active
     history or reduced it there."""
+    epoch: int = 0
+    """How many times the visible items were replaced rather than appended to (compactions,
+    retractions, resets): views of the visible items advance within one epoch."""
+    views: dict[Any, Any] | None = field(default=None, compare=False, repr=False)
+    """Views derived from the visible items (`app.domain.session_view`), by what they were
+    derived with: shared by every fold of this epoch of one session, each view reading its own
+    prefix. None in a fold no fact was folded into yet (`EMPTY_FOLD` is every session's)."""
 
-    @functools.cached_property
-    def columns(self) -> _Columns:
-        """`visible` as columns, built once per fold (every session-mode call reads them)."""
-        return _Columns(
-            seqs=tuple(entry[0] for entry in self.visible),
-            items=tuple(entry[1] for entry in self.visible),
-            metadata=tuple(entry[2] for entry in self.visible),
-            phases=tuple(entry[3] for entry in self.visible),
-            tokens=tuple(entry[4] for entry in self.visible),
-        )
+    def visible_entries(self) -> Iterator[Visible]:
+        return self.visible.entries(self.visible_length)
 
 
-EMPTY_FOLD = Fold(0, None, {}, None, 0, 0, None, {}, ())
+def _empty_fold() -> Fold:
+    return Fold(0, None, {}, None, 0, 0, None, _Logged(), 0, _Visible(), 0)
+
+
+EMPTY_FOLD = _empty_fold()
 
 
 def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fold:
     """`start` with `facts` (the facts after `start.last_seq`, in seq order) folded in."""
+    if start is EMPTY_FOLD:  # every session's start: its columns must never be shared
+        start = _empty_fold()
     goal, sections, baseline = start.goal, start.sections, start.baseline
     world_version, compactions = start.world_version, start.compactions
     compaction_id, compacted_at = start.compaction_id, start.compacted_at
     section_versions = start.section_versions
-    by_seq = dict(start.by_seq)
-    visible = list(start.visible)
     held_bytes = start.held_bytes
     retracted, reset_at, compacted_by = start.retracted, start.reset_at, start.compacted_by
-    for fact in facts:
-        kind = fact.type
-        if kind == GOAL_FACT:
-            goal = Goal(version=fact.item["version"], text=fact.item["text"])
-        elif kind == WORLD_STATE_FACT:
-            previous = sections
-            if "snapshot" in fact.item:
-                sections = fact.item["snapshot"]
-            else:
-                sections = apply_patch(sections, fact.item["patch"])
-            world_version = fact.item["version"]
-            section_versions = {
-                section: world_version
-                if section not in section_versions or previous.get(section) != value
-                else section_versions[section]
-                for section, value in sections.items()
-            }
-            baseline = sections
-        elif kind == COMPACTION_FACT:
-            compactions += 1
-            compaction_id = fact.item.get("compaction_id")
-            baseline = None
-            before = [entry[0] for entry in visible if entry[0] is not None]
-            visible = [
-                by_seq[entry["seq"]] if "seq" in entry else (None, entry["item"], {}, None, None)
-                for entry in fact.item.get("history", [])
-            ]
-            kept = {entry[0] for entry in visible}
-            mark = (str(compaction_id), str(fact.item.get("strategy")))
-            compacted_by = {**compacted_by, **{seq: mark for seq in before if seq not in kept}}
-            compacted_at = len(visible)
-            held_bytes += len(encode_json(fact.item))
-        elif kind == RETRACTION_FACT:
-            hidden = frozenset(fact.item["seqs"])
-            retracted |= hidden
-            if compacted_at is not None:
-                compacted_at -= sum(1 for entry in visible[:compacted_at] if entry[0] in hidden)
-            visible = [entry for entry in visible if entry[0] not in hidden]
-        elif kind == RESET_FACT:
-            # As a compaction to nothing: growth counts from here, and the world state last
-            # sent is no longer in view.
-            visible, compacted_at, baseline = [], 0, None
-            reset_at = fact.seq
-        elif not kind.startswith(INTERNAL_TYPE_PREFIX):
-            # Child links and other bookkeeping (the remaining `contextd.*` kinds) are skipped.
-            entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
-            by_seq[fact.seq] = entry
-            visible.append(entry)
-            held_bytes += len(encode_json(fact.item))
+    epoch = start.epoch
+    logged, visible = start.logged, start.visible
+    logged_at, visible_at = start.logged_length, start.visible_length
+    # Appended in place only by the first fold to extend the shared columns (`growing`).
+    owns_logged = logged.claims.claim(logged_at, len(logged))
+    owns_visible = visible.claims.claim(visible_at, len(visible))
+    try:
+        if not owns_logged:
+            logged = logged.copy(logged_at)
+        if not owns_visible:
+            visible = _Visible(visible.entries(visible_at))
+        for fact in facts:
+            kind = fact.type
+            if kind == GOAL_FACT:
+                goal = Goal(version=fact.item["version"], text=fact.item["text"])
+            elif kind == WORLD_STATE_FACT:
+                previous = sections
+                if "snapshot" in fact.item:
+                    sections = fact.item["snapshot"]
+                else:
+                    sections = apply_patch(sections, fact.item["patch"])
+                world_version = fact.item["version"]
+                section_versions = {
+                    section: world_version
+                    if section not in section_versions or previous.get(section) != value
+                    else section_versions[section]
+                    for section, value in sections.items()
+                }
+                baseline = sections
+            elif kind == COMPACTION_FACT:
+                compactions += 1
+                compaction_id = fact.item.get("compaction_id")
+                baseline = None
+                before = [seq for seq in visible.seqs[: len(visible)] if seq is not None]
+                visible = _Visible(
+                    logged.by_seq[entry["seq"]]
+                    if "seq" in entry
+                    else (None, entry["item"], {}, None, None)
+                    for entry in fact.item.get("history", [])
+                )
+                kept = set(visible.seqs)
+                mark = (str(compaction_id), str(fact.item.get("strategy")))
+                compacted_by = {**compacted_by, **{seq: mark for seq in before if seq not in kept}}
+                compacted_at = len(visible)
+                held_bytes += len(encode_json(fact.item))
+                epoch += 1
+            elif kind == RETRACTION_FACT:
+                hidden = frozenset(fact.item["seqs"])
+                retracted |= hidden
+                if compacted_at is not None:
+                    compacted_at -= sum(1 for seq in visible.seqs[:compacted_at] if seq in hidden)
+                visible = _Visible(
+                    entry for entry in visible.entries(len(visible)) if entry[0] not in hidden
+                )
+                epoch += 1
+            elif kind == RESET_FACT:
+                # As a compaction to nothing: growth counts from here, and the world state last
+                # sent is no longer in view.
+                visible, compacted_at, baseline = _Visible(), 0, None
+                reset_at = fact.seq
+                epoch += 1
+            elif not kind.startswith(INTERNAL_TYPE_PREFIX):
+                # Child links and other bookkeeping (the remaining `contextd.*` kinds) are
+                # skipped.
+                entry = (fact.seq, fact.item, fact.provenance, fact.phase, fact.tokens)
+                logged.add(entry)
+                visible.append(entry)
+                held_bytes += len(encode_json(fact.item))
+    finally:
+        if owns_logged:
+            start.logged.claims.release(logged_at)
+        if owns_visible:
+            start.visible.claims.release(visible_at)
     return Fold(
         last_seq,
         goal,
@@ -176,14 +287,18 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
         world_version,
         compactions,
         compaction_id,
-        by_seq,
-        tuple(visible),
+        logged,
+        len(logged),
+        visible,
+        len(visible),
         compacted_at,
         section_versions,
         held_bytes,
         retracted,
         reset_at,
         compacted_by,
+        epoch,
+        start.views if epoch == start.epoch and start.views is not None else {},
     )
 
 
@@ -193,13 +308,13 @@ def fork_fold(parent: ActiveHistory, *, inherit: Mapping[str, bool]) -> Fold:
     Governance travels only as declared: the parent's world-state fragments stay behind, and
     only the inherited sections are the fork's. Inherited items carry no seq of the fork's.
     """
-    visible = tuple(
+    visible = _Visible(
         (None, item, metadata, phase, None)
         for item, metadata, phase in zip(parent.items, parent.metadata, parent.phases, strict=True)
         if not is_state_fragment(item)
     )
     return replace(
-        EMPTY_FOLD,
+        _empty_fold(),
         goal=parent.goal,
         sections={k: v for k, v in parent.world_state.sections.items() if inherit.get(k)},
         world_version=parent.world_state.version,
@@ -207,7 +322,9 @@ def fork_fold(parent: ActiveHistory, *, inherit: Mapping[str, bool]) -> Fold:
             k: v for k, v in parent.world_state.section_versions.items() if inherit.get(k)
         },
         visible=visible,
-        held_bytes=sum(len(encode_json(entry[1])) for entry in visible),
+        visible_length=len(visible),
+        held_bytes=sum(len(encode_json(item)) for item in visible.items),
+        views={},
     )
 
 
@@ -242,6 +359,10 @@ class ActiveHistory:
     """The seq of the last reset (0: none)."""
     compacted_by: Mapping[int, tuple[str, str]] = field(default_factory=dict)
     """(compaction id, strategy) of the compaction that last took out or reduced each seq."""
+    epoch: int = 0
+    """The fold's epoch: `items` only grew since the last compaction, retraction or reset."""
+    views: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The fold's derived views (see `Fold.views`)."""
 
     @classmethod
     def of(
@@ -253,15 +374,15 @@ class ActiveHistory:
         context_window: int,
         unit: str | None,
     ) -> ActiveHistory:
-        columns = fold.columns
+        visible, length = fold.visible, fold.visible_length
         return cls(
             session_pk=session_pk,
             last_seq=fold.last_seq,
             encoding=encoding,
             context_window=context_window,
-            items=columns.items,
-            metadata=columns.metadata,
-            seqs=columns.seqs,
+            items=Prefix(visible.items, length),
+            metadata=Prefix(visible.metadata, length),
+            seqs=Prefix(visible.seqs, length),
             goal=fold.goal,
             world_state=WorldState(
                 version=fold.world_version,
@@ -273,14 +394,16 @@ class ActiveHistory:
             compaction_id=fold.compaction_id,
             grown_since_compaction=None
             if fold.compacted_at is None
-            else sum(tokens or 0 for tokens in columns.tokens[fold.compacted_at :]),
-            phases=columns.phases,
-            stored_tokens=columns.tokens,
+            else visible.cumulative[length] - visible.cumulative[fold.compacted_at],
+            phases=Prefix(visible.phases, length),
+            stored_tokens=Prefix(visible.tokens, length),
             unit=unit,
             retracted=fold.retracted,
-            logged=fold.by_seq,
+            logged=LoggedUpTo(fold.logged, fold.logged_length),
             reset_at=fold.reset_at,
             compacted_by=fold.compacted_by,
+            epoch=fold.epoch,
+            views=fold.views if fold.views is not None else {},
         )
 
     def token_counts(

@@ -1,0 +1,472 @@
+"""The session view: a session's active history normalized and read into typed columns once,
+then advanced by the appended items only.
+
+Normalization (`app.domain.normalize`) pairs every call with its output, and an output appended
+now can answer a call made long ago, so a normalized history is not the concatenation of its
+parts' normalizations. It is kept as a *settled* part, which no item appended later can change,
+and an open *tail*, normalized again on each advance. The tail starts where the oldest call
+still waiting for its output is, so it stays as short as the calls an agent has in flight.
+
+Invariants:
+
+- For any active history, `view_of(None, history)` and any chain of `view_of(view, ...)` over
+  its prefixes give a view whose `items`, `sources`, `seqs`, `tokens` and `report` equal those
+  of `normalize_history` over the whole history (pinned by a property test at every seq of
+  every trajectory).
+- A part `[boundary, p)` settles only when no later item can change its normalized form:
+  every call in it that owns its key has its output before `p`, and every output moved to the
+  end of its call's batch belongs to a batch that an item before `p` closed. Outputs before `p`
+  that answer no call before `p` stay *pending*: a call appended later may claim them, and they
+  are normalized with the tail until then.
+- The settled columns only grow, and are shared by every view built on them: a view reads its
+  own prefix of them. An advance appends to them in place only when it is the first to extend
+  that prefix (a claim made atomically under the GIL with `dict.setdefault`); otherwise it copies
+  the prefix first, so views never see each other's rows.
+- A view belongs to one fold epoch: a compaction, retraction or reset replaces the active
+  history and so starts a new view from scratch; appends only advance it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from app.domain.items import CountTokens, Item, item_tokens
+from app.domain.normalize import (
+    CallKey,
+    DeduplicatedOutput,
+    ExcludedItem,
+    NormalizedPart,
+    NormalizeReport,
+    NormalizeResult,
+    ReorderedOutput,
+    StrippedMedia,
+    TruncatedOutput,
+    answer_key,
+    normalize_part,
+)
+from app.domain.truncation import TruncationPolicy
+from app.domain.world_state import is_state_fragment
+
+__all__ = ["ActiveColumns", "HistoryView", "ViewSettings", "view_of"]
+
+
+class ActiveColumns(Sequence[Item]):
+    """The columns of an active history that the view reads, by input index."""
+
+    def __init__(
+        self,
+        *,
+        epoch: int,
+        items: Sequence[Item],
+        metadata: Sequence[Mapping[str, Any] | None],
+        seqs: Sequence[int | None],
+        stored_tokens: Sequence[int | None],
+    ) -> None:
+        self.epoch = epoch
+        self.items = items
+        self.metadata = metadata
+        self.seqs = seqs
+        self.stored_tokens = stored_tokens
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Item]: ...
+    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
+        return self.items[index]
+
+
+@dataclass(frozen=True)
+class ViewSettings:
+    """What a view normalizes and counts with. `stored_counts`: whether the history's stored
+    token counts are in `count`'s encoding (an unchanged item then takes its stored count)."""
+
+    count: CountTokens
+    input_modalities: frozenset[str]
+    truncation: TruncationPolicy
+    stored_counts: bool
+
+
+class _Settled:
+    """The settled columns, shared by every view that reads a prefix of them. Appended to only
+    by the view that claimed its current length (`claim`)."""
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.sources: list[int | None] = []
+        self.seqs: list[int | None] = []
+        self.tokens: list[int] = []
+        self.fragments: list[bool] = []
+        self.excluded: list[ExcludedItem] = []
+        self.reordered: list[ReorderedOutput] = []
+        self.deduplicated: list[DeduplicatedOutput] = []
+        self.stripped: list[StrippedMedia] = []
+        self.truncated: list[TruncatedOutput] = []
+        self.owned: dict[CallKey, int] = {}
+        """Each settled key's call, by input index: a key is settled for a view whose boundary
+        lies after its call."""
+        self._claims: dict[tuple[int, ...], object] = {}
+
+    def lengths(self) -> tuple[int, ...]:
+        return (
+            len(self.items),
+            len(self.excluded),
+            len(self.reordered),
+            len(self.deduplicated),
+            len(self.stripped),
+            len(self.truncated),
+        )
+
+    def claim(self, lengths: tuple[int, ...]) -> bool:
+        """Whether the caller may append to these columns, which a view has read up to
+        `lengths`: only the first to ask at their current lengths may."""
+        token = object()
+        return self._claims.setdefault(lengths, token) is token and self.lengths() == lengths
+
+    def release(self, lengths: tuple[int, ...]) -> None:
+        self._claims.pop(lengths, None)
+
+    def copy(self, lengths: tuple[int, ...], *, boundary: int) -> _Settled:
+        """A new, unshared copy of the first `lengths` of these columns."""
+        rows, excluded, reordered, deduplicated, stripped, truncated = lengths
+        copy = _Settled()
+        copy.items = self.items[:rows]
+        copy.sources = self.sources[:rows]
+        copy.seqs = self.seqs[:rows]
+        copy.tokens = self.tokens[:rows]
+        copy.fragments = self.fragments[:rows]
+        copy.excluded = self.excluded[:excluded]
+        copy.reordered = self.reordered[:reordered]
+        copy.deduplicated = self.deduplicated[:deduplicated]
+        copy.stripped = self.stripped[:stripped]
+        copy.truncated = self.truncated[:truncated]
+        copy.owned = {key: call for key, call in self.owned.items() if call < boundary}
+        return copy
+
+
+class _SettledKeys:
+    """The keys a view's settled part owns: those whose call lies before its boundary."""
+
+    def __init__(self, owned: Mapping[CallKey, int], boundary: int) -> None:
+        self._owned, self._boundary = owned, boundary
+
+    def __contains__(self, key: object) -> bool:
+        call = self._owned.get(key)  # type: ignore[call-overload]
+        return call is not None and call < self._boundary
+
+
+class _Column(Sequence[Any]):
+    """A settled column's first `length` values followed by the tail's: read in place."""
+
+    def __init__(self, settled: list[Any], length: int, tail: Sequence[Any]) -> None:
+        self._settled, self._length, self._tail = settled, length, tail
+
+    def __len__(self) -> int:
+        return self._length + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        if index < self._length:
+            return self._settled[index]
+        return self._tail[index - self._length]
+
+    def __iter__(self) -> Iterator[Any]:
+        for index in range(self._length):
+            yield self._settled[index]
+        yield from self._tail
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The open tail's normalization and its columns."""
+
+    part: NormalizedPart
+    seqs: tuple[int | None, ...]
+    tokens: tuple[int, ...]
+    fragments: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """A session's normalized active history as of `inputs` active items (see the module
+    docstring): the settled columns' first `lengths`, then the open tail's."""
+
+    epoch: int
+    inputs: int
+    boundary: int
+    """The input index the tail starts at: every item before it is settled or pending."""
+    pending: tuple[int, ...]
+    """Input indices, before `boundary`, of outputs no settled call owns, in order."""
+    settled: _Settled
+    lengths: tuple[int, ...]
+    tail: _Tail
+
+    @property
+    def settled_rows(self) -> int:
+        return self.lengths[0]
+
+    def __len__(self) -> int:
+        return self.lengths[0] + len(self.tail.part.items)
+
+    @property
+    def items(self) -> Sequence[Item]:
+        """The normalized history."""
+        return _Column(self.settled.items, self.lengths[0], self.tail.part.items)
+
+    @property
+    def sources(self) -> Sequence[int | None]:
+        """The active item each normalized item came from (None: synthesized)."""
+        return _Column(self.settled.sources, self.lengths[0], self.tail.part.sources)
+
+    @property
+    def seqs(self) -> Sequence[int | None]:
+        """The fact each normalized item stands for (the fact it came from, a cut output
+        included); None for items the service wrote."""
+        return _Column(self.settled.seqs, self.lengths[0], self.tail.seqs)
+
+    @property
+    def tokens(self) -> Sequence[int]:
+        """Each normalized item's tokens in the view's encoding."""
+        return _Column(self.settled.tokens, self.lengths[0], self.tail.tokens)
+
+    @property
+    def fragments(self) -> Sequence[bool]:
+        """Whether each normalized item is a goal or world-state fragment."""
+        return _Column(self.settled.fragments, self.lengths[0], self.tail.fragments)
+
+    @property
+    def report(self) -> NormalizeReport:
+        """The report `normalize_history` gives for the whole history (O(history): for the
+        endpoints that answer with the whole history)."""
+        _, excluded, reordered, deduplicated, stripped, truncated = self.lengths
+        tail = self.tail.part.report
+        settled = self.settled
+        return NormalizeReport(
+            synthesized_outputs=tail.synthesized_outputs,
+            removed_orphans=tail.removed_orphans,
+            reordered_outputs=(*settled.reordered[:reordered], *tail.reordered_outputs),
+            deduplicated_outputs=tuple(
+                heapq.merge(
+                    settled.deduplicated[:deduplicated],
+                    tail.deduplicated_outputs,
+                    key=lambda entry: entry.index,
+                )
+            ),
+            stripped_media=(*settled.stripped[:stripped], *tail.stripped_media),
+            truncated_outputs=(*settled.truncated[:truncated], *tail.truncated_outputs),
+            excluded=(*settled.excluded[:excluded], *tail.excluded),
+        )
+
+    def result(self) -> NormalizeResult:
+        return NormalizeResult(items=tuple(self.items), report=self.report)
+
+
+def view_of(
+    previous: HistoryView | None, active: ActiveColumns, *, settings: ViewSettings
+) -> HistoryView:
+    """The view of `active`, advanced from `previous` when that is a view of a prefix of it
+    (same epoch, no more inputs), else built from scratch."""
+    if previous is None or previous.epoch != active.epoch or previous.inputs > len(active):
+        previous = _empty(active.epoch)
+    if previous.inputs == len(active):
+        return previous
+    return _advance(previous, active, settings=settings)
+
+
+def _empty(epoch: int) -> HistoryView:
+    empty = _Settled()
+    tail = _Tail(
+        NormalizedPart((), (), NormalizeReport(), (), {}, {}, ()), seqs=(), tokens=(), fragments=()
+    )
+    return HistoryView(epoch, 0, 0, (), empty, empty.lengths(), tail)
+
+
+def _normalize_tail(
+    active: ActiveColumns,
+    *,
+    boundary: int,
+    pending: Sequence[int],
+    settled: _Settled,
+    rows: int,
+    settings: ViewSettings,
+) -> NormalizedPart:
+    entries = [(index, active.items[index]) for index in pending]
+    entries += [(index, active.items[index]) for index in range(boundary, len(active))]
+    return normalize_part(
+        entries,
+        count_tokens=settings.count,
+        input_modalities=settings.input_modalities,
+        truncation=settings.truncation,
+        item_metadata=active.metadata,
+        seqs=active.seqs,
+        settled_keys=_SettledKeys(settled.owned, boundary),
+        output_offset=rows,
+    )
+
+
+def _settle_point(part: NormalizedPart, *, boundary: int, end: int) -> int:
+    """The furthest input index `p` in `(boundary, end]` such that `[boundary, p)` can settle
+    (see the module docstring); `boundary` when none can."""
+    needs: dict[int, int] = {}
+    unreachable = end + 1
+    for call, answer in part.answered.items():
+        needs[call] = unreachable if answer is None else answer + 1
+    for call, closer in part.displaced:
+        needs[call] = max(needs.get(call, 0), unreachable if closer is None else closer + 1)
+    best, required = boundary, 0
+    calls = sorted(call for call in needs if call >= boundary)
+    # p is valid when every call before it is satisfied by p: walk the calls in order, and
+    # every gap between the requirement so far and the next call is a valid point.
+    for call in calls:
+        if required <= call and call > boundary:
+            best = call
+        required = max(required, needs[call])
+    if required <= end:
+        best = end
+    return best
+
+
+def _advance(
+    previous: HistoryView, active: ActiveColumns, *, settings: ViewSettings
+) -> HistoryView:
+    settled, lengths = previous.settled, previous.lengths
+    boundary, pending = previous.boundary, previous.pending
+    claimed = settled.claim(lengths)
+    if not claimed:
+        settled = settled.copy(lengths, boundary=boundary)
+    try:
+        part = _normalize_tail(
+            active,
+            boundary=boundary,
+            pending=pending,
+            settled=settled,
+            rows=lengths[0],
+            settings=settings,
+        )
+        if any(answer_key(active.items[index]) in part.owners for index in pending):
+            # A call now claims an output normalization had removed: back among the history's
+            # items, it may split a run of calls the settled part holds. Rare (an output logged
+            # before its call), so the view starts again.
+            return _advance(_empty(active.epoch), active, settings=settings)
+        point = _settle_point(part, boundary=boundary, end=len(active))
+        if point > boundary:
+            pending = _settle(
+                settled,
+                part,
+                active,
+                pending=pending,
+                boundary=boundary,
+                point=point,
+                settings=settings,
+            )
+            boundary = point
+            part = _normalize_tail(
+                active,
+                boundary=boundary,
+                pending=pending,
+                settled=settled,
+                rows=len(settled.items),
+                settings=settings,
+            )
+        lengths = settled.lengths()
+    finally:
+        if claimed:
+            settled.release(previous.lengths)
+    tail = _Tail(
+        part,
+        seqs=tuple(_seq(active, source) for source in part.sources),
+        tokens=tuple(
+            _tokens(item, source, active, settings)
+            for item, source in zip(part.items, part.sources, strict=True)
+        ),
+        fragments=tuple(is_state_fragment(item) for item in part.items),
+    )
+    return HistoryView(active.epoch, len(active), boundary, pending, settled, lengths, tail)
+
+
+def _seq(active: ActiveColumns, source: int | None) -> int | None:
+    return None if source is None else active.seqs[source]
+
+
+def _tokens(item: Item, source: int | None, active: ActiveColumns, settings: ViewSettings) -> int:
+    """An item's tokens: its stored count when it is the active item unchanged and the counts
+    are in this encoding, else counted."""
+    if settings.stored_counts and source is not None and item is active.items[source]:
+        stored = active.stored_tokens[source]
+        if stored is not None:
+            return stored
+    return item_tokens(item, settings.count)
+
+
+def _settle(
+    settled: _Settled,
+    part: NormalizedPart,
+    active: ActiveColumns,
+    *,
+    pending: Sequence[int],
+    boundary: int,
+    point: int,
+    settings: ViewSettings,
+) -> tuple[int, ...]:
+    """Appends the normalized items of inputs `[boundary, point)` (and of the pending outputs
+    their calls claimed) to `settled`; returns the outputs before `point` left pending: those
+    no call before `point` owns."""
+    for owner, call in part.owners.items():
+        if call < point:
+            settled.owned[owner] = call
+    owned = _SettledKeys(settled.owned, point)
+    excluded = {entry.index for entry in part.report.excluded}
+    still_pending = tuple(
+        index
+        for index in (*pending, *range(boundary, point))
+        if index not in excluded
+        and isinstance(item := active.items[index], dict)
+        and (answered := answer_key(item)) is not None
+        and answered not in owned
+    )
+    waiting = set(still_pending)
+    rows = 0
+    for source in part.sources:
+        if source is None or source >= point or source in waiting:
+            break
+        rows += 1
+    offset = len(settled.items)
+    for k in range(rows):
+        item, source = part.items[k], part.sources[k]
+        settled.items.append(item)
+        settled.sources.append(source)
+        settled.seqs.append(_seq(active, source))
+        settled.tokens.append(_tokens(item, source, active, settings))
+        settled.fragments.append(is_state_fragment(item))
+    report = part.report
+    settled.excluded.extend(entry for entry in report.excluded if entry.index < point)
+    settled.deduplicated.extend(
+        entry
+        for entry in report.deduplicated_outputs
+        if entry.index < point and entry.index not in waiting
+    )
+    settled.reordered.extend(
+        entry for entry in report.reordered_outputs if entry.to_index < offset + rows
+    )
+    settled.stripped.extend(entry for entry in report.stripped_media if entry.index < offset + rows)
+    settled.truncated.extend(
+        entry
+        for entry, at in zip(report.truncated_outputs, part.truncated_at, strict=True)
+        if at < rows
+    )
+    return still_pending
