@@ -218,7 +218,7 @@ def report(runs: list[Run]) -> None:
     )
     print(header)
     for run in runs:
-        reference = next((s for s in run.sizes if s.facts >= REFERENCE_SIZE), run.sizes[0])
+        reference = min(run.sizes, key=lambda s: abs(s.facts - REFERENCE_SIZE))
         for size in run.sizes:
             ratio = min(size.client_ms) / min(reference.client_ms)
             compact, compact_ratio = "", ""

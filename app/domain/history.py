@@ -17,12 +17,13 @@ side of any cut.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
+from app.domain.items import CALL_TYPES, Item, item_type
+from app.domain.normalize import CallKey, answer_key, call_key
 
-__all__ = ["HistoryEntry", "history_cuts"]
+__all__ = ["HistoryEntry", "cuts_from_end", "history_cuts"]
 
 _LED_BY_REASONING = CALL_TYPES | {"reasoning"}
 """Item types a reasoning item right before them produced (assistant messages too)."""
@@ -49,22 +50,48 @@ class HistoryEntry(NamedTuple):
 def history_cuts(items: Sequence[Item]) -> tuple[int, ...]:
     """The positions, in order, at which `items` may be cut; see the module docstring."""
     cuts = [0]
-    waiting: set[str] = set()
+    waiting: set[CallKey] = set()
     for position, item in enumerate(items):
-        kind = item_type(item)
-        call_id = item.get("call_id")
-        if kind in CALL_TYPES and isinstance(call_id, str) and call_id:
-            waiting.add(call_id)
-        elif kind in OUTPUT_TYPES and item.get("execution") != "server":
-            waiting.discard(str(call_id))
+        if (key := call_key(item)) is not None:
+            waiting.add(key)
+        elif (key := answer_key(item)) is not None:
+            waiting.discard(key)
         if waiting:
             continue
-        if kind == "reasoning" and position + 1 < len(items):
-            following = items[position + 1]
-            following_kind = item_type(following)
-            if following_kind in _LED_BY_REASONING or (
-                following_kind == "message" and following.get("role") == "assistant"
-            ):
-                continue
+        if position + 1 < len(items) and _leads(item, items[position + 1]):
+            continue
         cuts.append(position + 1)
     return tuple(cuts)
+
+
+def cuts_from_end(items: Sequence[Item]) -> Iterator[int]:
+    """`history_cuts(items)` from the last to the first, found by reading `items` from the end
+    only as far as the caller goes on asking: what an assembly that keeps the newest of a long
+    history reads of it.
+
+    Only for a paired history (`find_pairing_violations` finds nothing, as after
+    normalization), where a position lies between a call and its output exactly when an output
+    at or after it answers a call before it.
+    """
+    answered_later: set[CallKey] = set()
+    following: Item | None = None
+    for position in range(len(items), 0, -1):
+        if not answered_later and (following is None or not _leads(items[position - 1], following)):
+            yield position
+        item = items[position - 1]
+        if (key := answer_key(item)) is not None:
+            answered_later.add(key)
+        elif (key := call_key(item)) is not None:
+            answered_later.discard(key)
+        following = item
+    yield 0
+
+
+def _leads(item: Item, following: Item) -> bool:
+    """Whether `item` is a reasoning item that led to `following`, which may not be parted."""
+    if item_type(item) != "reasoning":
+        return False
+    following_kind = item_type(following)
+    return following_kind in _LED_BY_REASONING or (
+        following_kind == "message" and following.get("role") == "assistant"
+    )

@@ -70,6 +70,7 @@ __all__ = [
     "TruncatedOutput",
     "TruncationPolicy",
     "answer_key",
+    "call_key",
     "find_pairing_violations",
     "normalize_history",
     "normalize_part",
@@ -201,7 +202,7 @@ def synthetic_output_id(family: Family, *, call_item_id: str | None, call_id: st
     return f"{prefix}_{uuid.uuid5(SYNTHETIC_OUTPUT_NAMESPACE, name)}"
 
 
-def _call_key(item: Item) -> CallKey | None:
+def call_key(item: Item) -> CallKey | None:
     """The pairing key of a call that can be answered, else None."""
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
@@ -329,7 +330,7 @@ def normalize_part(
         if (
             reason is None
             and kind in ("function_call", "custom_tool_call")
-            and _call_key(item) is None
+            and call_key(item) is None
         ):
             # No output could ever answer it. It stays in the log; only this projection drops it.
             reason = "call_without_call_id"
@@ -348,7 +349,7 @@ def normalize_part(
 
     # Owners and answers: the first call and the first output per key win. Orphans and repeats
     # are set aside before batches are formed, so that removing them never reads as a move.
-    call_keys = [_call_key(item) for _, item in admitted]
+    call_keys = [call_key(item) for _, item in admitted]
     answer_keys = [answer_key(item) for _, item in admitted]
     owners: dict[CallKey, int] = {}
     answered: dict[CallKey, int] = {}
@@ -553,7 +554,7 @@ def find_pairing_violations(items: Sequence[Item]) -> list[str]:
         if not isinstance(item, dict):
             continue
         kind = item_type(item)
-        if (key := _call_key(item)) is not None:
+        if (key := call_key(item)) is not None:
             if key in seen_calls:
                 violations.append(f"item {position}: second {kind} with call_id {key[1]!r}")
             seen_calls.add(key)

@@ -29,10 +29,12 @@ Invariants:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
+from app.domain.growing import Claims, Prefix
+from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, Item, item_tokens
 from app.domain.normalize import (
     CallKey,
@@ -103,6 +105,10 @@ class _Settled:
         self.seqs: list[int | None] = []
         self.tokens: list[int] = []
         self.fragments: list[bool] = []
+        self.offered: list[int] = []
+        """The normalized positions assembly offers as history: all but the fragments."""
+        self.offered_cumulative: list[int] = [0]
+        """`offered_cumulative[k]`: the tokens of the first k offered items."""
         self.excluded: list[ExcludedItem] = []
         self.reordered: list[ReorderedOutput] = []
         self.deduplicated: list[DeduplicatedOutput] = []
@@ -111,7 +117,7 @@ class _Settled:
         self.owned: dict[CallKey, int] = {}
         """Each settled key's call, by input index: a key is settled for a view whose boundary
         lies after its call."""
-        self._claims: dict[tuple[int, ...], object] = {}
+        self.claims = Claims()
 
     def lengths(self) -> tuple[int, ...]:
         return (
@@ -121,26 +127,28 @@ class _Settled:
             len(self.deduplicated),
             len(self.stripped),
             len(self.truncated),
+            len(self.offered),
         )
 
     def claim(self, lengths: tuple[int, ...]) -> bool:
-        """Whether the caller may append to these columns, which a view has read up to
-        `lengths`: only the first to ask at their current lengths may."""
-        token = object()
-        return self._claims.setdefault(lengths, token) is token and self.lengths() == lengths
+        """Whether the caller, a view that read these columns up to `lengths`, may append to
+        them (`app.domain.growing`)."""
+        return self.claims.claim(lengths, self.lengths())
 
     def release(self, lengths: tuple[int, ...]) -> None:
-        self._claims.pop(lengths, None)
+        self.claims.release(lengths)
 
     def copy(self, lengths: tuple[int, ...], *, boundary: int) -> _Settled:
         """A new, unshared copy of the first `lengths` of these columns."""
-        rows, excluded, reordered, deduplicated, stripped, truncated = lengths
+        rows, excluded, reordered, deduplicated, stripped, truncated, offered = lengths
         copy = _Settled()
         copy.items = self.items[:rows]
         copy.sources = self.sources[:rows]
         copy.seqs = self.seqs[:rows]
         copy.tokens = self.tokens[:rows]
         copy.fragments = self.fragments[:rows]
+        copy.offered = self.offered[:offered]
+        copy.offered_cumulative = self.offered_cumulative[: offered + 1]
         copy.excluded = self.excluded[:excluded]
         copy.reordered = self.reordered[:reordered]
         copy.deduplicated = self.deduplicated[:deduplicated]
@@ -161,36 +169,6 @@ class _SettledKeys:
         return call is not None and call < self._boundary
 
 
-class _Column(Sequence[Any]):
-    """A settled column's first `length` values followed by the tail's: read in place."""
-
-    def __init__(self, settled: list[Any], length: int, tail: Sequence[Any]) -> None:
-        self._settled, self._length, self._tail = settled, length, tail
-
-    def __len__(self) -> int:
-        return self._length + len(self._tail)
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Any]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        if index < self._length:
-            return self._settled[index]
-        return self._tail[index - self._length]
-
-    def __iter__(self) -> Iterator[Any]:
-        for index in range(self._length):
-            yield self._settled[index]
-        yield from self._tail
-
-
 @dataclass(frozen=True)
 class _Tail:
     """The open tail's normalization and its columns."""
@@ -199,6 +177,9 @@ class _Tail:
     seqs: tuple[int | None, ...]
     tokens: tuple[int, ...]
     fragments: tuple[bool, ...]
+    offered: tuple[int, ...] = ()
+    """The tail's offered positions (in the whole normalized history)."""
+    offered_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -226,34 +207,50 @@ class HistoryView:
     @property
     def items(self) -> Sequence[Item]:
         """The normalized history."""
-        return _Column(self.settled.items, self.lengths[0], self.tail.part.items)
+        return Prefix(self.settled.items, self.lengths[0], self.tail.part.items)
 
     @property
     def sources(self) -> Sequence[int | None]:
         """The active item each normalized item came from (None: synthesized)."""
-        return _Column(self.settled.sources, self.lengths[0], self.tail.part.sources)
+        return Prefix(self.settled.sources, self.lengths[0], self.tail.part.sources)
 
     @property
     def seqs(self) -> Sequence[int | None]:
         """The fact each normalized item stands for (the fact it came from, a cut output
         included); None for items the service wrote."""
-        return _Column(self.settled.seqs, self.lengths[0], self.tail.seqs)
+        return Prefix(self.settled.seqs, self.lengths[0], self.tail.seqs)
 
     @property
     def tokens(self) -> Sequence[int]:
         """Each normalized item's tokens in the view's encoding."""
-        return _Column(self.settled.tokens, self.lengths[0], self.tail.tokens)
+        return Prefix(self.settled.tokens, self.lengths[0], self.tail.tokens)
 
     @property
     def fragments(self) -> Sequence[bool]:
         """Whether each normalized item is a goal or world-state fragment."""
-        return _Column(self.settled.fragments, self.lengths[0], self.tail.fragments)
+        return Prefix(self.settled.fragments, self.lengths[0], self.tail.fragments)
+
+    @property
+    def offered_positions(self) -> Sequence[int]:
+        """The positions of the items session-mode assembly offers as history: all but goal and
+        world-state fragments, which it renders from the fold instead."""
+        return Prefix(self.settled.offered, self.lengths[6], self.tail.offered)
+
+    @property
+    def offered_tokens(self) -> int:
+        """The tokens of the offered items, all told."""
+        return self.settled.offered_cumulative[self.lengths[6]] + self.tail.offered_tokens
+
+    def offered_history(self) -> Sequence[HistoryEntry]:
+        """The offered items as assembly input, named `history:<n>` in order, each built only
+        when read (an assembly reads the newest it shows)."""
+        return _OfferedHistory(self)
 
     @property
     def report(self) -> NormalizeReport:
         """The report `normalize_history` gives for the whole history (O(history): for the
         endpoints that answer with the whole history)."""
-        _, excluded, reordered, deduplicated, stripped, truncated = self.lengths
+        _, excluded, reordered, deduplicated, stripped, truncated, _ = self.lengths
         tail = self.tail.part.report
         settled = self.settled
         return NormalizeReport(
@@ -274,6 +271,31 @@ class HistoryView:
 
     def result(self) -> NormalizeResult:
         return NormalizeResult(items=tuple(self.items), report=self.report)
+
+
+class _OfferedHistory(Sequence[HistoryEntry]):
+    """A view's offered items as `HistoryEntry`s, built on read."""
+
+    def __init__(self, view: HistoryView) -> None:
+        self._positions = view.offered_positions
+        self._items, self._seqs, self._tokens = view.items, view.seqs, view.tokens
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> HistoryEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[HistoryEntry]: ...
+    def __getitem__(self, index: int | slice) -> HistoryEntry | Sequence[HistoryEntry]:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        j = self._positions[index]
+        return HistoryEntry(
+            self._seqs[j], self._items[j], True, self._tokens[j], f"history:{index}"
+        )
 
 
 def view_of(
@@ -387,14 +409,20 @@ def _advance(
     finally:
         if claimed:
             settled.release(previous.lengths)
+    tokens = tuple(
+        _tokens(item, source, active, settings)
+        for item, source in zip(part.items, part.sources, strict=True)
+    )
+    fragments = tuple(is_state_fragment(item) for item in part.items)
+    offset = lengths[0]
+    offered = tuple(offset + k for k, fragment in enumerate(fragments) if not fragment)
     tail = _Tail(
         part,
         seqs=tuple(_seq(active, source) for source in part.sources),
-        tokens=tuple(
-            _tokens(item, source, active, settings)
-            for item, source in zip(part.items, part.sources, strict=True)
-        ),
-        fragments=tuple(is_state_fragment(item) for item in part.items),
+        tokens=tokens,
+        fragments=fragments,
+        offered=offered,
+        offered_tokens=sum(tokens[j - offset] for j in offered),
     )
     return HistoryView(active.epoch, len(active), boundary, pending, settled, lengths, tail)
 
@@ -451,8 +479,13 @@ def _settle(
         settled.items.append(item)
         settled.sources.append(source)
         settled.seqs.append(_seq(active, source))
-        settled.tokens.append(_tokens(item, source, active, settings))
-        settled.fragments.append(is_state_fragment(item))
+        tokens = _tokens(item, source, active, settings)
+        fragment = is_state_fragment(item)
+        settled.tokens.append(tokens)
+        settled.fragments.append(fragment)
+        if not fragment:
+            settled.offered.append(offset + k)
+            settled.offered_cumulative.append(settled.offered_cumulative[-1] + tokens)
     report = part.report
     settled.excluded.extend(entry for entry in report.excluded if entry.index < point)
     settled.deduplicated.extend(

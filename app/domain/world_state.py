@@ -51,7 +51,6 @@ import json_merge_patch  # type: ignore[import-untyped]
 
 from app.domain.assemble import Candidate, Contribution
 from app.domain.errors import InvalidInput, RuleBroken
-from app.domain.history import HistoryEntry
 from app.domain.items import Item, developer_message, item_type, visible_text
 
 __all__ = [
@@ -65,10 +64,8 @@ __all__ = [
     "WorldStateUpdate",
     "apply_patch",
     "diff_world_state",
-    "fragment_free_positions",
     "goal_restatement",
     "goal_text_of",
-    "history_without_fragments",
     "invariant_items",
     "render_goal",
     "render_section",
@@ -346,33 +343,6 @@ def state_contributions(
         Contribution(source=name, candidates=candidates)
         for name, candidates in (("goal", goals), ("world_state", sections))
         if candidates
-    )
-
-
-def fragment_free_positions(items: Sequence[Item]) -> list[int]:
-    """The positions of the items of a session's normalized history that assembly offers as
-    history: all but goal and world-state fragments, since `state_contributions` renders the
-    current ones."""
-    return [j for j, item in enumerate(items) if not is_state_fragment(item)]
-
-
-def history_without_fragments(
-    items: Sequence[Item],
-    sizes: Sequence[int],
-    *,
-    seqs: Sequence[int | None],
-    positions: Sequence[int],
-) -> tuple[HistoryEntry, ...]:
-    """A session's normalized history as assembly input, named `history:<n>` in order: the
-    items at `positions` (`fragment_free_positions`). `seqs[i]` is the fact `items[i]` stands
-    for, when known."""
-    # Built positionally: one entry per turn on every call, and a named tuple's keyword
-    # constructor is the slower path.
-    return tuple(
-        [
-            HistoryEntry(seqs[j], items[j], True, sizes[j], f"history:{ordinal}")
-            for ordinal, j in enumerate(positions)
-        ]
     )
 
 

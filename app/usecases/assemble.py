@@ -17,7 +17,7 @@ and how a read still sees it at once). Invariants:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -228,7 +228,7 @@ class _Setting:
 
     loaded: LoadedHistory | None
     window: SessionWindow | None
-    history: tuple[HistoryEntry, ...]
+    history: Sequence[HistoryEntry]
     """The normalized history as assembly input (state fragments left out); () stateless."""
     encoding: str
     tools: list[dict[str, Any]]
@@ -293,6 +293,7 @@ def _plan(
     assembly_input = AssemblyInput(
         contributions=sources + (loaded.state if loaded else ()) + requested,
         history=setting.history,
+        history_tokens=loaded.offered_tokens if loaded else None,
         budget=setting.selection_budget,
         history_counts_toward_max_items=request.budget is not None or window is None,
         placement=request.placement,

@@ -29,12 +29,7 @@ from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY, 
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.session_view import ActiveColumns, HistoryView, ViewSettings, view_of
 from app.domain.truncation import TruncationPolicy
-from app.domain.world_state import (
-    fragment_free_positions,
-    history_without_fragments,
-    is_state_fragment,
-    state_contributions,
-)
+from app.domain.world_state import is_state_fragment, state_contributions
 from app.settings import Settings
 from app.storage.history import fold_session
 from app.storage.repository import SessionSnapshot
@@ -143,18 +138,22 @@ class LoadedHistory:
     def tokens(self) -> int:
         return sum(self.sizes)
 
-    @functools.cached_property
-    def offered_positions(self) -> list[int]:
+    @property
+    def offered_positions(self) -> Sequence[int]:
         """The position in `items` of each item session-mode assembly offers as history: all but
         the world-state fragments, which the world state shows."""
-        return fragment_free_positions(self.items)
+        return self.view.offered_positions
 
     @functools.cached_property
-    def offered_history(self) -> tuple[HistoryEntry, ...]:
-        """The history session-mode assembly offers: the items at `offered_positions`."""
-        return history_without_fragments(
-            self.items, self.sizes, seqs=self.seqs, positions=self.offered_positions
-        )
+    def offered_history(self) -> Sequence[HistoryEntry]:
+        """The history session-mode assembly offers: the items at `offered_positions`, each read
+        only when the assembly reaches it."""
+        return self.view.offered_history()
+
+    @property
+    def offered_tokens(self) -> int:
+        """The tokens of the offered history, all told."""
+        return self.view.offered_tokens
 
     @functools.cached_property
     def elisions(self) -> HistoryElisions:

@@ -135,10 +135,10 @@ def _elided(
     shown: dict[int, Shown] = {}
     for k, (j, entry) in enumerate(zip(loaded.offered_positions, history, strict=True)):
         dropped = fit.dropped(k)
-        shown[j] = Shown(
-            tokens=fit.tokens[k] if dropped is None else 0,
-            dropped=None if dropped is None else _WINDOW_DROPS.get(dropped, dropped),
-            cut=fit.form(k, entry) == TRUNCATED_FORM,
+        shown[j] = (
+            Shown(tokens=fit.tokens(k), dropped=None, cut=fit.form(k, entry) == TRUNCATED_FORM)
+            if dropped is None
+            else Shown(tokens=0, dropped=_WINDOW_DROPS.get(dropped, dropped))
         )
     return loaded.elisions.of(
         shown,

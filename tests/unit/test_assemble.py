@@ -170,6 +170,22 @@ def history_entry(
     )
 
 
+def dropped_run(first: int, last: int, tokens: int, reason: DropReason) -> PlanEntry:
+    """The plan entry of history entries `first` to `last` dropped for one reason: a run."""
+    return PlanEntry(
+        id=f"history:{first}-{last}",
+        source="history",
+        layer="recent",
+        source_class="history",
+        decision="dropped",
+        reason=reason,
+        form="raw",
+        tokens=tokens,
+        score=None,
+        position=None,
+    )
+
+
 def expected_hash(items: Sequence[SelectedItem]) -> str:
     rows = [[i.id, i.source, i.layer, i.form, i.content, i.item] for i in items]
     return hashlib.sha256(orjson.dumps(rows, option=orjson.OPT_SORT_KEYS)).hexdigest()
@@ -756,17 +772,20 @@ def test_history_takes_the_newest_atomic_groups_that_fit_as_a_suffix() -> None:
     # 2 for the goal, then 2 (message), 8 (reasoning + call + output): 12. The c1 pair (4) does
     # not fit; the first message (3) would, but history is a contiguous suffix.
     plan = assemble(inp, count_tokens=words)
-    assert plan == plan_of(
-        [
-            *(shown_history(TURNS[k], k - 3, TURN_TOKENS[k]) for k in range(3, 7)),
-            shown(goal, 4, 2),  # a task item: after the history
-        ],
-        [
-            kept(goal, 4, 2),
-            *(history_entry(TURNS[k], TURN_TOKENS[k], reason="max_tokens") for k in range(3)),
-            *(history_entry(TURNS[k], TURN_TOKENS[k], position=k - 3) for k in range(3, 7)),
-        ],
-        truncated=True,
+    assert (
+        plan
+        == plan_of(
+            [
+                *(shown_history(TURNS[k], k - 3, TURN_TOKENS[k]) for k in range(3, 7)),
+                shown(goal, 4, 2),  # a task item: after the history
+            ],
+            [
+                kept(goal, 4, 2),
+                dropped_run(0, 2, sum(TURN_TOKENS[:3]), "max_tokens"),
+                *(history_entry(TURNS[k], TURN_TOKENS[k], position=k - 3) for k in range(3, 7)),
+            ],
+            truncated=True,
+        )
     )
     assert find_pairing_violations([i.item for i in plan.items if i.item is not None]) == []
 
@@ -802,7 +821,7 @@ def test_history_never_keeps_an_output_without_its_call() -> None:
     assert plan == plan_of(
         [shown_history(TURNS[6], 0, 2)],
         [
-            *(history_entry(TURNS[k], TURN_TOKENS[k], reason="max_tokens") for k in range(6)),
+            dropped_run(0, 5, sum(TURN_TOKENS[:6]), "max_tokens"),
             history_entry(TURNS[6], 2, position=0),
         ],
         truncated=True,

@@ -25,9 +25,11 @@ from app.domain.assemble import (
     Candidate,
     Contribution,
     assemble,
+    decide,
+    stable_history_start,
 )
 from app.domain.budget import Budget
-from app.domain.history import HistoryEntry
+from app.domain.history import HistoryEntry, cuts_from_end, history_cuts
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
 from app.domain.shingles import words_of
@@ -111,6 +113,8 @@ inputs = st.builds(
     min_relevance=st.sampled_from([0.0, 0.0, 0.5]),
     near_duplicate_threshold=st.sampled_from([0.5, 0.9, 1.0]),
     recall_cap=st.one_of(st.none(), st.integers(min_value=0, max_value=3)),
+    history_cut_step=st.one_of(st.none(), st.integers(min_value=1, max_value=30)),
+    keep_newest=st.booleans(),
 )
 
 
@@ -124,10 +128,27 @@ def test_every_candidate_and_history_entry_is_planned_once_in_input_order(
     inp: AssemblyInput,
 ) -> None:
     plan = assemble(inp, count_tokens=words)
-    assert [(e["id"], e["source"], e["layer"]) for e in plan.plan] == [
-        *((c.id, c.source, c.layer) for c in flat(inp)),
-        *((h.id, "history", "recent") for h in inp.history),
+    candidates = len(flat(inp))
+    assert [(e["id"], e["source"], e["layer"]) for e in plan.plan[:candidates]] == [
+        (c.id, c.source, c.layer) for c in flat(inp)
     ]
+    # The history: dropped entries as runs of one reason each (a run of one named as its
+    # entry), then every entry shown; together every entry once, in order, their tokens too.
+    covered: list[str] = []
+    for entry in plan.plan[candidates:]:
+        assert (entry["source"], entry["layer"]) == ("history", "recent")
+        first, _, last = entry["id"].removeprefix("history:").partition("-")
+        if last:
+            assert entry["decision"] == "dropped"
+            covered += [h.id for h in inp.history[int(first) : int(last) + 1]]
+        else:
+            covered.append(entry["id"])
+    assert covered == [h.id for h in inp.history]
+    history_tokens = sum(words(visible_text(h.item)) for h in inp.history)
+    dropped = [e for e in plan.plan[candidates:] if e["decision"] == "dropped"]
+    shown = [item for item in plan.items if item.source == "history"]
+    if not any(item.form == "truncated" for item in shown):
+        assert sum(e["tokens"] for e in dropped) + sum(i.tokens for i in shown) == history_tokens
     assert [item.position for item in plan.items] == list(range(len(plan.items)))
     assert all((e["decision"] == "selected") == (e["reason"] is None) for e in plan.plan)
     selected = [e for e in plan.plan if e["decision"] == "selected"]
@@ -313,3 +334,60 @@ def test_every_real_text_splits_into_the_same_words_either_way() -> None:
     assert any(text.isascii() for text in texts)
     assert any(not text.isascii() for text in texts)
     assert [words_of(text) for text in texts] == [_WORD_RUNS.findall(t.lower()) for t in texts]
+
+
+@PROPERTY_SETTINGS
+@given(inputs)
+def test_the_history_read_from_its_newest_end_is_cut_where_the_whole_would_be(
+    inp: AssemblyInput,
+) -> None:
+    """The fitting reads the history from its newest end only; its cuts and its stable start
+    are those of the whole history read from its start (`history_cuts`,
+    `stable_history_start`)."""
+    items = [entry.item for entry in inp.history]
+    assert list(cuts_from_end(items)) == list(reversed(history_cuts(items)))
+    fit = decide(inp, count=words).history
+    if inp.history_cut_step is not None and fit.fitting_start > 0:
+        tokens = [words(visible_text(item)) for item in items]
+        assert fit.start == stable_history_start(
+            history_cuts(items),
+            tokens,
+            fitting_start=fit.fitting_start,
+            step=inp.history_cut_step,
+        )
+    else:
+        assert fit.start == fit.fitting_start
+
+
+@pytest.mark.parametrize("path", TRAJECTORIES, ids=lambda path: path.stem)
+def test_every_normalized_trajectory_is_cut_alike_from_either_end(path: Path) -> None:
+    items = list(normalize_history(load_trajectory(path), count_tokens=words).items)
+    assert list(cuts_from_end(items)) == list(reversed(history_cuts(items)))
+
+
+@pytest.mark.parametrize("path", TRAJECTORIES[::4], ids=lambda path: path.stem)
+def test_a_trajectory_too_long_for_its_budget_starts_at_the_stable_point_of_the_whole(
+    path: Path,
+) -> None:
+    items = list(normalize_history(load_trajectory(path), count_tokens=words).items)
+    history = tuple(
+        HistoryEntry(None, item, id=f"history:{n}", tokens=words(visible_text(item)))
+        for n, item in enumerate(items)
+    )
+    tokens = [entry.tokens or 0 for entry in history]
+    cuts = history_cuts(items)
+    for share in (0.1, 0.3, 0.6):
+        for step_share in (0.02, 0.05, 0.2):
+            inp = AssemblyInput(
+                contributions=(),
+                history=history,
+                budget=Budget(max_tokens=int(sum(tokens) * share)),
+                history_counts_toward_max_items=False,
+                history_cut_step=max(1, int(sum(tokens) * step_share)),
+                history_tokens=sum(tokens),
+            )
+            fit = decide(inp, count=words).history
+            assert 0 < fit.fitting_start <= fit.start
+            assert fit.start == stable_history_start(
+                cuts, tokens, fitting_start=fit.fitting_start, step=inp.history_cut_step or 0
+            )

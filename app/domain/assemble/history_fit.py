@@ -19,8 +19,9 @@ Invariants of `fit_history`:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from app.domain.assemble.model import (
     RAW_FORM,
@@ -29,7 +30,7 @@ from app.domain.assemble.model import (
     DropReason,
     fits,
 )
-from app.domain.history import HistoryEntry, history_cuts
+from app.domain.history import HistoryEntry, cuts_from_end, history_cuts
 from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_tokens, item_type
 from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
 
@@ -43,6 +44,9 @@ def stable_history_start(
     tokens counted from the history's start. They depend only on the entries before them, so
     appending never moves one: the cut stays put across calls until the kept history no longer
     fits, then jumps a whole step, and the calls in between share their prefix.
+
+    Equivalently, a cut is stable when a multiple of `step` lies in (tokens before the cut
+    before it, tokens before it]: what `_stable_start` reads from the newest end.
     """
     position, passed, next_mark = 0, 0, step
     for cut in cuts:
@@ -58,50 +62,98 @@ def stable_history_start(
 def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
     """Index ranges that history is cut between, in order, covering `items`: the ranges between
     consecutive `history_cuts`, the last one running to the end."""
-    return _groups(history_cuts(items), len(items))
-
-
-def _groups(cuts: Sequence[int], length: int) -> tuple[range, ...]:
-    bounds = tuple(cuts) if cuts[-1] == length else (*cuts, length)
+    cuts = history_cuts(items)
+    bounds = tuple(cuts) if cuts[-1] == len(items) else (*cuts, len(items))
     return tuple(range(start, end) for start, end in itertools.pairwise(bounds))
 
 
+class _Entries:
+    """The history's items and tokens, read from the newest end and counted once each."""
+
+    def __init__(self, history: Sequence[HistoryEntry], count: CountTokens) -> None:
+        self.history, self._count = history, count
+        self._tokens: dict[int, int] = {}
+        self.items = _Items(history)
+
+    def tokens(self, k: int) -> int:
+        known = self._tokens.get(k)
+        if known is None:
+            entry = self.history[k]
+            known = (
+                entry.tokens if entry.tokens is not None else item_tokens(entry.item, self._count)
+            )
+            self._tokens[k] = known
+        return known
+
+    def groups(self) -> Iterator[range]:
+        """The atomic groups (between consecutive cuts), newest first."""
+        bound: int | None = None
+        for cut in cuts_from_end(self.items):
+            if bound is not None and cut < bound:
+                yield range(cut, bound)
+            bound = cut
+
+
+class _Items(Sequence[Item]):
+    def __init__(self, history: Sequence[HistoryEntry]) -> None:
+        self._history = history
+
+    def __len__(self) -> int:
+        return len(self._history)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Item]: ...
+    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
+        if isinstance(index, slice):
+            return [entry.item for entry in self._history[index]]
+        return self._history[index].item
+
+
 def _shrink_newest(
-    history: Sequence[HistoryEntry],
-    tokens: Sequence[int],
-    spans: Sequence[range],
+    entries: _Entries,
+    groups: Sequence[range],
     *,
     room: int,
     count: CountTokens,
 ) -> dict[int, tuple[Item, int]]:
-    """The tool outputs of the newest group (`spans[-1]`) truncated head and tail, each naming
-    the fact that holds it whole, so that the group fits `room`, and fits beside the groups
-    back to the latest user message too where that leaves each output `MIN_OUTPUT_TOKENS`.
-    Empty when even `room` cannot hold the group's calls and the least of each output."""
-    newest = spans[-1]
+    """The tool outputs of the newest group (`groups[0]`, newest first) truncated head and tail,
+    each naming the fact that holds it whole, so that the group fits `room`, and fits beside the
+    groups back to the latest user message too where that leaves each output
+    `MIN_OUTPUT_TOKENS`. Empty when even `room` cannot hold the group's calls and the least of
+    each output. `groups` holds at least the newest group; more are read from `entries` only
+    while they could matter."""
+    history = entries.history
+    newest = groups[0]
     outputs = [
         k
         for k in newest
         if item_type(history[k].item) in OUTPUT_TYPES
         and isinstance(history[k].item.get("output"), str | list)
     ]
-    fixed = sum(tokens[k] for k in newest if k not in outputs)
-    users = [
-        n
-        for n, span in enumerate(spans[:-1])
+    fixed = sum(entries.tokens(k) for k in newest if k not in outputs)
+    floor = fixed + MIN_OUTPUT_TOKENS * len(outputs)
+    # The turn back to the latest user message: read only while it could still leave room.
+    between, found = 0, False
+    older = entries.groups()
+    next(older, None)
+    for span in older:
+        if room - between < floor:
+            break
+        between += sum(entries.tokens(k) for k in span)
         if any(
             item_type(history[k].item) == "message" and history[k].item.get("role") == "user"
             for k in span
-        )
-    ]
-    between = sum(tokens[k] for span in spans[users[-1] : -1] for k in span) if users else 0
-    floor = fixed + MIN_OUTPUT_TOKENS * len(outputs)
-    target = room - between if room - between >= floor else room
+        ):
+            found = True
+            break
+    target = room - between if found and room - between >= floor else room
     shrunk = shrink_outputs(
         [
             (
                 history[k].item["output"],
-                tokens[k],
+                entries.tokens(k),
                 f"fact seq {history[k].seq}" if history[k].seq is not None else None,
             )
             for k in outputs
@@ -121,12 +173,12 @@ def _shrink_newest(
 
 @dataclass(frozen=True)
 class HistoryFit:
-    """Which of the history an assembly keeps, and the assembly's totals with it counted."""
+    """Which of the history an assembly keeps, and the assembly's totals with it counted.
 
-    items: Sequence[Item]
-    """Each entry's item as shown: the entry's own, or a new item with truncated outputs."""
-    tokens: Sequence[int]
-    """The tokens of each item as shown."""
+    Only what it shows is held entry by entry; what it drops is two runs: the entries the budget
+    could not keep (before `fitting_start`) and those cut at a stable point (from there to
+    `start`)."""
+
     start: int
     """The first entry kept (the history's length when none is)."""
     fitting_start: int
@@ -136,6 +188,15 @@ class HistoryFit:
     total_tokens: int
     counted_items: int
     """The items counted toward `max_items`: the candidates', and the history's when it counts."""
+    shown_items: tuple[Item, ...]
+    """Each entry's item as shown, from `start` on: the entry's own, or a new item with
+    truncated outputs."""
+    shown_tokens: tuple[int, ...]
+    """The tokens of each item as shown, from `start` on."""
+    dropped_tokens: int = 0
+    """The tokens of the entries before `fitting_start`."""
+    cut_tokens: int = 0
+    """The tokens of the entries from `fitting_start` to `start`."""
 
     def dropped(self, k: int) -> DropReason | None:
         """Why the k-th entry is not shown; None when it is."""
@@ -143,33 +204,44 @@ class HistoryFit:
             return None
         return self.reason if k < self.fitting_start else "history_cut"
 
+    def item(self, k: int) -> Item:
+        """The k-th entry's item as shown (k >= `start`)."""
+        return self.shown_items[k - self.start]
+
+    def tokens(self, k: int) -> int:
+        """The tokens of the k-th entry's item as shown (k >= `start`)."""
+        return self.shown_tokens[k - self.start]
+
     def form(self, k: int, entry: HistoryEntry) -> str:
-        """The form the k-th entry (`entry`) is in: raw, or truncated where its outputs were
-        cut to fit."""
-        return RAW_FORM if self.items[k] is entry.item else TRUNCATED_FORM
+        """The form the k-th shown entry (`entry`) is in: raw, or truncated where its outputs
+        were cut to fit."""
+        return RAW_FORM if self.item(k) is entry.item else TRUNCATED_FORM
 
 
 def fit_history(
     inp: AssemblyInput, *, total_tokens: int, counted_items: int, count: CountTokens
 ) -> HistoryFit:
     """The history of `inp` fitted to what is left after the selected candidates' `total_tokens`
-    and `counted_items`; see the module doc."""
+    and `counted_items`; see the module doc. Reads the history from its newest end, as far as
+    the budget (and, with `history_cut_step`, the next stable point before it) reaches."""
     budget = inp.budget
-    history_tokens = [
-        entry.tokens if entry.tokens is not None else item_tokens(entry.item, count)
-        for entry in inp.history
-    ]
-    history_items = [entry.item for entry in inp.history]
-    history_start = len(inp.history)
-    history_reason: DropReason | None = None
-    cuts = history_cuts(history_items)
-    spans = _groups(cuts, len(history_items))
-    for newest, span in enumerate(reversed(spans), start=1):
-        span_tokens = sum(history_tokens[k] for k in span)
+    history = inp.history
+    length = len(history)
+    entries = _Entries(history, count)
+    shown: dict[int, tuple[Item, int]] = {}
+    start = length
+    reason: DropReason | None = None
+    groups = entries.groups()
+    walked: list[range] = []
+    suffix = 0  # tokens of the entries from `start` on, as the history has them (uncut)
+    for newest, span in enumerate(groups, start=1):
+        walked.append(span)
+        span_tokens = sum(entries.tokens(k) for k in span)
+        uncut = span_tokens
         if inp.history_counts_toward_max_items and not fits(
             len(span), budget.max_items, used=counted_items
         ):
-            history_reason = "max_items"
+            reason = "max_items"
             break
         if (
             newest == 1
@@ -177,42 +249,86 @@ def fit_history(
             and budget.max_tokens is not None
             and not fits(span_tokens, budget.max_tokens, used=total_tokens)
         ):
-            shrunk = _shrink_newest(
-                inp.history,
-                history_tokens,
-                spans,
-                room=budget.max_tokens - total_tokens,
-                count=count,
+            shown = _shrink_newest(
+                entries, walked, room=budget.max_tokens - total_tokens, count=count
             )
-            for k, (cut_item, cut_tokens) in shrunk.items():
-                history_items[k] = cut_item
-                history_tokens[k] = cut_tokens
-            span_tokens = sum(history_tokens[k] for k in span)
+            span_tokens = sum(shown[k][1] if k in shown else entries.tokens(k) for k in span)
         if not fits(span_tokens, budget.max_tokens, used=total_tokens):
-            history_reason = "max_tokens"
+            reason = "max_tokens"
             break
-        history_start = span.start
+        start = span.start
+        suffix += uncut
         total_tokens += span_tokens
         if inp.history_counts_toward_max_items:
             counted_items += len(span)
-    fitting_start = history_start
-    if history_start > 0 and inp.history_cut_step is not None:
-        history_start = stable_history_start(
-            cuts,
-            history_tokens,
+    fitting_start = start
+    whole = (
+        inp.history_tokens
+        if inp.history_tokens is not None
+        else suffix + sum(entries.tokens(k) for k in range(start))
+    )
+    cut_tokens = 0
+    if start > 0 and inp.history_cut_step is not None:
+        start = _stable_start(
+            entries,
+            walked,
+            groups,
             fitting_start=fitting_start,
+            whole=whole,
+            suffix=suffix,
             step=inp.history_cut_step,
         )
-        cut = range(fitting_start, history_start)
-        total_tokens -= sum(history_tokens[k] for k in cut)
+        cut_tokens = sum(entries.tokens(k) for k in range(fitting_start, start))
+        cut_shown = sum(
+            shown[k][1] if k in shown else entries.tokens(k) for k in range(fitting_start, start)
+        )
+        total_tokens -= cut_shown
         if inp.history_counts_toward_max_items:
-            counted_items -= len(cut)
+            counted_items -= start - fitting_start
+    kept = range(start, length)
     return HistoryFit(
-        items=history_items,
-        tokens=history_tokens,
-        start=history_start,
+        start=start,
         fitting_start=fitting_start,
-        reason=history_reason,
+        reason=reason,
         total_tokens=total_tokens,
         counted_items=counted_items,
+        shown_items=tuple(shown[k][0] if k in shown else history[k].item for k in kept),
+        shown_tokens=tuple(shown[k][1] if k in shown else entries.tokens(k) for k in kept),
+        dropped_tokens=whole - suffix,
+        cut_tokens=cut_tokens,
     )
+
+
+def _stable_start(
+    entries: _Entries,
+    walked: list[range],
+    groups: Iterator[range],
+    *,
+    fitting_start: int,
+    whole: int,
+    suffix: int,
+    step: int,
+) -> int:
+    """`stable_history_start` read from the newest end: the first cut at or after
+    `fitting_start` (and before the end) with a multiple of `step` in (tokens before the cut
+    before it, tokens before it], else `fitting_start`. `walked` are the groups read so far,
+    newest first; the one before `fitting_start` is read from `groups` when needed."""
+    # The cuts from `fitting_start` to the end, with the tokens before each.
+    cuts = sorted({span.start for span in walked if span.start >= fitting_start})
+    before = {fitting_start: whole - suffix}
+    for span in sorted((s for s in walked if s.start >= fitting_start), key=lambda s: s.start):
+        before[span.stop] = before[span.start] + sum(entries.tokens(k) for k in span)
+    # The cut before `fitting_start`: the start of the group that ends there.
+    previous = next((span for span in walked if span.stop == fitting_start), None)
+    if previous is None:
+        previous = next(groups, None)
+    previous_before = (
+        before[fitting_start] - sum(entries.tokens(k) for k in previous) if previous else None
+    )
+    for cut in cuts:
+        if cut >= len(entries.history):
+            break
+        if previous_before is not None and before[cut] // step > previous_before // step:
+            return cut
+        previous_before = before[cut]
+    return fitting_start

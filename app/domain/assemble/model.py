@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypedDict, get_args
@@ -107,7 +107,8 @@ class Contribution:
 @dataclass(frozen=True)
 class AssemblyInput:
     contributions: tuple[Contribution, ...]
-    history: tuple[HistoryEntry, ...] = ()
+    history: Sequence[HistoryEntry] = ()
+    """A paired history (as normalization leaves it), read from its newest end."""
     budget: Budget = POLICIES["balanced"]
     history_counts_toward_max_items: bool = True
     placement: Placement = "edges"
@@ -120,6 +121,10 @@ class AssemblyInput:
     history_lead_source: str | None = None
     """Prefix candidates of this source close the prefix, right before the history (under
     `edges`; under `input_order` the last contribution is there already)."""
+    history_tokens: int | None = None
+    """The tokens of the whole history (the sum of its entries'), when the caller keeps that
+    total: the fitting then reads only the newest entries it keeps, and what lies before them
+    is planned as a run, however long the history."""
     keep_newest: bool = False
     """When the newest atomic group of the history does not fit what is left, show its tool
     outputs truncated head and tail (naming the fact that holds each whole) rather than

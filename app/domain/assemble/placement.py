@@ -32,6 +32,7 @@ from app.domain.assemble.model import (
     AssemblyInput,
     AssemblyPlan,
     Candidate,
+    DropReason,
     Layer,
     PlanEntry,
     SelectedItem,
@@ -39,6 +40,7 @@ from app.domain.assemble.model import (
     fits,
 )
 from app.domain.assemble.selection import Selection, select_candidates
+from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens
 
 
@@ -64,10 +66,16 @@ class Decided:
         mine, theirs = self.selection, other.selection
         fit, other_fit = self.history, other.history
         return (
-            (fit.start, fit.fitting_start, fit.reason)
-            == (other_fit.start, other_fit.fitting_start, other_fit.reason)
-            and fit.tokens == other_fit.tokens
-            and fit.items == other_fit.items
+            (fit.start, fit.fitting_start, fit.reason, fit.dropped_tokens, fit.cut_tokens)
+            == (
+                other_fit.start,
+                other_fit.fitting_start,
+                other_fit.reason,
+                other_fit.dropped_tokens,
+                other_fit.cut_tokens,
+            )
+            and fit.shown_tokens == other_fit.shown_tokens
+            and fit.shown_items == other_fit.shown_items
             and _first(mine.chosen, candidates) == _first(theirs.chosen, candidates)
             and _first(mine.reasons, candidates) == _first(theirs.reasons, candidates)
         )
@@ -102,7 +110,6 @@ def arrange(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Arra
     """What `decide` selected for `inp`, in order: candidates, history and restated copies."""
     selection, history = decided.selection, decided.history
     candidates, chosen, selected = selection.candidates, selection.chosen, selection.selected
-    history_items, history_tokens = history.items, history.tokens
     restated: list[int] = []
     if inp.placement == "edges":
         rank_of = {i: n for n, i in enumerate(selected)}
@@ -175,9 +182,9 @@ def arrange(inp: AssemblyInput, decided: Decided, *, count: CountTokens) -> Arra
                 source_class=HISTORY_SOURCE,
                 form=history.form(k, entry),
                 position=len(items),
-                tokens=history_tokens[k],
+                tokens=history.tokens(k),
                 content=None,
-                item=history_items[k],
+                item=history.item(k),
             )
         )
     put_candidates(order[leading:])
@@ -204,7 +211,6 @@ def place(
     selection, history = decided.selection, decided.history
     candidates, scores, raw_tokens = selection.candidates, selection.scores, selection.raw_tokens
     reasons, chosen = selection.reasons, selection.chosen
-    history_tokens = history.tokens
     total_tokens, counted_items = history.total_tokens, history.counted_items
     if arranged is None:
         arranged = arrange(inp, decided, count=count)
@@ -233,20 +239,22 @@ def place(
             }
         )
     history_start = history.start
+    plan += _dropped_history(inp.history, history)
     plan += [
         {
             "id": entry.id,
             "source": HISTORY_SOURCE,
             "layer": "recent",
             "source_class": HISTORY_SOURCE,
-            "decision": "selected" if k >= history_start else "dropped",
-            "reason": history.dropped(k),
+            "decision": "selected",
+            "reason": None,
             "form": history.form(k, entry),
-            "tokens": history_tokens[k],
+            "tokens": history.tokens(k),
             "score": None,
-            "position": history_position + k - history_start if k >= history_start else None,
+            "position": history_position + k - history_start,
         }
-        for k, entry in enumerate(inp.history)
+        for k in range(history_start, len(inp.history))
+        for entry in (inp.history[k],)
     ]
 
     by_source_class: Counter[str] = Counter()
@@ -264,3 +272,32 @@ def place(
             [[it.id, it.source, it.layer, it.form, it.content, it.item] for it in items]
         ),
     )
+
+
+def _dropped_history(history: Sequence[HistoryEntry], fit: HistoryFit) -> list[PlanEntry]:
+    """The plan entries of the history `fit` leaves out: one per run of entries dropped for
+    one reason (those the budget could not keep, then those cut at a stable point), named by
+    the run's first and last entry, with their tokens summed. A run of one entry is named as
+    that entry."""
+    runs: tuple[tuple[int, int, DropReason | None, int], ...] = (
+        (0, fit.fitting_start, fit.reason, fit.dropped_tokens),
+        (fit.fitting_start, fit.start, "history_cut", fit.cut_tokens),
+    )
+    return [
+        {
+            "id": history[first].id
+            if last == first + 1
+            else f"{HISTORY_SOURCE}:{first}-{last - 1}",
+            "source": HISTORY_SOURCE,
+            "layer": "recent",
+            "source_class": HISTORY_SOURCE,
+            "decision": "dropped",
+            "reason": reason,
+            "form": RAW_FORM,
+            "tokens": tokens,
+            "score": None,
+            "position": None,
+        }
+        for first, last, reason, tokens in runs
+        if last > first
+    ]
