@@ -53,12 +53,16 @@ from app.domain.world_state import is_state_fragment
 __all__ = [
     "Advice",
     "AdviceSignal",
+    "HistoryFigures",
     "Signal",
     "Watermarks",
     "advise",
-    "advise_session",
     "budget_advice",
+    "history_figures",
+    "is_turn_start",
+    "is_user_question",
     "keeps_needing_what_was_hidden",
+    "question_key",
     "with_history_cut",
 ]
 
@@ -91,7 +95,7 @@ _WORD = re.compile(r"\w+")
 _MEMO_MAX_CHARS = 16_384
 
 
-def _question_key(text: str) -> str:
+def question_key(text: str) -> str:
     """A user text's words, case-folded, one space apart: two askings of one question match.
 
     Memoised for texts up to `_MEMO_MAX_CHARS` (so the memo stays a few megabytes): every call
@@ -191,25 +195,106 @@ class Advice:
         }
 
 
+@dataclass(frozen=True)
+class HistoryFigures:
+    """What advice reads of a session's normalized history (`history_figures`, or kept as the
+    session view advances: `app.domain.advice_figures`).
+
+    Tokens are in the session's encoding; state fragments count toward neither the tokens nor
+    the turns (assembly renders the current state in their place). A turn is what one model
+    call added: it starts at a user message or at the first model output after anything else
+    (an agent's run may hold one user message and hundreds of calls).
+    """
+
+    history_tokens: int
+    """The tokens of the history but its state fragments."""
+    turn_tokens: tuple[int, ...]
+    """The tokens each of the newest `RECENT_TURNS` turns added, oldest first."""
+    recent_outputs: tuple[str, ...]
+    """The visible text of the newest `RECENT_OUTPUTS` tool outputs, oldest first."""
+    questions: tuple[tuple[str, int], ...]
+    """Each user question (its key) asked `REPEATED_QUESTION_COUNT` times or more, with how
+    often, in the order first asked."""
+    has_model_output: bool
+    chars: int
+    """Characters of visible text, all items told."""
+    output_chars: int
+    """Characters of visible text of the tool outputs."""
+    maskable_tokens: int
+    """What clearing every tool output but the newest `KEPT_OUTPUTS` would free, less the
+    placeholders."""
+
+
+def history_figures(history: Sequence[Item], sizes: Sequence[int]) -> HistoryFigures:
+    """The figures of a whole history, read item by item; `sizes` are the items' tokens."""
+    turns: list[int] = []
+    tokens = 0
+    maskable: list[int] = []
+    after_output = False
+    for item, size in zip(history, sizes, strict=True):
+        if is_state_fragment(item):
+            continue
+        tokens += size
+        is_output = is_model_output(item)
+        if is_turn_start(item, is_output, after_output=after_output) or not turns:
+            turns.append(0)
+        after_output = is_output
+        turns[-1] += size
+        if item_type(item) in OUTPUT_TYPES and not is_cleared_output(item):
+            maskable.append(max(0, size - MASKED_OUTPUT_TOKENS))
+    outputs = [item for item in history if item_type(item) in OUTPUT_TYPES]
+    asked = Counter(question_key(visible_text(item)) for item in history if is_user_question(item))
+    return HistoryFigures(
+        history_tokens=tokens,
+        turn_tokens=tuple(turns[-RECENT_TURNS:]),
+        recent_outputs=tuple(visible_text(item) for item in outputs[-RECENT_OUTPUTS:]),
+        questions=tuple(
+            (question, count)
+            for question, count in asked.items()
+            if question and count >= REPEATED_QUESTION_COUNT
+        ),
+        has_model_output=any(is_model_output(item) for item in history),
+        chars=sum(len(visible_text(item)) for item in history),
+        output_chars=sum(len(visible_text(item)) for item in outputs),
+        maskable_tokens=sum(maskable[:-KEPT_OUTPUTS]),
+    )
+
+
+def is_turn_start(item: Item, model_output: bool, *, after_output: bool) -> bool:
+    """Whether `item` (not a state fragment) starts a turn after an item that was model output
+    (`after_output`) or not: a user message, or model output after anything else."""
+    return (item_type(item) == "message" and item.get("role") == "user") or (
+        model_output and not after_output
+    )
+
+
+def is_user_question(item: Item) -> bool:
+    """A user message the user wrote (not a compaction's product in a user message)."""
+    return (
+        item_type(item) == "message"
+        and item.get("role") == "user"
+        and not is_compaction_product(item)
+    )
+
+
 def advise(
+    figures: HistoryFigures,
     *,
-    active_tokens: int,
+    pinned_tokens: int,
     window: int,
-    history: Sequence[Item],
-    phases: Sequence[str | None],
-    turn_tokens: Sequence[int],
+    phases: tuple[str | None, str | None] = (None, None),
     watermarks: Watermarks = Watermarks(),
     grown_since_compaction: int | None = None,
-    maskable_tokens: int | None = None,
 ) -> Advice:
-    """Advice for a session whose active history is `history` (see the module docstring).
+    """Advice for a session whose history has `figures` (see the module docstring).
 
-    `window` is the usable window and `active_tokens` what assembly must fit in it. `phases` are
-    the phases of the session's items or turns in order, `turn_tokens` the tokens each recent
-    turn added, `grown_since_compaction` the tokens appended since the last compaction (None:
-    never compacted) and `maskable_tokens` what clearing tool outputs would free (None: unknown,
-    masking is assumed to suffice).
+    `window` is the usable window and `pinned_tokens` what assembly adds beside the history
+    (the goal and world state): their sum with the history's tokens is what assembly must fit.
+    `phases` are the phase of the newest item and the newest other phase set before it,
+    `grown_since_compaction` the tokens appended since the last compaction (None: never
+    compacted).
     """
+    active_tokens = pinned_tokens + figures.history_tokens
     pressure = active_tokens / window if window > 0 else 0.0
     reasons: list[AdviceSignal] = []
     if pressure >= watermarks.high:
@@ -222,14 +307,11 @@ def advise(
             )
         )
 
-    outputs = [item for item in history if item_type(item) in OUTPUT_TYPES]
     # Digits and addresses differ between runs of one error; they do not make it another error.
     seen = Counter(
         signature
-        for item in outputs[-RECENT_OUTPUTS:]
-        for signature in dict.fromkeys(
-            _VOLATILE.sub("N", s) for s in error_signatures(visible_text(item))
-        )
+        for text in figures.recent_outputs
+        for signature in dict.fromkeys(_VOLATILE.sub("N", s) for s in error_signatures(text))
     )
     reasons.extend(
         AdviceSignal(
@@ -240,32 +322,22 @@ def advise(
         for signature, count in seen.items()
         if count >= REPEATED_ERROR_COUNT
     )
-
-    asked = Counter(
-        _question_key(visible_text(item))
-        for item in history
-        if item_type(item) == "message"
-        and item.get("role") == "user"
-        and not is_compaction_product(item)
-    )
     reasons.extend(
         AdviceSignal(
             "repeated_question",
             f"the user asked the same thing {count} times: {question[:80]!r}",
             float(count),
         )
-        for question, count in asked.items()
-        if question and count >= REPEATED_QUESTION_COUNT
+        for question, count in figures.questions
     )
 
-    if phases and (last := phases[-1]) is not None:
-        earlier = next((phase for phase in reversed(phases[:-1]) if phase is not None), None)
-        if earlier is not None and earlier != last:
-            reasons.append(
-                AdviceSignal("phase_change", f"the phase changed from {earlier!r} to {last!r}", 1.0)
-            )
+    last, earlier = phases
+    if last is not None and earlier is not None and earlier != last:
+        reasons.append(
+            AdviceSignal("phase_change", f"the phase changed from {earlier!r} to {last!r}", 1.0)
+        )
 
-    recent = turn_tokens[-RECENT_TURNS:]
+    recent = figures.turn_tokens
     growth = sum(recent) / len(recent) if recent else 0.0
     turns_until_full = max(0, math.floor((window - active_tokens) / growth)) if growth > 0 else None
     if turns_until_full is not None and turns_until_full <= GROWTH_HORIZON_TURNS:
@@ -280,17 +352,14 @@ def advise(
     rested = grown_since_compaction is None or grown_since_compaction >= watermarks.span(window)
     # Every strategy keeps the newest turn: before the model's first output there is nothing
     # older to compact.
-    should_compact = any(is_model_output(item) for item in history) and (
+    should_compact = figures.has_model_output and (
         pressure >= watermarks.high or (bool(reasons) and pressure >= BEHAVIOUR_PRESSURE and rested)
     )
     recommended: Strategy | None = None
     if should_compact:
         # A share of characters is a fair proxy for a share of tokens, and needs no counter.
-        total = sum(len(visible_text(item)) for item in history)
-        share = sum(len(visible_text(item)) for item in outputs) / total if total else 0.0
-        masking_suffices = (
-            maskable_tokens is None or active_tokens - maskable_tokens <= watermarks.target(window)
-        )
+        share = figures.output_chars / figures.chars if figures.chars else 0.0
+        masking_suffices = active_tokens - figures.maskable_tokens <= watermarks.target(window)
         recommended = (
             "clear_tool_results" if share >= SMALL_OUTPUT_SHARE and masking_suffices else "summary"
         )
@@ -301,54 +370,6 @@ def advise(
         turns_until_full=turns_until_full,
         recommended_strategy=recommended,
         active_tokens=active_tokens,
-    )
-
-
-def advise_session(
-    history: Sequence[Item],
-    sizes: Sequence[int],
-    *,
-    phases: Sequence[str | None],
-    window: int,
-    pinned_tokens: int,
-    watermarks: Watermarks,
-    grown_since_compaction: int | None,
-) -> Advice:
-    """`advise` for a session's normalized active history, given each item's tokens in the
-    session's encoding, the usable `window` and the tokens of the pinned state assembly adds.
-
-    State fragments in the history are not counted (assembly renders the current state in their
-    place). A turn is what one model call added: it starts at a user message or at the first
-    model output after anything else, and its tokens measure the growth rate (an agent's run
-    may hold one user message and hundreds of calls).
-    Masking could free every output but the newest `KEPT_OUTPUTS`, less their placeholders.
-    """
-    turns: list[int] = []
-    active = pinned_tokens
-    outputs: list[int] = []
-    after_output = False
-    for item, size in zip(history, sizes, strict=True):
-        if is_state_fragment(item):
-            continue
-        active += size
-        kind = item_type(item)
-        role = item.get("role")
-        is_output = is_model_output(item)
-        if (kind == "message" and role == "user") or (is_output and not after_output) or not turns:
-            turns.append(0)
-        after_output = is_output
-        turns[-1] += size
-        if kind in OUTPUT_TYPES and not is_cleared_output(item):
-            outputs.append(max(0, size - MASKED_OUTPUT_TOKENS))
-    return advise(
-        active_tokens=active,
-        window=window,
-        history=history,
-        phases=phases,
-        turn_tokens=turns,
-        watermarks=watermarks,
-        grown_since_compaction=grown_since_compaction,
-        maskable_tokens=sum(outputs[:-KEPT_OUTPUTS]),
     )
 
 

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
-from app.domain.advice import Advice, Watermarks, advise_session
+from app.domain.advice import Advice, HistoryFigures, Watermarks, advise, history_figures
+from app.domain.advice_figures import digest_of, figures_of
 from app.domain.assemble import Contribution
 from app.domain.budget import usable_window
 from app.domain.calibration import SessionWindow, session_tokenizer
@@ -222,15 +223,31 @@ class LoadedHistory:
     def advice(self, window: SessionWindow) -> Advice:
         """Compaction advice for this history against the session's usable window, weighed in
         the session's encoding."""
-        return advise_session(
-            self.items,
-            self.session_sizes,
-            phases=self.active.phases,
-            window=window.tokens,
+        return advise(
+            self.figures,
             pinned_tokens=self.pinned_tokens(window),
+            window=window.tokens,
+            phases=self.active.last_phases,
             watermarks=window.watermarks,
             grown_since_compaction=self.active.grown_since_compaction,
         )
+
+    @functools.cached_property
+    def figures(self) -> HistoryFigures:
+        """What advice reads of this history, in the session's encoding: kept with the view as
+        it advances (`app.domain.advice_figures`), or read whole in another encoding."""
+        if self.encoding != self.active.encoding:
+            return history_figures(self.items, self.session_sizes)
+        key = ("advice", self.encoding, self.input_modalities, self.truncation)
+        previous = self.active.views.get(key)
+        digest = digest_of(previous, self.view)
+        if (
+            previous is None
+            or digest.running is not previous.running
+            or digest.rows > previous.rows
+        ):
+            self.active.views[key] = digest
+        return figures_of(digest, self.view)
 
 
 def load_history(

@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.advice import (
+    RECENT_TURNS,
     Advice,
     AdviceSignal,
     Watermarks,
-    _question_key,
     advise,
-    advise_session,
+    history_figures,
     keeps_needing_what_was_hidden,
+    question_key,
 )
 from app.domain.items import Item
 from app.domain.world_state import render_goal
@@ -36,6 +38,34 @@ def with_outputs(*outputs: str) -> list[Item]:
     return items
 
 
+def advice_of(
+    history: Sequence[Item],
+    *,
+    active_tokens: int,
+    window: int = 100_000,
+    phases: Sequence[str | None] = (),
+    turn_tokens: Sequence[int] = (),
+    grown_since_compaction: int | None = None,
+    maskable_tokens: int | None = None,
+) -> Advice:
+    """Advice for `history` with its figures set: `active_tokens` all told, the recent
+    `turn_tokens`, what masking frees (default: all of it)."""
+    figures = replace(
+        history_figures(history, [0] * len(history)),
+        history_tokens=active_tokens,
+        turn_tokens=tuple(turn_tokens)[-RECENT_TURNS:],
+        maskable_tokens=active_tokens if maskable_tokens is None else maskable_tokens,
+    )
+    set_phases = [phase for phase in phases[:-1] if phase is not None]
+    return advise(
+        figures,
+        pinned_tokens=0,
+        window=window,
+        phases=(phases[-1] if phases else None, set_phases[-1] if set_phases else None),
+        grown_since_compaction=grown_since_compaction,
+    )
+
+
 def calm(
     history: Sequence[Item],
     *,
@@ -44,13 +74,7 @@ def calm(
     turn_tokens: Sequence[int] = (),
 ) -> Advice:
     """Advice for a 100k window."""
-    return advise(
-        active_tokens=active_tokens,
-        window=100_000,
-        history=history,
-        phases=phases,
-        turn_tokens=turn_tokens,
-    )
+    return advice_of(history, active_tokens=active_tokens, phases=phases, turn_tokens=turn_tokens)
 
 
 def test_a_roomy_window_with_no_signal_gives_no_advice() -> None:
@@ -172,7 +196,7 @@ def test_advice_serializes_to_the_api_shape() -> None:
     }
 
 
-def _reference_question_key(text: str) -> str:
+def _referencequestion_key(text: str) -> str:
     """The question key as first written: non-word runs to spaces, then whitespace collapsed."""
     return " ".join(re.sub(r"[^\w]+", " ", text.casefold()).split())
 
@@ -190,10 +214,10 @@ def test_question_keys_are_the_case_folded_words_memoised_or_not(
 ) -> None:
     # `repeat` takes some texts past the memo's size bound.
     long_text = "".join(pieces) * repeat
-    expected = _reference_question_key(long_text)
+    expected = _referencequestion_key(long_text)
 
-    assert _question_key(long_text) == expected
-    assert _question_key(long_text) == expected  # a memo hit gives the same key
+    assert question_key(long_text) == expected
+    assert question_key(long_text) == expected  # a memo hit gives the same key
 
 
 LOOPING = with_outputs(
@@ -206,25 +230,13 @@ def test_right_after_a_compaction_only_the_high_watermark_advises_another() -> N
     assert calm(LOOPING, active_tokens=60_000).should_compact
     # ...but not once one has been written and the history has grown by less than the span
     # between the watermarks (65% of the window at the defaults) since.
-    after = advise(
-        active_tokens=60_000,
-        window=100_000,
-        history=LOOPING,
-        phases=(),
-        turn_tokens=[5_000] * 5,
-        grown_since_compaction=35_000,
+    after = advice_of(
+        LOOPING, active_tokens=60_000, turn_tokens=[5_000] * 5, grown_since_compaction=35_000
     )
     assert (after.should_compact, after.recommended_strategy) == (False, None)
     assert [reason.signal for reason in after.reasons] == ["repeated_error"]
     # Back at the high watermark (the product itself does not fit), it is advised again.
-    full = advise(
-        active_tokens=91_000,
-        window=100_000,
-        history=LOOPING,
-        phases=(),
-        turn_tokens=[],
-        grown_since_compaction=0,
-    )
+    full = advice_of(LOOPING, active_tokens=91_000, grown_since_compaction=0)
     assert full.should_compact
     assert [reason.signal for reason in full.reasons] == ["window_pressure", "repeated_error"]
 
@@ -233,13 +245,8 @@ def test_masking_that_cannot_reach_the_low_watermark_escalates_to_a_summary() ->
     history = with_outputs("x" * 5_000, "y" * 5_000)
 
     def strategy(maskable: int) -> str | None:
-        return advise(
-            active_tokens=95_000,
-            window=100_000,
-            history=history,
-            phases=(),
-            turn_tokens=[],
-            maskable_tokens=maskable,
+        return advice_of(
+            history, active_tokens=95_000, maskable_tokens=maskable
         ).recommended_strategy
 
     # 95k less 75k maskable is 20k, within the low watermark (25k): masking will do.
@@ -261,15 +268,7 @@ def test_session_advice_weighs_the_pinned_state_and_not_the_fragments_in_the_his
     history = [goal, *with_outputs("a" * 100, "b" * 100, "c" * 100, "d" * 100)]
     sizes = [50, 10, 5, 1_000, 5, 1_000, 5, 1_000, 5, 1_000]
 
-    advice = advise_session(
-        history,
-        sizes,
-        phases=[],
-        window=5_000,
-        pinned_tokens=500,
-        watermarks=Watermarks(),
-        grown_since_compaction=None,
-    )
+    advice = advise(history_figures(history, sizes), pinned_tokens=500, window=5_000)
 
     # 4,030 tokens of history (the goal fragment left out) and 500 pinned: 90.6% of 5,000.
     assert advice.pressure == 4_530 / 5_000

@@ -16,6 +16,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.domain.advice import history_figures
+from app.domain.advice_figures import FiguresDigest, digest_of, figures_of
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, fold_facts, fork_fold
 from app.domain.facts.kinds import (
     COMPACTION_FACT,
@@ -335,3 +337,45 @@ def test_a_log_folded_fact_by_fact_is_the_log_folded_at_once(rng: Any, length: i
     )
     assert list(_active(child).items)[-1]["content"] == "fork"
     _same_active(_active(old), scratch)
+
+
+# Advice's figures, kept with the view.
+
+questions = st.sampled_from(
+    [
+        {"type": "message", "role": "user", "content": "Why does the build fail?"},
+        {"type": "message", "role": "user", "content": "why does the BUILD fail"},
+        {"type": "message", "role": "user", "content": "Run the tests."},
+        {"type": "message", "role": "user", "content": "!!!"},
+        render_goal("Ship it.", version=1),
+        {"type": "function_call_output", "call_id": "a", "output": "[cleared: 120 tokens]"},
+    ]
+)
+
+
+def _figures_along(history: Sequence[Any], steps: Sequence[int]) -> None:
+    view: HistoryView | None = None
+    digest: FiguresDigest | None = None
+    for end in steps:
+        view = view_of(view, _columns(history[:end]), settings=_settings())
+        digest = digest_of(digest, view)
+        assert figures_of(digest, view) == history_figures(view.items, view.tokens)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(items, questions, questions), min_size=1, max_size=40),
+    st.randoms(use_true_random=False),
+)
+def test_advice_figures_kept_with_the_view_are_those_of_the_whole_history(
+    history: list[Any], rng: Any
+) -> None:
+    _figures_along(history, range(len(history) + 1))
+    jumps = sorted(rng.sample(range(len(history) + 1), k=min(3, len(history) + 1)))
+    _figures_along(history, [*jumps, len(history)])
+
+
+def test_advice_figures_of_every_trajectory_at_every_seq() -> None:
+    for path in TRAJECTORIES:
+        history = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        _figures_along(history, range(len(history) + 1))

@@ -70,6 +70,8 @@ class _Visible:
         self.phases: list[str | None] = []
         self.tokens: list[int | None] = []
         self.cumulative: list[int] = [0]
+        self.phase_set: list[int] = []
+        """`phase_set[n]`: the newest of the first n + 1 entries with a phase (-1: none)."""
         self.claims = Claims()
         for entry in entries:
             self.append(entry)
@@ -85,6 +87,8 @@ class _Visible:
         self.phases.append(phase)
         self.tokens.append(tokens)
         self.cumulative.append(self.cumulative[-1] + (tokens or 0))
+        previous = self.phase_set[-1] if self.phase_set else -1
+        self.phase_set.append(len(self.phase_set) if phase is not None else previous)
 
     def entries(self, length: int) -> Iterator[Visible]:
         """The first `length` entries."""
@@ -353,6 +357,8 @@ class ActiveHistory:
     unit: str | None
     retracted: frozenset[int] = frozenset()
     """The seqs retractions have hidden."""
+    phase_set: Sequence[int] = ()
+    """`phase_set[n]`: the newest of the first n + 1 items with a phase (-1: none)."""
     logged: Mapping[int, Visible] = field(default_factory=dict)
     """Every model-visible fact of the log by seq, whatever the active history shows of it."""
     reset_at: int = 0
@@ -397,6 +403,7 @@ class ActiveHistory:
             else visible.cumulative[length] - visible.cumulative[fold.compacted_at],
             phases=Prefix(visible.phases, length),
             stored_tokens=Prefix(visible.tokens, length),
+            phase_set=Prefix(visible.phase_set, length),
             unit=unit,
             retracted=fold.retracted,
             logged=LoggedUpTo(fold.logged, fold.logged_length),
@@ -405,6 +412,15 @@ class ActiveHistory:
             epoch=fold.epoch,
             views=fold.views if fold.views is not None else {},
         )
+
+    @property
+    def last_phases(self) -> tuple[str | None, str | None]:
+        """The newest item's phase, and the newest phase set before it (None: none)."""
+        phases, length = self.phases, len(self.phases)
+        if not length:
+            return None, None
+        earlier = self.phase_set[length - 2] if length > 1 else -1
+        return phases[length - 1], phases[earlier] if earlier >= 0 else None
 
     def token_counts(
         self, items: Sequence[Item], *, encoding: str, count_tokens: Callable[[str], int]
