@@ -149,8 +149,13 @@ class Agent:
                 self.follow_advice(advice.json())
 
     def turn(self) -> tuple[float, float]:
-        """One turn: a new call and its output, then the assembly. Its server and client ms."""
+        """One turn: a new call and its output, then the assembly. Its server and client ms.
+
+        The health check between them, on the same connection, waits for the work the append
+        left for after its answer (grading the previous assembly), which the CPU per turn
+        counts, so that the assembly is timed alone."""
         self.append(self.turns.items(self.next_turn))
+        self.client.get("/healthz").raise_for_status()
         self.next_turn += 1
         started = time.perf_counter()
         response = self.client.post("/assemble", json={"session_id": SESSION})

@@ -1,7 +1,7 @@
 """What a context leaves out of the session's history, and the notice that names it.
 
-`HistoryElisions.of` lists every fact of the session's history (the model-visible facts since the
-last reset, less retracted ones and world-state fragments, which the world state shows) that a
+`elided` lists every fact of the session's history (the model-visible facts since the last
+reset, less retracted ones and world-state fragments, which the world state shows) that a
 context shows reduced or not at all, as seq ranges of one form and one reason. Invariants:
 
 - Deterministic: the same log and the same context give the same list, in seq order.
@@ -11,6 +11,15 @@ context shows reduced or not at all, as seq ranges of one form and one reason. I
 - `tokens_full` is the facts' stored tokens; `tokens_shown` what the context spends on them:
   their reduced items, or the record that stands for summarized or externalized facts (a
   record that covers several ranges counts in each).
+- A fact's status is read from the item that stands for it in the active history (the fact
+  itself, or the placeholder a compaction wrote for it) and that item's normalized row: left
+  out by normalization (`excluded`), dropped by the plan, shown reduced (`truncated`,
+  `cleared`), or shown as it is (not listed). A fact no active item stands for was taken out by
+  a compaction, and takes its strategy's form.
+- Its cost is bounded by what the context shows, not by the log: every fact's status *as if
+  dropped* is kept as runs (`ElisionBase`), advanced with the session view by the facts
+  appended since, and a context reads those runs, overriding them at the facts it shows; only
+  the facts of the view's open tail are read one by one.
 
 `unnamed` picks the ranges the visible text does not already name by their first seq (a
 placeholder's "fact seq 57", a record's "fact seqs 12–40"), and `notice_text` names them in
@@ -23,21 +32,27 @@ the history, where before it every token of the history after the notice went un
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from app.domain.compaction.clearing import is_cleared_output
+from app.domain.facts import ActiveHistory
+from app.domain.growing import Claims
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
+from app.domain.session_view import HistoryView
+from app.domain.world_state import is_state_fragment
 
 __all__ = [
     "NOTICE_ID",
     "NOTICE_SOURCE",
     "Elided",
+    "ElisionBase",
     "ElisionForm",
-    "HistoryElisions",
     "Shown",
+    "elided",
     "named_seqs",
     "notice_text",
     "unnamed",
@@ -97,6 +112,14 @@ class _Status(NamedTuple):
     tokens_shown: int
 
 
+_RECORDED: frozenset[str] = frozenset({"summarized", "externalized"})
+"""Forms whose facts one record stands for: a range of them shows the record's tokens once."""
+_BaseStatus = tuple[ElisionForm, str | None]
+"""A fact's (form, reason) were the context to drop all it can; reason None: dropped, for the
+reason the plan gives."""
+_DROPPED: _BaseStatus = ("dropped", None)
+
+
 def _call_key(item: Item) -> tuple[str, object] | None:
     kind = item_type(item)
     if kind in CALL_TYPES or kind in OUTPUT_TYPES:
@@ -104,135 +127,304 @@ def _call_key(item: Item) -> tuple[str, object] | None:
     return None
 
 
-class _Resolved(NamedTuple):
-    """One active item's fact as the history alone places it: its seq, and either its status
-    (`fixed`, whatever the plan) or the normalized position `j` whose plan decision sets it."""
+class _Base:
+    """Base statuses of a session's history facts in seq order, as runs, for the facts no
+    appended fact can change: growing with the view's settled items, shared like them
+    (`app.domain.growing`)."""
 
-    seq: int
-    fixed: _Status | None
-    j: int
-    reduced: bool
-    untouched: bool
-    item: Item
+    def __init__(self, settled: object, written: Mapping[int, int]) -> None:
+        self.settled = settled
+        self.written = written
+        """Each history fact a written item (a compaction's placeholder) stands for, by seq:
+        that item's position (the last, where several stand for one fact)."""
+        self.of_written = {position: seq for seq, position in written.items()}
+        self.read = 0
+        """How many logged facts, in seq order, are read."""
+        self.seqs: list[int] = []
+        """The history facts read, in seq order."""
+        self.cumulative: list[int] = [0]
+        """`cumulative[n]`: the stored tokens of the first n history facts."""
+        self.starts: list[int] = []
+        """Where each run starts, in `seqs`."""
+        self.statuses: list[_BaseStatus] = []
+        self.claims = Claims()
+
+    def lengths(self) -> tuple[int, int, int]:
+        return self.read, len(self.seqs), len(self.starts)
+
+    def copy(self, lengths: tuple[int, int, int]) -> _Base:
+        read, facts, runs = lengths
+        copy = _Base(self.settled, self.written)
+        copy.read = read
+        copy.seqs = self.seqs[:facts]
+        copy.cumulative = self.cumulative[: facts + 1]
+        copy.starts = self.starts[:runs]
+        copy.statuses = self.statuses[:runs]
+        return copy
+
+    def add(self, seq: int, tokens: int, status: _BaseStatus) -> None:
+        if not self.statuses or self.statuses[-1] != status:
+            self.starts.append(len(self.seqs))
+            self.statuses.append(status)
+        self.seqs.append(seq)
+        self.cumulative.append(self.cumulative[-1] + tokens)
 
 
-class HistoryElisions:
-    """What `elisions` needs of the history alone, worked out once for every plan tried against
-    that history (settling a notice tries two or three): which fact each active item stands
-    for and where normalization put it. `of` then lists the elided ranges of one plan.
+@dataclass(frozen=True)
+class ElisionBase:
+    """The base statuses one view's contexts read their elisions from, as far as `lengths`
+    say (see `elided`)."""
 
-    `history`: the session's history facts as (seq, item as logged, stored tokens), in seq
-    order. `active_items` / `active_seqs`: the active history before normalization and the
-    fact each item is verbatim (None for items a compaction wrote). `normalized`: that history
-    normalized. `excluded[i]`: why normalization left out `active_items[i]`.
-    `compacted_by[seq]`: (compaction id, strategy) of the compaction that took the fact out or
-    reduced it. `compaction_id`: the latest compaction, whose record stands for every
-    summarized or externalized fact (records merge), so that their ranges follow the record's
-    own "fact seqs A–B".
+    base: _Base
+    lengths: tuple[int, int, int]
+
+
+class _Facts:
+    """The session's history facts as one view sees them."""
+
+    def __init__(self, active: ActiveHistory, view: HistoryView, base: _Base) -> None:
+        self.active, self.view, self.base = active, view, base
+        self.logged = active.logged
+
+    def is_history(self, seq: int) -> bool:
+        """Whether the logged fact `seq` is part of the session's history: model-visible text
+        logged since the last reset, not retracted, not a world-state fragment."""
+        entry = self.logged[seq]
+        return bool(
+            entry[4]
+            and seq > self.active.reset_at
+            and seq not in self.active.retracted
+            and not is_state_fragment(entry[1])
+        )
+
+    def source(self, seq: int) -> tuple[int, bool] | None:
+        """The active item that stands for the fact `seq` (the later where two do) and whether
+        a compaction wrote it; None when no active item does."""
+        verbatim = self.active.position_of(seq)
+        written = self.base.written.get(seq)
+        if (
+            written is not None
+            and written < len(self.active.items)
+            and (verbatim is None or written > verbatim)
+        ):
+            return written, True
+        return None if verbatim is None else (verbatim, False)
+
+    def fact_at(self, source: int) -> int | None:
+        """The history fact the active item at `source` stands for, if it does."""
+        seq = self.active.seqs[source]
+        if seq is None:
+            seq = self.base.of_written.get(source)
+        if seq is None or seq not in self.logged or not self.is_history(seq):
+            return None
+        found = self.source(seq)
+        return seq if found is not None and found[0] == source else None
+
+    def base_status(self, seq: int) -> _BaseStatus:
+        found = self.source(seq)
+        if found is None:  # no active item stands for it: a compaction took it out
+            compaction, strategy = self.active.compacted_by.get(seq, ("", "truncate"))
+            form = _STRATEGY_FORMS.get(strategy, "dropped")
+            if form in _RECORDED and self.active.compaction_id is not None:
+                compaction = self.active.compaction_id
+            return form, f"compaction {compaction}"
+        reason = self.view.excluded_reason(found[0])
+        if reason is not None:
+            return "excluded", f"normalization: {reason}"
+        if self.view.row_of(found[0]) is None:  # an orphan output normalization removed
+            return "excluded", "normalization: removed"
+        return _DROPPED
+
+    def shown_status(self, seq: int, seen: Shown) -> _Status | None:
+        """The status of a fact with a row in the context, which made `seen` of it."""
+        if seen.dropped is not None:
+            return _Status("dropped", seen.dropped, 0)
+        source, written = self.source(seq) or (0, False)
+        row = self.view.row_of(source)
+        assert row is not None
+        item = self.view.items[row]
+        if written:
+            compaction = self.active.compacted_by.get(seq, ("", ""))[0]
+            form: ElisionForm = "cleared" if is_cleared_output(item) else "truncated"
+            return _Status(form, f"compaction {compaction}", seen.tokens)
+        if item is not self.active.items[source]:
+            return _Status("truncated", "truncation policy", seen.tokens)
+        if seen.cut:
+            return _Status("truncated", "max_tokens", seen.tokens)
+        return None
+
+
+def _written_facts(active: ActiveHistory, view: HistoryView) -> dict[int, int]:
+    """Each history fact a written item stands for (the first history fact under the item's
+    call key), by seq: the item's position, the last where several stand for one fact."""
+    wanted: dict[tuple[str, object], list[int]] = {}
+    for position in active.written:
+        key = _call_key(active.items[position])
+        if key is not None:
+            wanted.setdefault(key, []).append(position)
+    found: dict[int, int] = {}
+    if not wanted:
+        return found
+    facts = _Facts(active, view, _Base(None, {}))
+    for seq in active.logged.order:
+        key = _call_key(active.logged[seq][1])
+        if key in wanted and facts.is_history(seq):
+            found[seq] = wanted.pop(key)[-1]
+            if not wanted:
+                break
+    return found
+
+
+def _advance(previous: ElisionBase | None, active: ActiveHistory, view: HistoryView) -> ElisionBase:
+    """The base statuses of every history fact before the first one an item of the view's
+    open tail stands for, advanced from `previous` when it belongs to the same view lineage."""
+    if previous is None or previous.base.settled is not view.settled:
+        base = _Base(view.settled, _written_facts(active, view))
+        previous = ElisionBase(base, base.lengths())
+    facts = _Facts(active, view, previous.base)
+    order = active.logged.order
+    frontier = min(
+        (
+            seq
+            for source in range(view.boundary, len(active.items))
+            if (seq := facts.fact_at(source)) is not None
+        ),
+        default=None,
+    )
+    end = len(order) if frontier is None else bisect.bisect_left(order, frontier)
+    read = previous.lengths[0]
+    if end <= read:
+        return previous
+    base, lengths = previous.base, previous.lengths
+    claimed = base.claims.claim(lengths, base.lengths())
+    if not claimed:
+        base = base.copy(lengths)
+    try:
+        facts.base = base
+        for index in range(read, end):
+            seq = order[index]
+            if facts.is_history(seq):
+                base.add(seq, facts.logged[seq][4] or 0, facts.base_status(seq))
+        base.read = end
+    finally:
+        if claimed:
+            previous.base.claims.release(lengths)
+    return ElisionBase(base, base.lengths())
+
+
+def elided(
+    previous: ElisionBase | None,
+    active: ActiveHistory,
+    view: HistoryView,
+    *,
+    shown: Mapping[int, Shown],
+    default_drop: str,
+    record_tokens: int,
+) -> tuple[tuple[Elided, ...], ElisionBase]:
+    """What a context leaves out of the session's history (see the module docstring), and the
+    base statuses it was read from (pass them to the next call of the same view lineage).
+
+    `shown[row]`: what the context made of the view's normalized item at `row`, for every row
+    it shows and any row it drops for a reason other than `default_drop` (every other row is
+    dropped for that). `record_tokens`: tokens of the compaction records the context shows.
     """
+    current = _advance(previous, active, view)
+    base = current.base
+    read, facts_read, runs = current.lengths
+    facts = _Facts(active, view, base)
+    overrides: dict[int, _Status | None] = {}
+    for row, seen in shown.items():
+        source = view.sources[row]
+        seq = None if source is None else facts.fact_at(source)
+        if seq is not None:
+            overrides[seq] = facts.shown_status(seq, seen)
+    ranges = _Ranges()
+    ordinals = sorted(
+        (bisect.bisect_left(base.seqs, seq, hi=facts_read), seq)
+        for seq in overrides
+        if seq <= (base.seqs[facts_read - 1] if facts_read else 0)
+    )
+    cursor = 0
+    for run in range(runs):
+        start = base.starts[run]
+        stop = base.starts[run + 1] if run + 1 < runs else facts_read
+        form, reason = base.statuses[run]
+        status = _Status(
+            form,
+            default_drop if reason is None else reason,
+            record_tokens if form in _RECORDED else 0,
+        )
+        while cursor < len(ordinals) and ordinals[cursor][0] < stop:
+            ordinal, seq = ordinals[cursor]
+            ranges.add(base.seqs, base.cumulative, start, ordinal, status)
+            ranges.fact(seq, active.logged[seq][4] or 0, overrides[seq])
+            start = ordinal + 1
+            cursor += 1
+        ranges.add(base.seqs, base.cumulative, start, stop, status)
+    order = active.logged.order
+    for index in range(read, len(order)):
+        seq = order[index]
+        if not facts.is_history(seq):
+            continue
+        if seq in overrides:
+            status_or_none = overrides[seq]
+        else:
+            form, reason = facts.base_status(seq)
+            status_or_none = _Status(
+                form,
+                default_drop if reason is None else reason,
+                record_tokens if form in _RECORDED else 0,
+            )
+        ranges.fact(seq, active.logged[seq][4] or 0, status_or_none)
+    return ranges.elided(), current
 
-    def __init__(
+
+class _Ranges:
+    """Ranges merged from facts in seq order: consecutive listed facts of one form and reason
+    make one; a fact shown verbatim ends it."""
+
+    def __init__(self) -> None:
+        # [first, last, form, reason, tokens_full, tokens_shown]: made `Elided` at the end, as
+        # a frozen dataclass is slow to build and a long history merges thousands of facts.
+        self._ranges: list[list[Any]] = []
+        self._extends = False
+
+    def add(
         self,
-        *,
-        history: Sequence[tuple[int, Item, int]],
-        active_items: Sequence[Item],
-        active_seqs: Sequence[int | None],
-        normalized: Sequence[Item],
-        excluded: Mapping[int, str],
-        compacted_by: Mapping[int, tuple[str, str]],
-        compaction_id: str | None,
+        seqs: Sequence[int],
+        cumulative: Sequence[int],
+        start: int,
+        stop: int,
+        status: _Status,
     ) -> None:
-        self._history = history
-        self._compacted_by = compacted_by
-        self._compaction_id = compaction_id
-        in_history = {seq for seq, _, _ in history}
-        by_key: dict[tuple[str, object], int] = {}
-        for logged_seq, logged_item, _ in history:
-            logged_key = _call_key(logged_item)
-            if logged_key is not None:
-                by_key.setdefault(logged_key, logged_seq)
-        position_of = {id(item): j for j, item in enumerate(normalized)}
-        normalized_by_key = {
-            key: j for j, item in enumerate(normalized) if (key := _call_key(item)) is not None
-        }
-        resolved: list[_Resolved] = []
-        for i, (item, verbatim_seq) in enumerate(zip(active_items, active_seqs, strict=True)):
-            reduced = verbatim_seq is None
-            seq = verbatim_seq
-            if reduced:  # a compaction's placeholder for a fact it cleared, or its own record
-                key = _call_key(item)
-                seq = by_key.get(key) if key is not None else None
-            if seq is None or seq not in in_history:
-                continue
-            if i in excluded:
-                fixed = _Status("excluded", f"normalization: {excluded[i]}", 0)
-                resolved.append(_Resolved(seq, fixed, -1, reduced, False, item))
-                continue
-            j = position_of.get(id(item))
-            untouched = j is not None
-            if j is None:
-                key = _call_key(item)
-                j = normalized_by_key.get(key) if key is not None else None
-            if j is None:  # an orphan output normalization removed
-                fixed = _Status("excluded", "normalization: removed", 0)
-                resolved.append(_Resolved(seq, fixed, -1, reduced, False, item))
-                continue
-            resolved.append(_Resolved(seq, None, j, reduced, untouched, item))
-        self._resolved = resolved
+        """The facts `seqs[start:stop]`, all of `status`."""
+        if stop <= start:
+            return
+        self._extend(seqs[start], seqs[stop - 1], cumulative[stop] - cumulative[start], status)
 
-    def of(self, shown: Mapping[int, Shown], *, record_tokens: int) -> tuple[Elided, ...]:
-        """The elided ranges of a context (see the module docstring). `shown[j]`: what the
-        context made of the j-th normalized item (missing: a world-state fragment, shown as
-        state). `record_tokens`: tokens of the compaction records the context shows."""
-        status: dict[int, _Status | None] = {}
-        for seq, fixed, j, reduced, untouched, item in self._resolved:
-            if fixed is not None:
-                status[seq] = fixed
-                continue
-            seen = shown.get(j)
-            if seen is None:  # not offered to the assembly: shown another way
-                status[seq] = None
-            elif seen.dropped is not None:
-                status[seq] = _Status("dropped", seen.dropped, 0)
-            elif reduced:
-                compaction = self._compacted_by.get(seq, ("", ""))[0]
-                form: ElisionForm = "cleared" if is_cleared_output(item) else "truncated"
-                status[seq] = _Status(form, f"compaction {compaction}", seen.tokens)
-            elif not untouched:
-                status[seq] = _Status("truncated", "truncation policy", seen.tokens)
-            elif seen.cut:
-                status[seq] = _Status("truncated", "max_tokens", seen.tokens)
-            else:
-                status[seq] = None
-        # Ranges as [first, last, form, reason, tokens_full, tokens_shown], made Elided at the
-        # end: a long history merges thousands of facts, and a frozen dataclass is slow to build.
-        ranges: list[list[Any]] = []
-        extends = False  # whether the previous history fact was listed: a shown one ends a range
-        for seq, _, tokens in self._history:
-            if seq in status:
-                found = status[seq]
-                if found is None:
-                    extends = False
-                    continue
-            else:  # not in the active history: a compaction took it out
-                compaction, strategy = self._compacted_by.get(seq, ("", "truncate"))
-                form = _STRATEGY_FORMS.get(strategy, "dropped")
-                recorded = form in ("summarized", "externalized")
-                if recorded and self._compaction_id is not None:
-                    compaction = self._compaction_id
-                found = _Status(form, f"compaction {compaction}", record_tokens if recorded else 0)
-            last = ranges[-1] if ranges and extends else None
-            extends = True
-            if last is not None and last[2] == found.form and last[3] == found.reason:
-                last[1] = seq
-                last[4] += tokens
-                if found.form not in ("summarized", "externalized"):  # their record is shared
-                    last[5] += found.tokens_shown
-            else:
-                ranges.append([seq, seq, found.form, found.reason, tokens, found.tokens_shown])
+    def fact(self, seq: int, tokens: int, status: _Status | None) -> None:
+        if status is None:
+            self._extends = False
+            return
+        self._extend(seq, seq, tokens, status)
+
+    def _extend(self, first: int, last_seq: int, tokens: int, status: _Status) -> None:
+        last = self._ranges[-1] if self._ranges and self._extends else None
+        self._extends = True
+        if last is not None and last[2] == status.form and last[3] == status.reason:
+            last[1] = last_seq
+            last[4] += tokens
+            if status.form not in _RECORDED:  # their record is shared
+                last[5] += status.tokens_shown
+        else:
+            self._ranges.append(
+                [first, last_seq, status.form, status.reason, tokens, status.tokens_shown]
+            )
+
+    def elided(self) -> tuple[Elided, ...]:
         return tuple(
             Elided(first, last_seq, form, full, shown_tokens, reason)
-            for first, last_seq, form, reason, full, shown_tokens in ranges
+            for first, last_seq, form, reason, full, shown_tokens in self._ranges
         )
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 from app.domain.growing import Claims, Prefix
@@ -114,6 +114,11 @@ class _Settled:
         self.deduplicated: list[DeduplicatedOutput] = []
         self.stripped: list[StrippedMedia] = []
         self.truncated: list[TruncatedOutput] = []
+        self.row_of: dict[int, int] = {}
+        """Each settled input's row (its normalized position); none for an input
+        normalization left out."""
+        self.excluded_at: dict[int, str] = {}
+        """Why normalization left out each settled input it excluded."""
         self.owned: dict[CallKey, int] = {}
         """Each settled key's call, by input index: a key is settled for a view whose boundary
         lies after its call."""
@@ -155,6 +160,10 @@ class _Settled:
         copy.stripped = self.stripped[:stripped]
         copy.truncated = self.truncated[:truncated]
         copy.owned = {key: call for key, call in self.owned.items() if call < boundary}
+        copy.row_of = {source: row for source, row in self.row_of.items() if row < rows}
+        copy.excluded_at = {
+            index: reason for index, reason in self.excluded_at.items() if index < boundary
+        }
         return copy
 
 
@@ -180,6 +189,9 @@ class _Tail:
     offered: tuple[int, ...] = ()
     """The tail's offered positions (in the whole normalized history)."""
     offered_tokens: int = 0
+    row_of: Mapping[int, int] = field(default_factory=dict)
+    """The tail's inputs (and pending ones) by row."""
+    excluded_at: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -240,6 +252,22 @@ class HistoryView:
     def offered_tokens(self) -> int:
         """The tokens of the offered items, all told."""
         return self.settled.offered_cumulative[self.lengths[6]] + self.tail.offered_tokens
+
+    def row_of(self, source: int) -> int | None:
+        """The row (normalized position) of the active item at `source`; None when
+        normalization left it out."""
+        row = self.settled.row_of.get(source)
+        if row is not None and row < self.lengths[0]:
+            return row
+        if source < self.boundary and source not in self.pending:
+            return None
+        return self.tail.row_of.get(source)
+
+    def excluded_reason(self, source: int) -> str | None:
+        """Why normalization excluded the active item at `source`; None when it did not."""
+        if source < self.boundary:
+            return self.settled.excluded_at.get(source)
+        return self.tail.excluded_at.get(source)
 
     def offered_history(self) -> Sequence[HistoryEntry]:
         """The offered items as assembly input, named `history:<n>` in order, each built only
@@ -423,6 +451,8 @@ def _advance(
         fragments=fragments,
         offered=offered,
         offered_tokens=sum(tokens[j - offset] for j in offered),
+        row_of={source: offset + k for k, source in enumerate(part.sources) if source is not None},
+        excluded_at={entry.index: entry.reason for entry in part.report.excluded},
     )
     return HistoryView(active.epoch, len(active), boundary, pending, settled, lengths, tail)
 
@@ -476,6 +506,8 @@ def _settle(
     offset = len(settled.items)
     for k in range(rows):
         item, source = part.items[k], part.sources[k]
+        assert source is not None  # the settled rows all come from inputs (see above)
+        settled.row_of[source] = len(settled.items)
         settled.items.append(item)
         settled.sources.append(source)
         settled.seqs.append(_seq(active, source))
@@ -487,7 +519,10 @@ def _settle(
             settled.offered.append(offset + k)
             settled.offered_cumulative.append(settled.offered_cumulative[-1] + tokens)
     report = part.report
-    settled.excluded.extend(entry for entry in report.excluded if entry.index < point)
+    for entry in report.excluded:
+        if entry.index < point:
+            settled.excluded.append(entry)
+            settled.excluded_at[entry.index] = entry.reason
     settled.deduplicated.extend(
         entry
         for entry in report.deduplicated_outputs

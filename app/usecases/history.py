@@ -21,7 +21,7 @@ from app.domain.advice_figures import digest_of, figures_of
 from app.domain.assemble import Contribution
 from app.domain.budget import usable_window
 from app.domain.calibration import SessionWindow, session_tokenizer
-from app.domain.elision import HistoryElisions
+from app.domain.elision import Elided, Shown, elided
 from app.domain.facts import ActiveHistory
 from app.domain.history import HistoryEntry
 from app.domain.items import Item
@@ -30,7 +30,7 @@ from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY, 
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.session_view import ActiveColumns, HistoryView, ViewSettings, view_of
 from app.domain.truncation import TruncationPolicy
-from app.domain.world_state import is_state_fragment, state_contributions
+from app.domain.world_state import state_contributions
 from app.settings import Settings
 from app.storage.history import fold_session
 from app.storage.repository import SessionSnapshot
@@ -156,29 +156,25 @@ class LoadedHistory:
         """The tokens of the offered history, all told."""
         return self.view.offered_tokens
 
-    @functools.cached_property
-    def elisions(self) -> HistoryElisions:
-        """What this history's elided ranges depend on besides a plan, worked out once for
-        every plan tried against it (`app.usecases.notices`)."""
-        active = self.active
-        return HistoryElisions(
-            history=[
-                (seq, entry[1], entry[4] or 0)
-                for seq, entry in active.logged.items()
-                # A fact without model-visible text (an unknown type, say) has nothing to read
-                # back.
-                if entry[4]
-                and seq > active.reset_at
-                and seq not in active.retracted
-                and not is_state_fragment(entry[1])
-            ],
-            active_items=active.items,
-            active_seqs=active.seqs,
-            normalized=self.items,
-            excluded={entry.index: entry.reason for entry in self.view.report.excluded},
-            compacted_by=active.compacted_by,
-            compaction_id=active.compaction_id,
+    def elided(
+        self, shown: Mapping[int, Shown], *, default_drop: str, record_tokens: int
+    ) -> tuple[Elided, ...]:
+        """What a context leaves out of this history (`app.domain.elision.elided`): `shown`
+        says what it made of each row it shows, and of each row it drops for another reason
+        than `default_drop`. The base statuses it reads are kept with the view."""
+        key = ("elisions", self.encoding, self.input_modalities, self.truncation)
+        previous = self.active.views.get(key)
+        found, base = elided(
+            previous,
+            self.active,
+            self.view,
+            shown=shown,
+            default_drop=default_drop,
+            record_tokens=record_tokens,
         )
+        if previous is None or base.base is not previous.base or base.lengths > previous.lengths:
+            self.active.views[key] = base
+        return found
 
     @functools.cached_property
     def state(self) -> tuple[Contribution, ...]:

@@ -131,17 +131,23 @@ def _elided(
     shown_items: Sequence[SelectedItem],
 ) -> tuple[Elided, ...]:
     """What a context leaves out of the session's history (see `app.domain.elision`): `history`
-    fitted as `fit` says, beside the rest of what it shows (`shown_items`)."""
+    fitted as `fit` says, beside the rest of what it shows (`shown_items`). Only the rows it
+    shows are read one by one (and those it cut at a stable point, when the budget's own reason
+    for dropping is another)."""
+    positions = loaded.offered_positions
+    default_drop = _WINDOW_DROPS.get(fit.reason or "max_tokens", fit.reason or "max_tokens")
     shown: dict[int, Shown] = {}
-    for k, (j, entry) in enumerate(zip(loaded.offered_positions, history, strict=True)):
+    cut_from = fit.fitting_start if default_drop != "window" else fit.start
+    for k in range(cut_from, len(history)):
         dropped = fit.dropped(k)
-        shown[j] = (
-            Shown(tokens=fit.tokens(k), dropped=None, cut=fit.form(k, entry) == TRUNCATED_FORM)
+        shown[positions[k]] = (
+            Shown(tokens=fit.tokens(k), dropped=None, cut=fit.form(k, history[k]) == TRUNCATED_FORM)
             if dropped is None
             else Shown(tokens=0, dropped=_WINDOW_DROPS.get(dropped, dropped))
         )
-    return loaded.elisions.of(
+    return loaded.elided(
         shown,
+        default_drop=default_drop,
         record_tokens=sum(
             item.tokens
             for item in shown_items

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from app.domain.advice import history_figures
 from app.domain.advice_figures import FiguresDigest, digest_of, figures_of
+from app.domain.compaction.clearing import is_cleared_output
+from app.domain.elision import Elided, Shown, elided
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, fold_facts, fork_fold
 from app.domain.facts.kinds import (
     COMPACTION_FACT,
@@ -27,10 +29,10 @@ from app.domain.facts.kinds import (
     WORLD_STATE_FACT,
 )
 from app.domain.items import Item, visible_text
-from app.domain.normalize import NormalizeResult, normalize_history
+from app.domain.normalize import NormalizeResult, normalize_history, normalize_part
 from app.domain.session_view import ActiveColumns, HistoryView, ViewSettings, view_of
 from app.domain.truncation import TruncationPolicy
-from app.domain.world_state import render_goal
+from app.domain.world_state import is_state_fragment, render_goal
 from tests.unit.test_normalize_properties import (
     damaged_histories,
     items,
@@ -379,3 +381,172 @@ def test_advice_figures_of_every_trajectory_at_every_seq() -> None:
     for path in TRAJECTORIES:
         history = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         _figures_along(history, range(len(history) + 1))
+
+
+# What a context leaves out, read from runs kept with the view, against every fact read whole.
+
+STRATEGIES = ("summary", "clear_tool_results", "truncate", "handoff")
+
+
+def _log_with_placeholders(rng: random.Random, length: int) -> list[Fact]:
+    """A random log whose compactions also write cleared placeholders for outputs they took."""
+    log = _random_log(rng, length)
+    rewritten: list[Fact] = []
+    outputs: dict[int, str] = {}
+    for fact in log:
+        if fact.type == "function_call_output":
+            outputs[fact.seq] = str(fact.item["call_id"])
+        if fact.type == COMPACTION_FACT:
+            history = list(fact.item["history"])
+            kept = {entry["seq"] for entry in history if "seq" in entry}
+            for seq, call_id in sorted(outputs.items()):
+                if seq not in kept and rng.random() < 0.5:
+                    history.append(
+                        {
+                            "item": {
+                                "type": "function_call_output",
+                                "call_id": call_id,
+                                "output": rng.choice(
+                                    ["[tool output cleared by contextd: see fact seq 1]", "gist"]
+                                ),
+                            }
+                        }
+                    )
+            item = {**fact.item, "history": history, "strategy": rng.choice(STRATEGIES)}
+            fact = Fact(fact.seq, fact.type, item, {}, None, 0)
+        rewritten.append(fact)
+    return rewritten
+
+
+def _whole(
+    active: ActiveHistory, shown: dict[int, Shown], *, default_drop: str, record_tokens: int
+) -> tuple[Elided, ...]:
+    """The oracle: every history fact's status, read from the whole active history."""
+    items = list(active.items)
+    part = normalize_part(
+        list(enumerate(items)),
+        count_tokens=quarter_bytes,
+        input_modalities=frozenset({"text"}),
+        truncation=SMALL_OUTPUTS,
+        item_metadata=list(active.metadata),
+        seqs=list(active.seqs),
+    )
+    row_of = {source: row for row, source in enumerate(part.sources) if source is not None}
+    excluded = {entry.index: entry.reason for entry in part.report.excluded}
+
+    def key(item: Item) -> tuple[str, object] | None:
+        kind = str(item.get("type"))
+        return (kind, item.get("call_id")) if kind.endswith(("_call", "_output")) else None
+
+    def is_history(seq: int) -> bool:
+        entry = active.logged[seq]
+        return (
+            bool(entry[4])
+            and seq > active.reset_at
+            and seq not in active.retracted
+            and not is_state_fragment(entry[1])
+        )
+
+    history = [seq for seq in active.logged if is_history(seq)]
+    first_by_key: dict[tuple[str, object], int] = {}
+    for seq in history:
+        if (found := key(active.logged[seq][1])) is not None:
+            first_by_key.setdefault(found, seq)
+    source_of: dict[int, tuple[int, bool]] = {}
+    for position, (item, fact) in enumerate(zip(items, active.seqs, strict=True)):
+        if fact is not None:
+            source_of[fact] = (position, False)
+        elif (found := key(item)) is not None and found in first_by_key:
+            source_of[first_by_key[found]] = (position, True)
+    ranges: list[list[Any]] = []
+    extends = False
+    for seq in history:
+        status: tuple[str, str, int] | None
+        if seq not in source_of:
+            compaction, strategy = active.compacted_by.get(seq, ("", "truncate"))
+            form = {
+                "summary": "summarized",
+                "notes": "summarized",
+                "handoff": "externalized",
+                "clear_tool_results": "cleared",
+            }.get(strategy, "dropped")
+            recorded = form in ("summarized", "externalized")
+            if recorded and active.compaction_id is not None:
+                compaction = active.compaction_id
+            status = (form, f"compaction {compaction}", record_tokens if recorded else 0)
+        else:
+            source, written = source_of[seq]
+            row = row_of.get(source)
+            if source in excluded:
+                status = ("excluded", f"normalization: {excluded[source]}", 0)
+            elif row is None:
+                status = ("excluded", "normalization: removed", 0)
+            elif row not in shown:
+                status = ("dropped", default_drop, 0)
+            elif shown[row].dropped is not None:
+                status = ("dropped", str(shown[row].dropped), 0)
+            elif written:
+                form = "cleared" if is_cleared_output(part.items[row]) else "truncated"
+                compaction = active.compacted_by.get(seq, ("", ""))[0]
+                status = (form, f"compaction {compaction}", shown[row].tokens)
+            elif part.items[row] != items[source]:
+                status = ("truncated", "truncation policy", shown[row].tokens)
+            elif shown[row].cut:
+                status = ("truncated", "max_tokens", shown[row].tokens)
+            else:
+                status = None
+        if status is None:
+            extends = False
+            continue
+        tokens = active.logged[seq][4] or 0
+        last = ranges[-1] if ranges and extends else None
+        extends = True
+        if last is not None and (last[2], last[3]) == status[:2]:
+            last[1] = seq
+            last[4] += tokens
+            if status[0] not in ("summarized", "externalized"):
+                last[5] += status[2]
+        else:
+            ranges.append([seq, seq, status[0], status[1], tokens, status[2]])
+    return tuple(
+        Elided(first, last, form, full, shown_tokens, reason)
+        for first, last, form, reason, full, shown_tokens in ranges
+    )
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(min_value=1, max_value=70))
+def test_what_a_context_leaves_out_is_read_alike_from_runs_and_from_every_fact(
+    rng: Any, length: int
+) -> None:
+    log = _log_with_placeholders(rng, length)
+    fold = EMPTY_FOLD
+    for fact in log:
+        fold = fold_facts(fold, [fact], last_seq=fact.seq)
+        if rng.random() < 0.5:
+            continue
+        active = _active(fold)
+        view = _view(active)
+        rows = len(view)
+        first_shown = rng.randint(0, rows)
+        shown = {
+            row: Shown(tokens=rng.randint(0, 9), dropped=None, cut=rng.random() < 0.2)
+            for row in range(first_shown, rows)
+        }
+        default_drop = rng.choice(["window", "max_items"])
+        if default_drop == "max_items":
+            for row in range(rng.randint(0, first_shown), first_shown):
+                shown[row] = Shown(tokens=0, dropped="window")
+        record_tokens = rng.randint(0, 50)
+        found, base = elided(
+            active.views.get("elisions"),
+            active,
+            view,
+            shown=shown,
+            default_drop=default_drop,
+            record_tokens=record_tokens,
+        )
+        active.views["elisions"] = base
+        assert found == _whole(
+            active, shown, default_drop=default_drop, record_tokens=record_tokens
+        )

@@ -72,6 +72,11 @@ class _Visible:
         self.cumulative: list[int] = [0]
         self.phase_set: list[int] = []
         """`phase_set[n]`: the newest of the first n + 1 entries with a phase (-1: none)."""
+        self.index_of: dict[int, int] = {}
+        """Each logged fact's position among the entries."""
+        self.written: list[int] = []
+        """The positions of the entries no fact of this session's log is (a compaction wrote
+        them, or a fork inherited them)."""
         self.claims = Claims()
         for entry in entries:
             self.append(entry)
@@ -81,6 +86,10 @@ class _Visible:
 
     def append(self, entry: Visible) -> None:
         seq, item, metadata, phase, tokens = entry
+        if seq is None:
+            self.written.append(len(self.items))
+        else:
+            self.index_of[seq] = len(self.items)
         self.seqs.append(seq)
         self.items.append(item)
         self.metadata.append(metadata)
@@ -146,6 +155,11 @@ class LoggedUpTo(Mapping[int, Visible]):
 
     def __len__(self) -> int:
         return self._length
+
+    @property
+    def order(self) -> Sequence[int]:
+        """The seqs, in order, read in place."""
+        return Prefix(self._logged.order, self._length)
 
 
 @dataclass(frozen=True)
@@ -359,7 +373,11 @@ class ActiveHistory:
     """The seqs retractions have hidden."""
     phase_set: Sequence[int] = ()
     """`phase_set[n]`: the newest of the first n + 1 items with a phase (-1: none)."""
-    logged: Mapping[int, Visible] = field(default_factory=dict)
+    index_of: Mapping[int, int] = field(default_factory=dict)
+    """Each logged fact's position in `items` (`position_of` reads it)."""
+    written: Sequence[int] = ()
+    """The positions in `items` of the items no fact of this session's log is."""
+    logged: LoggedUpTo = field(default_factory=lambda: LoggedUpTo(_Logged(), 0))
     """Every model-visible fact of the log by seq, whatever the active history shows of it."""
     reset_at: int = 0
     """The seq of the last reset (0: none)."""
@@ -404,6 +422,8 @@ class ActiveHistory:
             phases=Prefix(visible.phases, length),
             stored_tokens=Prefix(visible.tokens, length),
             phase_set=Prefix(visible.phase_set, length),
+            index_of=visible.index_of,
+            written=Prefix(visible.written, bisect.bisect_left(visible.written, length)),
             unit=unit,
             retracted=fold.retracted,
             logged=LoggedUpTo(fold.logged, fold.logged_length),
@@ -412,6 +432,12 @@ class ActiveHistory:
             epoch=fold.epoch,
             views=fold.views if fold.views is not None else {},
         )
+
+    def position_of(self, seq: int) -> int | None:
+        """The position in `items` of the fact `seq`, None when the active history does not hold
+        it verbatim."""
+        position = self.index_of.get(seq)
+        return position if position is not None and position < len(self.items) else None
 
     @property
     def last_phases(self) -> tuple[str | None, str | None]:
