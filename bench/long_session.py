@@ -3,8 +3,10 @@
 A coding agent's session, built from the public trajectories: a user's task, then tool calls
 and their outputs, each call under a call_id of its own. The session's window is 128k tokens,
 so at 2,000 facts and beyond it is full. At each size (500, 2,000, 20,000 and 100,000 facts)
-the bench plays `--turns` turns, each one new call and its output appended, then a
-session-mode `/assemble`, and prints the fastest call (`Server-Timing`, and as the client sees
+the bench plays turns, each one new call and its output appended, then a session-mode
+`/assemble`, untimed until the window's cut moves on (so that every size is measured at the
+same point of the cut's cycle: right after it, the history shown is about half the window),
+then `--turns` timed ones, and prints the fastest call (`Server-Timing`, and as the client sees
 it) and the server's CPU per turn (the append, the assembly and the work done after answering).
 Each call is set against the call at 2,000 facts of the same run: the target is 1.3x.
 
@@ -46,6 +48,8 @@ from bench.common import (
 SIZES = (500, 2_000, 20_000, 100_000)
 REFERENCE_SIZE = 2_000
 WINDOW = 128_000
+ALIGN_TURNS = 1_500
+"""Turns played at most before measuring a size, waiting for the window's cut to move."""
 GROWTH_BATCH = 250
 """Facts appended per request while the log grows between sizes."""
 SESSION = "long"
@@ -89,6 +93,8 @@ class Size:
     server_ms: list[float] = field(default_factory=list)
     client_ms: list[float] = field(default_factory=list)
     cpu_ms_per_turn: float = 0.0
+    shown_items: int = 0
+    shown_tokens: int = 0
     compact_ms: float | None = None
     compactions: int = 0
 
@@ -148,6 +154,26 @@ class Agent:
                 advice.raise_for_status()
                 self.follow_advice(advice.json())
 
+    last_answer: dict[str, Any] | None = None
+
+    def align(self) -> None:
+        """Plays turns, untimed, until the window's cut moves on (the history shown shrinks),
+        at most `ALIGN_TURNS`: a full window's history is shown from a stable cut that moves
+        by half the window at a time, so what a call shows, and so what it costs, depends on
+        how far the history has grown past the cut; every size is measured right after a move.
+        """
+        self.turn()
+        shown = self.shown_tokens()
+        for _ in range(ALIGN_TURNS):
+            self.turn()
+            previous, shown = shown, self.shown_tokens()
+            if shown < previous - WINDOW // 8:
+                return
+
+    def shown_tokens(self) -> int:
+        assert self.last_answer is not None
+        return int(self.last_answer["total_tokens"])
+
     def turn(self) -> tuple[float, float]:
         """One turn: a new call and its output, then the assembly. Its server and client ms.
 
@@ -161,7 +187,8 @@ class Agent:
         response = self.client.post("/assemble", json={"session_id": SESSION})
         elapsed = (time.perf_counter() - started) * 1000
         server = server_ms(response)
-        self.follow_advice(response.json()["advice"])
+        self.last_answer = response.json()
+        self.follow_advice(self.last_answer["advice"])
         return server, elapsed
 
 
@@ -180,8 +207,8 @@ def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns
         agent.create()
         for facts in sizes:
             agent.grow_to(facts)
+            agent.align()
             size = Size(facts=agent.last_seq)
-            agent.turn()  # the first call after the growth folds the batch in; not timed
             spent = server_cpu_seconds(base)
             for _ in range(turns):
                 server, elapsed = agent.turn()
@@ -189,6 +216,9 @@ def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns
                 size.client_ms.append(elapsed)
             client.get("/healthz").raise_for_status()  # waits for the work after the last answer
             size.cpu_ms_per_turn = (server_cpu_seconds(base) - spent) * 1000 / turns
+            assert agent.last_answer is not None
+            size.shown_items = len(agent.last_answer["items"])
+            size.shown_tokens = agent.last_answer["total_tokens"]
             if follow:
                 size.compact_ms = agent.compact("summary")
             size.compactions = agent.compactions
@@ -210,7 +240,8 @@ def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns
 def describe(size: Size) -> str:
     compact = f" compact {size.compact_ms:8.1f} ms" if size.compact_ms is not None else ""
     return (
-        f"{size.facts:>7,} facts: server {min(size.server_ms):8.1f} ms, client "
+        f"{size.facts:>7,} facts ({size.shown_items:,} items, {size.shown_tokens:,} tokens"
+        f" shown): server {min(size.server_ms):8.1f} ms, client "
         f"{min(size.client_ms):8.1f} ms, cpu/turn {size.cpu_ms_per_turn:8.1f} ms{compact}"
     )
 

@@ -105,6 +105,8 @@ class _Settled:
         self.seqs: list[int | None] = []
         self.tokens: list[int] = []
         self.fragments: list[bool] = []
+        self.cumulative: list[int] = [0]
+        """`cumulative[n]`: the tokens of the first n items."""
         self.offered: list[int] = []
         """The normalized positions assembly offers as history: all but the fragments."""
         self.offered_cumulative: list[int] = [0]
@@ -152,6 +154,7 @@ class _Settled:
         copy.seqs = self.seqs[:rows]
         copy.tokens = self.tokens[:rows]
         copy.fragments = self.fragments[:rows]
+        copy.cumulative = self.cumulative[: rows + 1]
         copy.offered = self.offered[:offered]
         copy.offered_cumulative = self.offered_cumulative[: offered + 1]
         copy.excluded = self.excluded[:excluded]
@@ -247,6 +250,11 @@ class HistoryView:
         """The positions of the items session-mode assembly offers as history: all but goal and
         world-state fragments, which it renders from the fold instead."""
         return Prefix(self.settled.offered, self.lengths[6], self.tail.offered)
+
+    @property
+    def total_tokens(self) -> int:
+        """The tokens of the normalized history, all told."""
+        return self.settled.cumulative[self.lengths[0]] + sum(self.tail.tokens)
 
     @property
     def offered_tokens(self) -> int:
@@ -514,6 +522,7 @@ def _settle(
         tokens = _tokens(item, source, active, settings)
         fragment = is_state_fragment(item)
         settled.tokens.append(tokens)
+        settled.cumulative.append(settled.cumulative[-1] + tokens)
         settled.fragments.append(fragment)
         if not fragment:
             settled.offered.append(offset + k)

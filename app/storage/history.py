@@ -73,13 +73,18 @@ def fold_session(
         )
         # Rows carry every column the fold reads, by name.
         fold = fold_facts(start, cast(Sequence[LoggedFact], facts), last_seq=target)
-    if up_to_seq is None and fold is not cached:
+    if fold is not cached:
         with _folds_lock:
-            # A fold larger than the whole cache is served, not kept.
-            if fold.held_bytes < _folds.maxsize:
-                _folds[key] = fold
-            else:
-                _folds.pop(key, None)
+            newest = _folds.get(key)
+            # The newest fold is kept, whoever asked for it: a fold up to an earlier seq (a
+            # grader's, say) that extended the shared columns leaves the next fold to extend
+            # them in place only if it starts from it. A fold larger than the whole cache is
+            # served, not kept.
+            if newest is None or newest.last_seq < fold.last_seq:
+                if fold.held_bytes < _folds.maxsize:
+                    _folds[key] = fold
+                else:
+                    _folds.pop(key, None)
     return ActiveHistory.of(
         fold,
         session_pk=session.id,

@@ -137,7 +137,8 @@ class LoadedHistory:
 
     @property
     def tokens(self) -> int:
-        return sum(self.sizes)
+        """The tokens of the normalized history, all told."""
+        return self.view.total_tokens
 
     @property
     def offered_positions(self) -> Sequence[int]:
