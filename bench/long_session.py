@@ -96,6 +96,8 @@ class Size:
     shown_items: int = 0
     shown_tokens: int = 0
     compact_ms: float | None = None
+    after_compact_ms: float | None = None
+    """The first call after that compaction, as the client waits."""
     compactions: int = 0
 
 
@@ -207,7 +209,10 @@ def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns
         agent.create()
         for facts in sizes:
             agent.grow_to(facts)
-            agent.align()
+            if follow:
+                agent.turn()  # the history is compacted before it fills the window: no cut
+            else:
+                agent.align()
             size = Size(facts=agent.last_seq)
             spent = server_cpu_seconds(base)
             for _ in range(turns):
@@ -221,6 +226,7 @@ def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns
             size.shown_tokens = agent.last_answer["total_tokens"]
             if follow:
                 size.compact_ms = agent.compact("summary")
+                _, size.after_compact_ms = agent.turn()
             size.compactions = agent.compactions
             run.sizes.append(size)
             print(f"  {code} {'followed' if follow else 'ignored'} {describe(size)}", flush=True)
@@ -238,7 +244,11 @@ def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns
 
 
 def describe(size: Size) -> str:
-    compact = f" compact {size.compact_ms:8.1f} ms" if size.compact_ms is not None else ""
+    compact = (
+        f" compact {size.compact_ms:8.1f} ms, the call after it {size.after_compact_ms:8.1f} ms"
+        if size.compact_ms is not None
+        else ""
+    )
     return (
         f"{size.facts:>7,} facts ({size.shown_items:,} items, {size.shown_tokens:,} tokens"
         f" shown): server {min(size.server_ms):8.1f} ms, client "
@@ -281,12 +291,21 @@ def report(runs: list[Run]) -> None:
     print("compact: a summary compaction after the turns, when the advice is followed (target:")
     print("  2x the one at 2,000 facts); compactions: how many the session has had by then")
     print(f"median client ms per size: {median_line(runs)}")
+    print(f"slowest client ms per size: {slowest_line(runs)}")
 
 
 def median_line(runs: list[Run]) -> str:
     return "; ".join(
         f"{run.code} {'followed' if run.follow else 'ignored'} "
         + ", ".join(f"{s.facts:,}: {statistics.median(s.client_ms):.1f}" for s in run.sizes)
+        for run in runs
+    )
+
+
+def slowest_line(runs: list[Run]) -> str:
+    return "; ".join(
+        f"{run.code} {'followed' if run.follow else 'ignored'} "
+        + ", ".join(f"{s.facts:,}: {max(s.client_ms):.1f}" for s in run.sizes)
         for run in runs
     )
 

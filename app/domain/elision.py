@@ -116,8 +116,9 @@ _RECORDED: frozenset[str] = frozenset({"summarized", "externalized"})
 """Forms whose facts one record stands for: a range of them shows the record's tokens once."""
 _BaseStatus = tuple[ElisionForm, str | None]
 """A fact's (form, reason) were the context to drop all it can; reason None: dropped, for the
-reason the plan gives."""
+reason the plan gives; `_LATEST`: the latest compaction's, whose record stands for the fact."""
 _DROPPED: _BaseStatus = ("dropped", None)
+_LATEST = "\x00latest compaction"
 
 
 def _call_key(item: Item) -> tuple[str, object] | None:
@@ -132,8 +133,9 @@ class _Base:
     appended fact can change: growing with the view's settled items, shared like them
     (`app.domain.growing`)."""
 
-    def __init__(self, settled: object, written: Mapping[int, int]) -> None:
+    def __init__(self, settled: object, epoch: int, written: Mapping[int, int]) -> None:
         self.settled = settled
+        self.epoch = epoch
         self.written = written
         """Each history fact a written item (a compaction's placeholder) stands for, by seq:
         that item's position (the last, where several stand for one fact)."""
@@ -147,6 +149,11 @@ class _Base:
         self.starts: list[int] = []
         """Where each run starts, in `seqs`."""
         self.statuses: list[_BaseStatus] = []
+        self.reset_at = 0
+        """The reset this base's history starts after."""
+        self.active_from: int | None = None
+        """The first fact read whose status an active item gave (every later one may be too):
+        where a new epoch starts reading again."""
         self.claims = Claims()
 
     def lengths(self) -> tuple[int, int, int]:
@@ -154,15 +161,47 @@ class _Base:
 
     def copy(self, lengths: tuple[int, int, int]) -> _Base:
         read, facts, runs = lengths
-        copy = _Base(self.settled, self.written)
+        copy = _Base(self.settled, self.epoch, self.written)
         copy.read = read
         copy.seqs = self.seqs[:facts]
         copy.cumulative = self.cumulative[: facts + 1]
         copy.starts = self.starts[:runs]
         copy.statuses = self.statuses[:runs]
+        copy.active_from = self.active_from
+        copy.reset_at = self.reset_at
         return copy
 
-    def add(self, seq: int, tokens: int, status: _BaseStatus) -> None:
+    def carried(
+        self,
+        lengths: tuple[int, int, int],
+        *,
+        settled: object,
+        epoch: int,
+        written: Mapping[int, int],
+        before: int,
+        read: int,
+    ) -> _Base:
+        """A base of a later epoch that keeps this one's statuses of the facts before seq
+        `before` (the first logged fact from there is at `read`)."""
+        _, facts, runs = lengths
+        kept = bisect.bisect_left(self.seqs, before, hi=facts)
+        carried = _Base(settled, epoch, written)
+        carried.read = read
+        carried.seqs = self.seqs[:kept]
+        carried.cumulative = self.cumulative[: kept + 1]
+        kept_runs = bisect.bisect_left(self.starts, kept, hi=runs)
+        carried.starts = self.starts[:kept_runs]
+        carried.statuses = self.statuses[:kept_runs]
+        carried.reset_at = self.reset_at
+        first_active = self.active_from
+        carried.active_from = (
+            first_active if first_active is not None and first_active < before else None
+        )
+        return carried
+
+    def add(self, seq: int, tokens: int, status: _BaseStatus, *, active: bool) -> None:
+        if active and self.active_from is None:
+            self.active_from = seq
         if not self.statuses or self.statuses[-1] != status:
             self.starts.append(len(self.seqs))
             self.statuses.append(status)
@@ -226,7 +265,7 @@ class _Facts:
             compaction, strategy = self.active.compacted_by.get(seq, ("", "truncate"))
             form = _STRATEGY_FORMS.get(strategy, "dropped")
             if form in _RECORDED and self.active.compaction_id is not None:
-                compaction = self.active.compaction_id
+                return form, _LATEST
             return form, f"compaction {compaction}"
         reason = self.view.excluded_reason(found[0])
         if reason is not None:
@@ -257,30 +296,62 @@ class _Facts:
 def _written_facts(active: ActiveHistory, view: HistoryView) -> dict[int, int]:
     """Each history fact a written item stands for (the first history fact under the item's
     call key), by seq: the item's position, the last where several stand for one fact."""
-    wanted: dict[tuple[str, object], list[int]] = {}
+    facts = _Facts(active, view, _Base(None, active.epoch, {}))
+    found: dict[int, int] = {}
     for position in active.written:
         key = _call_key(active.items[position])
-        if key is not None:
-            wanted.setdefault(key, []).append(position)
-    found: dict[int, int] = {}
-    if not wanted:
-        return found
-    facts = _Facts(active, view, _Base(None, {}))
-    for seq in active.logged.order:
-        key = _call_key(active.logged[seq][1])
-        if key in wanted and facts.is_history(seq):
-            found[seq] = wanted.pop(key)[-1]
-            if not wanted:
-                break
+        if key is None:
+            continue
+        seq = next((s for s in active.logged.keyed(key) if facts.is_history(s)), None)
+        if seq is not None:
+            found[seq] = position
     return found
+
+
+def _start(previous: ElisionBase | None, active: ActiveHistory, view: HistoryView) -> ElisionBase:
+    """A base for `view`: `previous` where it belongs to the same view lineage. Where it is of
+    an earlier epoch of the same log since the same reset, its statuses of the facts before the
+    first that an active item stood for then or stands for now: a compaction's or a
+    retraction's facts are all active ones, and none changes a status before them (the
+    latest compaction's record is named when read). Else a new one."""
+    if previous is not None and previous.base.settled is view.settled:
+        return previous
+    written = _written_facts(active, view)
+    order = active.logged.order
+    old = None if previous is None else previous.base
+    if (
+        previous is None
+        or old is None
+        or old.epoch >= active.epoch
+        or old.reset_at != active.reset_at
+    ):
+        base = _Base(view.settled, active.epoch, written)
+        base.reset_at = active.reset_at
+        base.read = bisect.bisect_right(order, active.reset_at)
+        return ElisionBase(base, base.lengths())
+    read = previous.lengths[0]
+    floors = [seq for seq in active.seqs if seq is not None]
+    floors += list(written)
+    if old.active_from is not None:
+        floors.append(old.active_from)
+    if read < len(order):
+        floors.append(order[read])
+    before = min(floors, default=order[read] if read < len(order) else active.last_seq + 1)
+    base = old.carried(
+        previous.lengths,
+        settled=view.settled,
+        epoch=active.epoch,
+        written=written,
+        before=before,
+        read=bisect.bisect_left(order, before),
+    )
+    return ElisionBase(base, base.lengths())
 
 
 def _advance(previous: ElisionBase | None, active: ActiveHistory, view: HistoryView) -> ElisionBase:
     """The base statuses of every history fact before the first one an item of the view's
-    open tail stands for, advanced from `previous` when it belongs to the same view lineage."""
-    if previous is None or previous.base.settled is not view.settled:
-        base = _Base(view.settled, _written_facts(active, view))
-        previous = ElisionBase(base, base.lengths())
+    open tail stands for, advanced from `previous` (see `_start`)."""
+    previous = _start(previous, active, view)
     facts = _Facts(active, view, previous.base)
     order = active.logged.order
     frontier = min(
@@ -304,7 +375,12 @@ def _advance(previous: ElisionBase | None, active: ActiveHistory, view: HistoryV
         for index in range(read, end):
             seq = order[index]
             if facts.is_history(seq):
-                base.add(seq, facts.logged[seq][4] or 0, facts.base_status(seq))
+                base.add(
+                    seq,
+                    facts.logged[seq][4] or 0,
+                    facts.base_status(seq),
+                    active=facts.source(seq) is not None,
+                )
         base.read = end
     finally:
         if claimed:
@@ -351,7 +427,7 @@ def elided(
         form, reason = base.statuses[run]
         status = _Status(
             form,
-            default_drop if reason is None else reason,
+            _reason(reason, default_drop=default_drop, active=active),
             record_tokens if form in _RECORDED else 0,
         )
         while cursor < len(ordinals) and ordinals[cursor][0] < stop:
@@ -372,11 +448,20 @@ def elided(
             form, reason = facts.base_status(seq)
             status_or_none = _Status(
                 form,
-                default_drop if reason is None else reason,
+                _reason(reason, default_drop=default_drop, active=active),
                 record_tokens if form in _RECORDED else 0,
             )
         ranges.fact(seq, active.logged[seq][4] or 0, status_or_none)
     return ranges.elided(), current
+
+
+def _reason(reason: str | None, *, default_drop: str, active: ActiveHistory) -> str:
+    """A base status's reason as a context gives it."""
+    if reason is None:
+        return default_drop
+    if reason == _LATEST:
+        return f"compaction {active.compaction_id}"
+    return reason
 
 
 class _Ranges:

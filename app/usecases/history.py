@@ -164,7 +164,9 @@ class LoadedHistory:
         says what it made of each row it shows, and of each row it drops for another reason
         than `default_drop`. The base statuses it reads are kept with the view."""
         key = ("elisions", self.encoding, self.input_modalities, self.truncation)
-        previous = self.active.views.get(key)
+        # Kept with the log, not the epoch's views: a compaction's new epoch carries on from it.
+        derived = self.active.logged.derived
+        previous = derived.get(key)
         found, base = elided(
             previous,
             self.active,
@@ -173,8 +175,17 @@ class LoadedHistory:
             default_drop=default_drop,
             record_tokens=record_tokens,
         )
-        if previous is None or base.base is not previous.base or base.lengths > previous.lengths:
-            self.active.views[key] = base
+        if (
+            previous is None
+            or base.base.epoch > previous.base.epoch
+            or (base.base is previous.base and base.lengths > previous.lengths)
+            or (
+                base.base.epoch == previous.base.epoch
+                and base.base is not previous.base
+                and base.lengths[0] >= previous.lengths[0]
+            )
+        ):
+            derived[key] = base
         return found
 
     @functools.cached_property

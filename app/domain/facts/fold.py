@@ -31,7 +31,14 @@ from app.domain.facts.kinds import (
 )
 from app.domain.growing import Claims, Prefix
 from app.domain.history import HistoryEntry
-from app.domain.items import INTERNAL_TYPE_PREFIX, OUTPUT_TYPES, Item, item_tokens, item_type
+from app.domain.items import (
+    CALL_TYPES,
+    INTERNAL_TYPE_PREFIX,
+    OUTPUT_TYPES,
+    Item,
+    item_tokens,
+    item_type,
+)
 from app.domain.json_encoding import encode_json
 from app.domain.world_state import Goal, WorldState, apply_patch, is_state_fragment
 
@@ -116,9 +123,16 @@ class _Logged:
     appended (shared like `_Visible`): a fold reads those up to its `last_seq`."""
 
     def __init__(self, by_seq: Mapping[int, Visible] | None = None) -> None:
-        self.by_seq: dict[int, Visible] = dict(by_seq or {})
-        self.order: list[int] = list(self.by_seq)
+        self.by_seq: dict[int, Visible] = {}
+        self.order: list[int] = []
+        self.keyed: dict[tuple[str, object], list[int]] = {}
+        """The seqs of the calls and outputs under each (type, call_id)."""
+        self.derived: dict[Any, Any] = {}
+        """What is derived from this log across epochs (`app.domain.elision`'s base statuses),
+        by what it was derived with: each reads its own prefix of the log."""
         self.claims = Claims()
+        for entry in (by_seq or {}).values():
+            self.add(entry)
 
     def __len__(self) -> int:
         return len(self.order)
@@ -128,6 +142,10 @@ class _Logged:
         assert seq is not None
         self.by_seq[seq] = entry
         self.order.append(seq)
+        item = entry[1]
+        kind = item_type(item)
+        if kind in CALL_TYPES or kind in OUTPUT_TYPES:
+            self.keyed.setdefault((kind, item.get("call_id")), []).append(seq)
 
     def copy(self, length: int) -> _Logged:
         return _Logged({seq: self.by_seq[seq] for seq in self.order[:length]})
@@ -160,6 +178,21 @@ class LoggedUpTo(Mapping[int, Visible]):
     def order(self) -> Sequence[int]:
         """The seqs, in order, read in place."""
         return Prefix(self._logged.order, self._length)
+
+    @property
+    def last(self) -> int:
+        """The seq of the newest fact read (0: none)."""
+        return self._logged.order[self._length - 1] if self._length else 0
+
+    def keyed(self, key: tuple[str, object]) -> list[int]:
+        """The seqs, in order, of the calls or outputs under `key` ((type, call_id))."""
+        last = self.last
+        return [seq for seq in self._logged.keyed.get(key, ()) if seq <= last]
+
+    @property
+    def derived(self) -> dict[Any, Any]:
+        """What is derived from this log across epochs (see `_Logged.derived`)."""
+        return self._logged.derived
 
 
 @dataclass(frozen=True)
