@@ -16,7 +16,8 @@ a turn's answer (or, while the log grows between sizes, the compaction advice) s
 the advice followed, it also times a `summary` compaction at each size, which always follows an
 earlier one there (target: at 100,000 facts within 2x of the one at 2,000). With the advice
 ignored, at the largest size it restarts the server and times the first call, which reads the
-session afresh, against the warm calls before it (target: 10x).
+session afresh, against the warm calls before it (target: 10x). Last, in this process, the
+bytes a server keeps per fact of such a session beyond its items.
 
 `--against DIR` serves the code of another checkout too (say `git worktree add DIR HEAD~1`), on
 a database its own migrations made, and prints its figures beside this code's.
@@ -27,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import statistics
 import time
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +39,12 @@ from typing import Any
 
 import httpx
 
+from app.domain.advice_figures import digest_of, figures_of
+from app.domain.elision import elided
+from app.domain.facts import EMPTY_FOLD, ActiveHistory, fold_facts
+from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY
+from app.domain.session_view import ActiveColumns, ViewSettings, view_of
+from app.tokens import token_counter
 from bench.common import (
     ROOT,
     bench_database,
@@ -113,8 +122,11 @@ class Run:
 class Agent:
     """One session driven as a runtime drives it."""
 
-    def __init__(self, client: httpx.Client, base: str, *, follow: bool) -> None:
+    def __init__(
+        self, client: httpx.Client, base: str, *, follow: bool, align_turns: int = ALIGN_TURNS
+    ) -> None:
         self.client, self.base, self.follow = client, base, follow
+        self.align_turns = align_turns
         self.turns = Turns()
         self.next_turn = 0
         self.last_seq = 0
@@ -166,7 +178,7 @@ class Agent:
         """
         self.turn()
         shown = self.shown_tokens()
-        for _ in range(ALIGN_TURNS):
+        for _ in range(self.align_turns):
             self.turn()
             previous, shown = shown, self.shown_tokens()
             if shown < previous - WINDOW // 8:
@@ -201,16 +213,24 @@ def serving(code: str, source: Path, follow: bool) -> Iterator[tuple[str, str]]:
         yield url, base
 
 
-def play(code: str, source: Path, *, follow: bool, sizes: tuple[int, ...], turns: int) -> Run:
+def play(
+    code: str,
+    source: Path,
+    *,
+    follow: bool,
+    sizes: tuple[int, ...],
+    turns: int,
+    align_turns: int = ALIGN_TURNS,
+) -> Run:
     run = Run(code, follow)
     with serving(code, source, follow) as (url, base):
         client = httpx.Client(base_url=base, timeout=600)
-        agent = Agent(client, base, follow=follow)
+        agent = Agent(client, base, follow=follow, align_turns=align_turns)
         agent.create()
         for facts in sizes:
             agent.grow_to(facts)
-            if follow:
-                agent.turn()  # the history is compacted before it fills the window: no cut
+            if follow or not align_turns:
+                agent.turn()  # the first call after the growth, untimed
             else:
                 agent.align()
             size = Size(facts=agent.last_seq)
@@ -310,6 +330,73 @@ def slowest_line(runs: list[Run]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Fact:
+    seq: int
+    type: str
+    item: dict[str, Any]
+    provenance: dict[str, Any]
+    phase: str | None
+    tokens: int
+
+
+def held_per_fact(facts: int) -> dict[str, float]:
+    """Bytes per fact, traced in this process, of what a server keeps with a session of
+    `facts` facts beyond its items: the fold's columns, the session view, the advice's figures
+    and the elision runs (what `DERIVED_BYTES_PER_FACT` weighs each fold by in the cache)."""
+    turns, log = Turns(), [_Fact(1, "message", TASK, {}, None, 20)]
+    while len(log) < facts:
+        for item in turns.items(len(log) // 2):
+            log.append(_Fact(len(log) + 1, item["type"], item, {}, None, 50))
+    count = token_counter("o200k_base")
+    count("the encoding loaded before tracing")
+    gc.collect()
+    tracemalloc.start()
+    marks = [tracemalloc.get_traced_memory()[0]]
+    fold = EMPTY_FOLD
+    for start in range(0, len(log), GROWTH_BATCH):
+        batch = log[start : start + GROWTH_BATCH]
+        fold = fold_facts(fold, batch, last_seq=batch[-1].seq)
+    active = ActiveHistory.of(
+        fold, session_pk=1, encoding="o200k_base", context_window=WINDOW, unit=None
+    )
+    marks.append(tracemalloc.get_traced_memory()[0])
+    view = view_of(
+        None,
+        ActiveColumns(
+            epoch=active.epoch,
+            items=active.items,
+            metadata=active.metadata,
+            seqs=active.seqs,
+            stored_tokens=active.stored_tokens,
+        ),
+        settings=ViewSettings(
+            count=count,
+            input_modalities=DEFAULT_MODALITIES,
+            truncation=DEFAULT_TRUNCATION_POLICY,
+            stored_counts=True,
+        ),
+    )
+    marks.append(tracemalloc.get_traced_memory()[0])
+    digest = digest_of(None, view)  # held, as a server holds it, while it is measured
+    figures_of(digest, view)
+    marks.append(tracemalloc.get_traced_memory()[0])
+    _, runs = elided(None, active, view, shown={}, default_drop="window", record_tokens=0)
+    marks.append(tracemalloc.get_traced_memory()[0])
+    tracemalloc.stop()
+    del digest, runs
+    parts = ("fold", "view", "advice figures", "elision runs")
+    held = {
+        part: (after - before) / len(log)
+        for part, before, after in zip(parts, marks, marks[1:], strict=False)
+    }
+    return {
+        **held,
+        "all": (marks[-1] - marks[0]) / len(log),
+        "items' JSON": fold.held_bytes / len(log),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--against", type=Path, help="a checkout whose code is measured too")
@@ -318,17 +405,36 @@ def main() -> None:
     parser.add_argument(
         "--advice", choices=("ignored", "followed", "both"), default="both", help="which runs"
     )
+    parser.add_argument(
+        "--align-turns",
+        type=int,
+        default=ALIGN_TURNS,
+        help="untimed turns at most, waiting for the cut to move (0: measure at once, as code "
+        "whose calls cost seconds at 20,000 facts must be)",
+    )
     arguments = parser.parse_args()
     codes = [("this", ROOT)]
     if arguments.against is not None:
         codes.append(("against", arguments.against.resolve()))
     follows = {"ignored": (False,), "followed": (True,), "both": (False, True)}[arguments.advice]
     runs = [
-        play(code, source, follow=follow, sizes=tuple(arguments.sizes), turns=arguments.turns)
+        play(
+            code,
+            source,
+            follow=follow,
+            sizes=tuple(arguments.sizes),
+            turns=arguments.turns,
+            align_turns=arguments.align_turns,
+        )
         for follow in follows
         for code, source in codes
     ]
     report(runs)
+    held = held_per_fact(max(arguments.sizes))
+    print(
+        f"bytes held per fact at {max(arguments.sizes):,} facts, beyond the items: "
+        + ", ".join(f"{part} {value:,.0f}" for part, value in held.items())
+    )
 
 
 if __name__ == "__main__":

@@ -30,11 +30,12 @@ FoldKey = tuple[weakref.ref[Engine], int, datetime]
 DEFAULT_FOLD_CACHE_BYTES = 256 * 1024 * 1024
 
 # The engine is held by a weak reference: it hashes by identity, keeps no engine and its pool
-# alive, and once dead equals no other engine's reference. Bounded by the JSON bytes of the
-# items the folds hold, most recently read first: one session of large tool outputs weighs as
-# much as many small ones.
+# alive, and once dead equals no other engine's reference. Bounded by the bytes the folds hold
+# (`Fold.weight`: their items' JSON and the columns kept with them), most recently read first:
+# one session of large tool outputs weighs as much as many small ones. An evicted fold costs
+# only time: the next read folds the log again.
 _folds: LRUCache[FoldKey, Fold] = LRUCache(
-    maxsize=DEFAULT_FOLD_CACHE_BYTES, getsizeof=lambda fold: fold.held_bytes + 1
+    maxsize=DEFAULT_FOLD_CACHE_BYTES, getsizeof=lambda fold: fold.weight + 1
 )
 _folds_lock = threading.Lock()
 
@@ -43,7 +44,7 @@ def limit_fold_cache(max_bytes: int) -> None:
     """Bounds this process's fold cache to `max_bytes` (emptying it)."""
     global _folds
     with _folds_lock:
-        _folds = LRUCache(maxsize=max_bytes, getsizeof=lambda fold: fold.held_bytes + 1)
+        _folds = LRUCache(maxsize=max_bytes, getsizeof=lambda fold: fold.weight + 1)
 
 
 def fold_session(
@@ -81,7 +82,7 @@ def fold_session(
             # them in place only if it starts from it. A fold larger than the whole cache is
             # served, not kept.
             if newest is None or newest.last_seq < fold.last_seq:
-                if fold.held_bytes < _folds.maxsize:
+                if fold.weight < _folds.maxsize:
                     _folds[key] = fold
                 else:
                     _folds.pop(key, None)

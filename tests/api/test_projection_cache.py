@@ -61,7 +61,7 @@ def test_the_fold_cache_is_bounded_by_the_bytes_it_holds(
         # The small session is kept; the large one is larger than the whole cache: served, not
         # kept, and it pushed nothing out.
         assert [fold.last_seq for fold in held] == [3]
-        assert sum(fold.held_bytes for fold in held) < 100_000
+        assert sum(fold.weight for fold in held) < 100_000
         assert [_views(client, name) for name in (small, large)] == before
     finally:
         history.limit_fold_cache(history.DEFAULT_FOLD_CACHE_BYTES)

@@ -65,6 +65,12 @@ Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 it), the item, its append metadata, its phase and its stored token count (None where none)."""
 
 
+DERIVED_BYTES_PER_FACT = 1_200
+"""What the columns kept with a fold take per fact of its log, beyond the items: its own
+columns, a session view, its advice figures and elision runs (1,131 bytes at 100,000 facts of
+the public runs' calls and outputs, as `bench/long_session.py` measures it)."""
+
+
 class _Visible:
     """The visible entries of one epoch of a session's fold, as columns that only grow (see
     `app.domain.growing`): shared by every fold of the epoch, each reading its first `length`.
@@ -238,6 +244,12 @@ class Fold:
 
     def visible_entries(self) -> Iterator[Visible]:
         return self.visible.entries(self.visible_length)
+
+    @property
+    def weight(self) -> int:
+        """What this fold holds, in bytes, as a cache weighs it: its items' JSON, and what the
+        columns kept with it take per fact (`DERIVED_BYTES_PER_FACT`)."""
+        return self.held_bytes + DERIVED_BYTES_PER_FACT * self.logged_length
 
 
 def _empty_fold() -> Fold:
