@@ -252,6 +252,14 @@ class _Facts:
     def fact_at(self, source: int) -> int | None:
         """The history fact the active item at `source` stands for, if it does."""
         seq = self.active.seqs[source]
+        if seq is not None and seq not in self.base.written:
+            # A logged fact the active history holds as it is (so since the last reset, and
+            # not retracted): history unless it has no visible text or is a state fragment.
+            if not self.active.stored_tokens[source] or is_state_fragment(
+                self.active.items[source]
+            ):
+                return None
+            return seq
         if seq is None:
             seq = self.base.of_written.get(source)
         if seq is None or seq not in self.logged or not self.is_history(seq):

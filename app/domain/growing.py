@@ -58,6 +58,9 @@ class Prefix(Sequence[T]):
     @overload
     def __getitem__(self, index: slice) -> Sequence[T]: ...
     def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        # The hot path first: an assembly reads thousands of items one index at a time.
+        if type(index) is int and 0 <= index < self._length:
+            return self._shared[index]
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step == 1 and stop <= self._length:

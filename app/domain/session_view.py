@@ -111,6 +111,8 @@ class _Settled:
         """The normalized positions assembly offers as history: all but the fragments."""
         self.offered_cumulative: list[int] = [0]
         """`offered_cumulative[k]`: the tokens of the first k offered items."""
+        self.entries: list[HistoryEntry] = []
+        """The offered items as assembly input (`HistoryView.offered_history`)."""
         self.excluded: list[ExcludedItem] = []
         self.reordered: list[ReorderedOutput] = []
         self.deduplicated: list[DeduplicatedOutput] = []
@@ -157,6 +159,7 @@ class _Settled:
         copy.cumulative = self.cumulative[: rows + 1]
         copy.offered = self.offered[:offered]
         copy.offered_cumulative = self.offered_cumulative[: offered + 1]
+        copy.entries = self.entries[:offered]
         copy.excluded = self.excluded[:excluded]
         copy.reordered = self.reordered[:reordered]
         copy.deduplicated = self.deduplicated[:deduplicated]
@@ -192,6 +195,8 @@ class _Tail:
     offered: tuple[int, ...] = ()
     """The tail's offered positions (in the whole normalized history)."""
     offered_tokens: int = 0
+    entries: tuple[HistoryEntry, ...] = ()
+    """The tail's offered items as assembly input."""
     row_of: Mapping[int, int] = field(default_factory=dict)
     """The tail's inputs (and pending ones) by row."""
     excluded_at: Mapping[int, str] = field(default_factory=dict)
@@ -278,9 +283,9 @@ class HistoryView:
         return self.tail.excluded_at.get(source)
 
     def offered_history(self) -> Sequence[HistoryEntry]:
-        """The offered items as assembly input, named `history:<n>` in order, each built only
-        when read (an assembly reads the newest it shows)."""
-        return _OfferedHistory(self)
+        """The offered items as assembly input, named `history:<n>` in order: each settled
+        one built once, when it settled (an assembly reads the newest it shows)."""
+        return Prefix(self.settled.entries, self.lengths[6], self.tail.entries)
 
     @property
     def report(self) -> NormalizeReport:
@@ -307,31 +312,6 @@ class HistoryView:
 
     def result(self) -> NormalizeResult:
         return NormalizeResult(items=tuple(self.items), report=self.report)
-
-
-class _OfferedHistory(Sequence[HistoryEntry]):
-    """A view's offered items as `HistoryEntry`s, built on read."""
-
-    def __init__(self, view: HistoryView) -> None:
-        self._positions = view.offered_positions
-        self._items, self._seqs, self._tokens = view.items, view.seqs, view.tokens
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    @overload
-    def __getitem__(self, index: int) -> HistoryEntry: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[HistoryEntry]: ...
-    def __getitem__(self, index: int | slice) -> HistoryEntry | Sequence[HistoryEntry]:
-        if isinstance(index, slice):
-            return [self[k] for k in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        j = self._positions[index]
-        return HistoryEntry(
-            self._seqs[j], self._items[j], True, self._tokens[j], f"history:{index}"
-        )
 
 
 def view_of(
@@ -452,13 +432,21 @@ def _advance(
     fragments = tuple(is_state_fragment(item) for item in part.items)
     offset = lengths[0]
     offered = tuple(offset + k for k, fragment in enumerate(fragments) if not fragment)
+    seqs = tuple(_seq(active, source) for source in part.sources)
+    first = lengths[6]
     tail = _Tail(
         part,
-        seqs=tuple(_seq(active, source) for source in part.sources),
+        seqs=seqs,
         tokens=tokens,
         fragments=fragments,
         offered=offered,
         offered_tokens=sum(tokens[j - offset] for j in offered),
+        entries=tuple(
+            HistoryEntry(
+                seqs[j - offset], part.items[j - offset], True, tokens[j - offset], f"history:{n}"
+            )
+            for n, j in enumerate(offered, start=first)
+        ),
         row_of={source: offset + k for k, source in enumerate(part.sources) if source is not None},
         excluded_at={entry.index: entry.reason for entry in part.report.excluded},
     )
@@ -525,8 +513,12 @@ def _settle(
         settled.cumulative.append(settled.cumulative[-1] + tokens)
         settled.fragments.append(fragment)
         if not fragment:
+            ordinal = len(settled.offered)
             settled.offered.append(offset + k)
             settled.offered_cumulative.append(settled.offered_cumulative[-1] + tokens)
+            settled.entries.append(
+                HistoryEntry(_seq(active, source), item, True, tokens, f"history:{ordinal}")
+            )
     report = part.report
     for entry in report.excluded:
         if entry.index < point:

@@ -28,6 +28,7 @@ from app.domain.facts.kinds import (
     RETRACTION_FACT,
     WORLD_STATE_FACT,
 )
+from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import NormalizeResult, normalize_history, normalize_part
 from app.domain.session_view import ActiveColumns, HistoryView, ViewSettings, view_of
@@ -95,6 +96,14 @@ def assert_view_is_the_whole_normalization(
         else quarter_bytes(visible_text(item))
         for item, source in zip(expected.items, sources, strict=True)
     ]
+    offered = [j for j, item in enumerate(expected.items) if not is_state_fragment(item)]
+    assert list(view.offered_positions) == offered
+    assert list(view.offered_history()) == [
+        HistoryEntry(view.seqs[j], expected.items[j], True, view.tokens[j], f"history:{n}")
+        for n, j in enumerate(offered)
+    ]
+    assert view.offered_tokens == sum(view.tokens[j] for j in offered)
+    assert view.total_tokens == sum(view.tokens)
 
 
 def _advance_through(history: Sequence[Any], steps: Sequence[int], settings: ViewSettings) -> None:

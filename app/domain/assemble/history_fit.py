@@ -76,13 +76,11 @@ class _Entries:
         self.items = _Items(history)
 
     def tokens(self, k: int) -> int:
-        known = self._tokens.get(k)
+        known = self.history[k].tokens  # a session's history comes counted
         if known is None:
-            entry = self.history[k]
-            known = (
-                entry.tokens if entry.tokens is not None else item_tokens(entry.item, self._count)
-            )
-            self._tokens[k] = known
+            known = self._tokens.get(k)
+            if known is None:
+                known = self._tokens[k] = item_tokens(self.history[k].item, self._count)
         return known
 
     def groups(self) -> Iterator[range]:
