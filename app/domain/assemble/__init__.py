@@ -4,7 +4,9 @@
 
 - Every candidate and every history entry appears in `plan` exactly once, in input order
   (contributions in request order, then history), either selected (with the form used and the
-  position of its first occurrence) or dropped with exactly one reason.
+  position of its first occurrence) or dropped with exactly one reason. The history entries
+  dropped are planned as runs of one reason each (`history:<first>-<last>`, their tokens
+  summed; a run of one as its entry), so a plan is as long as what it shows, not the history.
 - Only the last contribution of each source counts; every candidate of an earlier one is dropped.
 - No two selected candidates share an identity (`locator`, else `id`).
 - Selected tokens never exceed `max_tokens`, and selected candidates never exceed `max_items`,

@@ -10,8 +10,9 @@ Invariants (see the package doc for the whole contract of `assemble`'s result):
   middle; then task (required last), recent (input order) and the restated copies. A change to
   anything after the prefix never moves the history's bytes.
 - Under `input_order` candidates keep their input order and the history follows them.
-- `plan` lists every candidate, then every history entry, each exactly once in input order;
-  a position is that of its first occurrence among `items`.
+- `plan` lists every candidate, then every history entry, each exactly once in input order
+  (the dropped ones as runs of one reason each); a position is that of its first occurrence
+  among `items`.
 - `total_tokens` is the sum of the tokens of `items`, restated copies included.
 """
 

@@ -683,6 +683,12 @@ class PlaceholderBody(BaseModel):
 
 
 class PlanEntryBody(BaseModel):
+    """
+    What became of one candidate or history entry. The history entries an assembly leaves
+    out are planned as runs, one per reason: `history:<first>-<last>` (a run of one is named as
+    its entry, `history:<n>`), with their tokens summed; `elided` names their facts by seq.
+    """
+
     model_config = ConfigDict(
         extra="allow",
     )

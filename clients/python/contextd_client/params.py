@@ -379,6 +379,12 @@ class PlaceholderBody(TypedDict):
 
 
 class PlanEntryBody(TypedDict):
+    """
+    What became of one candidate or history entry. The history entries an assembly leaves
+    out are planned as runs, one per reason: `history:<first>-<last>` (a run of one is named as
+    its entry, `history:<n>`), with their tokens summed; `elided` names their facts by seq.
+    """
+
     id: str
     source: str
     layer: str

@@ -1667,7 +1667,12 @@ export interface components {
              */
             kind: "empty_output" | "tool_output_image" | "unsupported_part" | "leading_user_turn";
         };
-        /** PlanEntryBody */
+        /**
+         * PlanEntryBody
+         * @description What became of one candidate or history entry. The history entries an assembly leaves
+         *     out are planned as runs, one per reason: `history:<first>-<last>` (a run of one is named as
+         *     its entry, `history:<n>`), with their tokens summed; `elided` names their facts by seq.
+         */
         PlanEntryBody: {
             /** Id */
             id: string;
