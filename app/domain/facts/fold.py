@@ -65,9 +65,9 @@ Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 it), the item, its append metadata, its phase and its stored token count (None where none)."""
 
 
-DERIVED_BYTES_PER_FACT = 1_200
+DERIVED_BYTES_PER_FACT = 1_300
 """What the columns kept with a fold take per fact of its log, beyond the items: its own
-columns, a session view, its advice figures and elision runs (1,131 bytes at 100,000 facts of
+columns, a session view, its advice figures and elision runs (1,289 bytes at 100,000 facts of
 the public runs' calls and outputs, as `bench/long_session.py` measures it)."""
 
 
