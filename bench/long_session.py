@@ -43,7 +43,7 @@ from app.domain.advice_figures import digest_of, figures_of
 from app.domain.elision import elided
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, fold_facts
 from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY
-from app.domain.session_view import ActiveColumns, ViewSettings, view_of
+from app.domain.session_view import ViewSettings, active_columns, view_of
 from app.tokens import token_counter
 from bench.common import (
     ROOT,
@@ -363,13 +363,7 @@ def held_per_fact(facts: int) -> dict[str, float]:
     marks.append(tracemalloc.get_traced_memory()[0])
     view = view_of(
         None,
-        ActiveColumns(
-            epoch=active.epoch,
-            items=active.items,
-            metadata=active.metadata,
-            seqs=active.seqs,
-            stored_tokens=active.stored_tokens,
-        ),
+        active_columns(active),
         settings=ViewSettings(
             count=count,
             input_modalities=DEFAULT_MODALITIES,

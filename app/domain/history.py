@@ -18,12 +18,12 @@ side of any cut.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from app.domain.items import CALL_TYPES, Item, item_type
 from app.domain.normalize import CallKey, answer_key, call_key
 
-__all__ = ["HistoryEntry", "cuts_from_end", "history_cuts"]
+__all__ = ["EntryItems", "HistoryEntry", "cuts_from_end", "history_cuts"]
 
 _LED_BY_REASONING = CALL_TYPES | {"reasoning"}
 """Item types a reasoning item right before them produced (assistant messages too)."""
@@ -45,6 +45,26 @@ class HistoryEntry(NamedTuple):
     """Its visible text's token count, when the caller has it already (else the core counts)."""
     id: str = ""
     """The name an assembly plan gives it."""
+
+
+class EntryItems(Sequence[Item]):
+    """The items of a history's entries, read through: built in O(1), each item read only
+    when asked for."""
+
+    def __init__(self, entries: Sequence[HistoryEntry]) -> None:
+        self._entries = entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Item]: ...
+    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
+        if isinstance(index, slice):
+            return [entry.item for entry in self._entries[index]]
+        return self._entries[index].item
 
 
 def history_cuts(items: Sequence[Item]) -> tuple[int, ...]:

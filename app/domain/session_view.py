@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+from app.domain.facts import ActiveHistory
 from app.domain.growing import Claims, Prefix
 from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, Item, item_tokens
@@ -52,7 +53,7 @@ from app.domain.normalize import (
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import is_state_fragment
 
-__all__ = ["ActiveColumns", "HistoryView", "ViewSettings", "view_of"]
+__all__ = ["ActiveColumns", "HistoryView", "ViewSettings", "active_columns", "view_of"]
 
 
 class ActiveColumns(Sequence[Item]):
@@ -82,6 +83,17 @@ class ActiveColumns(Sequence[Item]):
     def __getitem__(self, index: slice) -> Sequence[Item]: ...
     def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
         return self.items[index]
+
+
+def active_columns(active: ActiveHistory) -> ActiveColumns:
+    """The columns of `active` the view reads."""
+    return ActiveColumns(
+        epoch=active.epoch,
+        items=active.items,
+        metadata=active.metadata,
+        seqs=active.seqs,
+        stored_tokens=active.stored_tokens,
+    )
 
 
 @dataclass(frozen=True)

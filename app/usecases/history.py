@@ -28,7 +28,7 @@ from app.domain.items import Item
 from app.domain.json_encoding import encode_json
 from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY, NormalizeResult
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
-from app.domain.session_view import ActiveColumns, HistoryView, ViewSettings, view_of
+from app.domain.session_view import HistoryView, ViewSettings, active_columns, view_of
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import state_contributions
 from app.settings import Settings
@@ -87,13 +87,7 @@ class LoadedHistory:
         previous = active.views.get(key)
         view = view_of(
             previous,
-            ActiveColumns(
-                epoch=active.epoch,
-                items=active.items,
-                metadata=active.metadata,
-                seqs=active.seqs,
-                stored_tokens=active.stored_tokens,
-            ),
+            active_columns(active),
             settings=ViewSettings(
                 count=token_counter(self.encoding),
                 input_modalities=self.input_modalities,

@@ -28,7 +28,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 from cachetools import LRUCache
 from sqlalchemy.orm import Session
@@ -43,7 +43,7 @@ from app.domain.assemble import HISTORY_SOURCE
 from app.domain.assemble.model import canonical_hash
 from app.domain.errors import StoredPlanMismatch
 from app.domain.formats import cap_cache_breakpoints, from_responses, mark_cache_breakpoint
-from app.domain.history import HistoryEntry
+from app.domain.history import EntryItems, HistoryEntry
 from app.domain.items import Format, Item, developer_message
 from app.domain.json_encoding import decode_json, encode_json
 from app.domain.packing import pack_records, unpack_records
@@ -350,23 +350,4 @@ def remember_shown_history(
     grader of its next action (`_SHOWN`): the entries themselves, nothing copied."""
     key = _shown_key(db, session, as_of_seq=as_of_seq, encoding=encoding, modalities=modalities)
     with _SHOWN_LOCK:
-        _SHOWN[key] = _EntryItems(history)
-
-
-class _EntryItems(Sequence[Item]):
-    """The items of a history's entries, read through: built in O(1) on the assembly's path."""
-
-    def __init__(self, entries: Sequence[HistoryEntry]) -> None:
-        self._entries = entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @overload
-    def __getitem__(self, index: int) -> Item: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Item]: ...
-    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
-        if isinstance(index, slice):
-            return [entry.item for entry in self._entries[index]]
-        return self._entries[index].item
+        _SHOWN[key] = EntryItems(history)

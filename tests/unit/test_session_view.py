@@ -31,7 +31,13 @@ from app.domain.facts.kinds import (
 from app.domain.history import HistoryEntry
 from app.domain.items import Item, visible_text
 from app.domain.normalize import NormalizeResult, normalize_history, normalize_part
-from app.domain.session_view import ActiveColumns, HistoryView, ViewSettings, view_of
+from app.domain.session_view import (
+    ActiveColumns,
+    HistoryView,
+    ViewSettings,
+    active_columns,
+    view_of,
+)
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import is_state_fragment, render_goal
 from tests.unit.test_normalize_properties import (
@@ -283,13 +289,7 @@ def _view(active: ActiveHistory) -> HistoryView:
     previous = active.views.get("view")
     view = view_of(
         previous,
-        ActiveColumns(
-            epoch=active.epoch,
-            items=active.items,
-            metadata=active.metadata,
-            seqs=active.seqs,
-            stored_tokens=active.stored_tokens,
-        ),
+        active_columns(active),
         settings=_settings(),
     )
     active.views["view"] = view

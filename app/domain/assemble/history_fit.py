@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
 
 from app.domain.assemble.model import (
     RAW_FORM,
@@ -30,7 +29,7 @@ from app.domain.assemble.model import (
     DropReason,
     fits,
 )
-from app.domain.history import HistoryEntry, cuts_from_end, history_cuts
+from app.domain.history import EntryItems, HistoryEntry, cuts_from_end, history_cuts
 from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_tokens, item_type
 from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
 
@@ -73,7 +72,7 @@ class _Entries:
     def __init__(self, history: Sequence[HistoryEntry], count: CountTokens) -> None:
         self.history, self._count = history, count
         self._tokens: dict[int, int] = {}
-        self.items = _Items(history)
+        self.items = EntryItems(history)
 
     def tokens(self, k: int) -> int:
         known = self.history[k].tokens  # a session's history comes counted
@@ -90,23 +89,6 @@ class _Entries:
             if bound is not None and cut < bound:
                 yield range(cut, bound)
             bound = cut
-
-
-class _Items(Sequence[Item]):
-    def __init__(self, history: Sequence[HistoryEntry]) -> None:
-        self._history = history
-
-    def __len__(self) -> int:
-        return len(self._history)
-
-    @overload
-    def __getitem__(self, index: int) -> Item: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Item]: ...
-    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
-        if isinstance(index, slice):
-            return [entry.item for entry in self._history[index]]
-        return self._history[index].item
 
 
 def _shrink_newest(
