@@ -41,7 +41,7 @@ from typing import Any, Literal, NamedTuple
 from app.domain.compaction.clearing import is_cleared_output
 from app.domain.facts import ActiveHistory
 from app.domain.growing import Claims
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
+from app.domain.items import logged_key
 from app.domain.session_view import HistoryView
 from app.domain.world_state import is_state_fragment
 
@@ -119,13 +119,6 @@ _BaseStatus = tuple[ElisionForm, str | None]
 reason the plan gives; `_LATEST`: the latest compaction's, whose record stands for the fact."""
 _DROPPED: _BaseStatus = ("dropped", None)
 _LATEST = "\x00latest compaction"
-
-
-def _call_key(item: Item) -> tuple[str, object] | None:
-    kind = item_type(item)
-    if kind in CALL_TYPES or kind in OUTPUT_TYPES:
-        return kind, item.get("call_id")
-    return None
 
 
 class _Base:
@@ -307,7 +300,7 @@ def _written_facts(active: ActiveHistory, view: HistoryView) -> dict[int, int]:
     facts = _Facts(active, view, _Base(None, active.epoch, {}))
     found: dict[int, int] = {}
     for position in active.written:
-        key = _call_key(active.items[position])
+        key = logged_key(active.items[position])
         if key is None:
             continue
         seq = next((s for s in active.logged.keyed(key) if facts.is_history(s)), None)

@@ -62,6 +62,17 @@ def item_type(item: Item) -> str:
     return "message" if "role" in item else "unknown"
 
 
+def logged_key(item: Item) -> tuple[str, object] | None:
+    """What a call or an output is found by among the logged items: its type and call_id (an
+    item a compaction wrote in its place, such as a cleared output, carries both). None for
+    any other item. Pairing an output with its call is normalization's (`call_key`,
+    `answer_key` in `app.domain.normalize`), by family rather than type."""
+    kind = item_type(item)
+    if kind in CALL_TYPES or kind in OUTPUT_TYPES:
+        return kind, item.get("call_id")
+    return None
+
+
 MODEL_OUTPUT_TYPES = CALL_TYPES | {"reasoning"}
 """Item types only a model writes (with assistant messages)."""
 

@@ -32,12 +32,12 @@ from app.domain.facts.kinds import (
 from app.domain.growing import Claims, Prefix
 from app.domain.history import HistoryEntry
 from app.domain.items import (
-    CALL_TYPES,
     INTERNAL_TYPE_PREFIX,
     OUTPUT_TYPES,
     Item,
     item_tokens,
     item_type,
+    logged_key,
 )
 from app.domain.json_encoding import encode_json
 from app.domain.world_state import Goal, WorldState, apply_patch, is_state_fragment
@@ -148,10 +148,8 @@ class _Logged:
         assert seq is not None
         self.by_seq[seq] = entry
         self.order.append(seq)
-        item = entry[1]
-        kind = item_type(item)
-        if kind in CALL_TYPES or kind in OUTPUT_TYPES:
-            self.keyed.setdefault((kind, item.get("call_id")), []).append(seq)
+        if (key := logged_key(entry[1])) is not None:
+            self.keyed.setdefault(key, []).append(seq)
 
     def copy(self, length: int) -> _Logged:
         return _Logged({seq: self.by_seq[seq] for seq in self.order[:length]})
@@ -524,7 +522,7 @@ class ActiveHistory:
         objects; a truncated output is matched to its fact by call_id, but is not verbatim."""
         by_identity = {id(item): seq for item, seq in zip(self.items, self.seqs, strict=True)}
         outputs = {
-            (item_type(item), item.get("call_id")): seq
+            logged_key(item): seq
             for item, seq in zip(self.items, self.seqs, strict=True)
             if item_type(item) in OUTPUT_TYPES
         }
@@ -534,6 +532,6 @@ class ActiveHistory:
             if seq is not None:
                 entries.append(HistoryEntry(seq=seq, item=item, verbatim=True))
             else:
-                matched = outputs.get((item_type(item), item.get("call_id")))
+                matched = outputs.get(logged_key(item))
                 entries.append(HistoryEntry(seq=matched, item=item, verbatim=False))
         return tuple(entries)
