@@ -14,6 +14,10 @@ A plan stores what cannot be derived (invariants):
   `history:<n>` names the n-th item of the session's history as of the plan's `as_of_seq`,
   normalized as the plan says (`HISTORY_FROM`), state fragments left out. The log is
   append-only and normalization a pure function of it, so the item reads back as it was sent;
+- the plan entries of the history items shown, which close the plan, say only what those
+  items say (id, form, tokens, position): the plan stores how many there are
+  (`SHOWN_HISTORY`) and derives them from the items; tools that are the recall tool are
+  stored as its name (`RECALL_TOOL`) and derived from the output format;
 - reading back checks the derived items against the plan's `plan_hash`, and a plan the log no
   longer yields is a 409 `stored_plan_mismatch` naming the positions whose items differ from
   the fingerprints it stored, never a silent change.
@@ -47,6 +51,7 @@ from app.domain.history import EntryItems, HistoryEntry
 from app.domain.items import Format, Item, developer_message
 from app.domain.json_encoding import decode_json, encode_json
 from app.domain.packing import pack_records, unpack_records
+from app.domain.recall import recall_tool
 from app.domain.world_state import is_state_fragment
 from app.storage import bodies, repository
 from app.storage.repository import SessionSnapshot
@@ -73,12 +78,17 @@ items, the format and the breakpoints' positions, so a plan is stored without th
 OUTPUT_FORMAT = "output_format"
 """The key under which a stored plan keeps the format its items are rendered in."""
 HISTORY_FROM = "history_from"
+"""The key under which a session-mode plan keeps how its history was normalized (encoding and
+input modalities): with the log up to `as_of_seq`, what its history items are derived from."""
 PACKED = "packed"
 """The key under which a plan lists the fields it stores packed (`app.domain.packing`): its
 items and plan entries, whose keys and most values repeat from record to record."""
 PACKABLE = ("items", "plan")
-"""The key under which a session-mode plan keeps how its history was normalized (encoding and
-input modalities): with the log up to `as_of_seq`, what its history items are derived from."""
+SHOWN_HISTORY = "shown_history"
+"""The key under which a plan says its last plan entries, that many, are those of the history
+items it shows, derived from the items when read (the plan stores them without)."""
+RECALL_TOOL = "recall"
+"""What a plan stores for `tools` when they are the recall tool in its output format."""
 
 ShownHistory = Callable[[Mapping[str, Any]], Sequence[Item]]
 """The normalized history a plan's `history:<n>` items index (state fragments left out), as of
@@ -109,16 +119,56 @@ def stored_answer(
     """What a plan stores of its answer, its items and plan entries packed (`PACKED`): all of it
     but what `answer_of` derives again, namely the rendering (`RENDERED`); the body of every
     item that is a candidate of the request as the request gave it (the plan stores the
-    request: the item's source and id name it); and in session mode the body of every history
+    request: the item's source and id name it); in session mode the body of every history
     item shown as it is (the log holds it: the item's `id` names its place in the history as
-    of the plan)."""
+    of the plan); the plan entries of the history items shown, which close the plan and say
+    what the items say (`SHOWN_HISTORY`); and the tools, when they are the recall tool, which
+    the output format names (`RECALL_TOOL`)."""
     kept: dict[str, Any] = {key: value for key, value in answer.items() if key not in RENDERED}
     kept["items"] = [_by_reference(item, candidates=candidates) for item in answer["items"]]
+    shown = _shown_history_entries(answer)
+    if shown:
+        kept["plan"] = list(answer["plan"][:-shown])
+        kept[SHOWN_HISTORY] = shown
+    if answer["tools"] and answer["tools"] == [recall_tool(output_format)]:
+        kept["tools"] = RECALL_TOOL
     for field in PACKABLE:
         kept[field] = pack_records(kept[field])
     if history_from is not None:
         kept[HISTORY_FROM] = history_from
     return {**kept, OUTPUT_FORMAT: output_format, PACKED: list(PACKABLE)}
+
+
+def _shown_history_entry(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan entry of a history item the answer shows: what the item says of itself."""
+    return {
+        "id": item["id"],
+        "source": HISTORY_SOURCE,
+        "layer": "recent",
+        "source_class": HISTORY_SOURCE,
+        "decision": "selected",
+        "reason": None,
+        "form": item["form"],
+        "tokens": item["tokens"],
+        "score": None,
+        "position": item["position"],
+    }
+
+
+def _shown_history_entries(answer: AssembleAnswer) -> int:
+    """How many entries at the end of the answer's plan are those of the history items it
+    shows, in order, each exactly `_shown_history_entry` of its item; 0 unless all are."""
+    shown = [item for item in answer["items"] if item["source"] == HISTORY_SOURCE]
+    plan = answer["plan"]
+    if not shown or len(plan) < len(shown):
+        return 0
+    tail = plan[len(plan) - len(shown) :]
+    if any(
+        entry != _shown_history_entry(item) or list(entry) != list(_shown_history_entry(item))
+        for entry, item in zip(tail, shown, strict=True)
+    ):
+        return 0
+    return len(shown)
 
 
 def _by_reference(item: dict[str, Any], *, candidates: Offered) -> dict[str, Any]:
@@ -149,6 +199,14 @@ def answer_of(
     }
     for field in stored.get(PACKED, ()):
         answer[field] = unpack_records(answer[field])
+    if answer.pop(SHOWN_HISTORY, 0):
+        answer["plan"] += [
+            _shown_history_entry(item)
+            for item in answer["items"]
+            if item["source"] == HISTORY_SOURCE
+        ]
+    if answer.get("tools") == RECALL_TOOL:
+        answer["tools"] = [recall_tool(stored[OUTPUT_FORMAT])]
     if any("item" not in item for item in answer["items"]):
         shown = (
             history(stored[HISTORY_FROM])
