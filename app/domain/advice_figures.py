@@ -30,7 +30,7 @@ from app.domain.advice import (
     question_key,
 )
 from app.domain.compaction.clearing import is_cleared_output
-from app.domain.growing import Claims
+from app.domain.growing import Claims, grown
 from app.domain.items import OUTPUT_TYPES, Item, is_model_output, item_type, visible_text
 from app.domain.session_view import HistoryView
 
@@ -145,17 +145,19 @@ def digest_of(previous: FiguresDigest | None, view: HistoryView) -> FiguresDiges
         previous = FiguresDigest(_Running(view.settled), (0, 0, 1, 0, 0, 0))
     if previous.rows == settled_rows:
         return previous
-    running, lengths = previous.running, previous.lengths
-    claimed = running.claims.claim(lengths, running.lengths())
-    if not claimed:
-        running = running.copy(lengths)
-    try:
-        items, tokens, fragments = view.items, view.tokens, view.fragments
-        for position in range(lengths[0], settled_rows):
+    items, tokens, fragments = view.items, view.tokens, view.fragments
+
+    def grow(running: _Running) -> None:
+        for position in range(previous.rows, settled_rows):
             running.add(position, items[position], tokens[position], fragments[position])
-    finally:
-        if claimed:
-            previous.running.claims.release(lengths)
+
+    running = grown(
+        previous.running,
+        read=previous.lengths,
+        now=previous.running.lengths(),
+        copy=lambda: previous.running.copy(previous.lengths),
+        grow=grow,
+    )
     return FiguresDigest(running, running.lengths())
 
 

@@ -40,7 +40,7 @@ from typing import Any, Literal, NamedTuple
 
 from app.domain.compaction.clearing import is_cleared_output
 from app.domain.facts import ActiveHistory
-from app.domain.growing import Claims
+from app.domain.growing import Claims, grown
 from app.domain.items import logged_key
 from app.domain.session_view import HistoryView
 from app.domain.world_state import is_state_fragment
@@ -153,16 +153,11 @@ class _Base:
         return self.read, len(self.seqs), len(self.starts)
 
     def copy(self, lengths: tuple[int, int, int]) -> _Base:
+        """An unshared copy of the first `lengths` of this base."""
         read, facts, runs = lengths
-        copy = _Base(self.settled, self.epoch, self.written)
-        copy.read = read
-        copy.seqs = self.seqs[:facts]
-        copy.cumulative = self.cumulative[: facts + 1]
-        copy.starts = self.starts[:runs]
-        copy.statuses = self.statuses[:runs]
-        copy.active_from = self.active_from
-        copy.reset_at = self.reset_at
-        return copy
+        return self._kept(
+            facts, runs, settled=self.settled, epoch=self.epoch, written=self.written, read=read
+        )
 
     def carried(
         self,
@@ -178,19 +173,38 @@ class _Base:
         `before` (the first logged fact from there is at `read`)."""
         _, facts, runs = lengths
         kept = bisect.bisect_left(self.seqs, before, hi=facts)
-        carried = _Base(settled, epoch, written)
-        carried.read = read
-        carried.seqs = self.seqs[:kept]
-        carried.cumulative = self.cumulative[: kept + 1]
-        kept_runs = bisect.bisect_left(self.starts, kept, hi=runs)
-        carried.starts = self.starts[:kept_runs]
-        carried.statuses = self.statuses[:kept_runs]
-        carried.reset_at = self.reset_at
-        first_active = self.active_from
-        carried.active_from = (
-            first_active if first_active is not None and first_active < before else None
+        return self._kept(
+            kept,
+            bisect.bisect_left(self.starts, kept, hi=runs),
+            settled=settled,
+            epoch=epoch,
+            written=written,
+            read=read,
         )
-        return carried
+
+    def _kept(
+        self,
+        facts: int,
+        runs: int,
+        *,
+        settled: object,
+        epoch: int,
+        written: Mapping[int, int],
+        read: int,
+    ) -> _Base:
+        kept = _Base(settled, epoch, written)
+        kept.read = read
+        kept.seqs = self.seqs[:facts]
+        kept.cumulative = self.cumulative[: facts + 1]
+        kept.starts = self.starts[:runs]
+        kept.statuses = self.statuses[:runs]
+        kept.reset_at = self.reset_at
+        first = self.active_from
+        # Facts are read in seq order: the first active one is among those kept, or none is.
+        kept.active_from = (
+            first if first is not None and kept.seqs and first <= kept.seqs[-1] else None
+        )
+        return kept
 
     def add(self, seq: int, tokens: int, status: _BaseStatus, *, active: bool) -> None:
         if active and self.active_from is None:
@@ -319,18 +333,16 @@ def _start(previous: ElisionBase | None, active: ActiveHistory, view: HistoryVie
         return previous
     written = _written_facts(active, view)
     order = active.logged.order
-    old = None if previous is None else previous.base
     if (
         previous is None
-        or old is None
-        or old.epoch >= active.epoch
-        or old.reset_at != active.reset_at
+        or previous.base.epoch >= active.epoch
+        or previous.base.reset_at != active.reset_at
     ):
         base = _Base(view.settled, active.epoch, written)
         base.reset_at = active.reset_at
         base.read = bisect.bisect_right(order, active.reset_at)
         return ElisionBase(base, base.lengths())
-    read = previous.lengths[0]
+    old, read = previous.base, previous.lengths[0]
     floors = [seq for seq in active.seqs if seq is not None]
     floors += list(written)
     if old.active_from is not None:
@@ -367,11 +379,8 @@ def _advance(previous: ElisionBase | None, active: ActiveHistory, view: HistoryV
     read = previous.lengths[0]
     if end <= read:
         return previous
-    base, lengths = previous.base, previous.lengths
-    claimed = base.claims.claim(lengths, base.lengths())
-    if not claimed:
-        base = base.copy(lengths)
-    try:
+
+    def grow(base: _Base) -> None:
         facts.base = base
         for index in range(read, end):
             seq = order[index]
@@ -383,9 +392,14 @@ def _advance(previous: ElisionBase | None, active: ActiveHistory, view: HistoryV
                     active=facts.source(seq) is not None,
                 )
         base.read = end
-    finally:
-        if claimed:
-            previous.base.claims.release(lengths)
+
+    base = grown(
+        previous.base,
+        read=previous.lengths,
+        now=previous.base.lengths(),
+        copy=lambda: previous.base.copy(previous.lengths),
+        grow=grow,
+    )
     return ElisionBase(base, base.lengths())
 
 
@@ -425,11 +439,11 @@ def elided(
     for run in range(runs):
         start = base.starts[run]
         stop = base.starts[run + 1] if run + 1 < runs else facts_read
-        form, reason = base.statuses[run]
-        status = _Status(
-            form,
-            _reason(reason, default_drop=default_drop, active=active),
-            record_tokens if form in _RECORDED else 0,
+        status = _resolved(
+            base.statuses[run],
+            default_drop=default_drop,
+            record_tokens=record_tokens,
+            active=active,
         )
         while cursor < len(ordinals) and ordinals[cursor][0] < stop:
             ordinal, seq = ordinals[cursor]
@@ -443,26 +457,31 @@ def elided(
         seq = order[index]
         if not facts.is_history(seq):
             continue
-        if seq in overrides:
-            status_or_none = overrides[seq]
-        else:
-            form, reason = facts.base_status(seq)
-            status_or_none = _Status(
-                form,
-                _reason(reason, default_drop=default_drop, active=active),
-                record_tokens if form in _RECORDED else 0,
+        status_or_none = (
+            overrides[seq]
+            if seq in overrides
+            else _resolved(
+                facts.base_status(seq),
+                default_drop=default_drop,
+                record_tokens=record_tokens,
+                active=active,
             )
+        )
         ranges.fact(seq, active.logged[seq][4] or 0, status_or_none)
     return ranges.elided(), current
 
 
-def _reason(reason: str | None, *, default_drop: str, active: ActiveHistory) -> str:
-    """A base status's reason as a context gives it."""
+def _resolved(
+    status: _BaseStatus, *, default_drop: str, record_tokens: int, active: ActiveHistory
+) -> _Status:
+    """A base status as a context gives it: dropped for its reason, the latest compaction
+    named, a record's tokens shown for the facts it stands for."""
+    form, reason = status
     if reason is None:
-        return default_drop
-    if reason == _LATEST:
-        return f"compaction {active.compaction_id}"
-    return reason
+        reason = default_drop
+    elif reason == _LATEST:
+        reason = f"compaction {active.compaction_id}"
+    return _Status(form, reason, record_tokens if form in _RECORDED else 0)
 
 
 class _Ranges:

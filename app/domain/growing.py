@@ -17,10 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
-from typing import Any, TypeVar, overload
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar, overload
 
-__all__ = ["Claims", "Prefix"]
+__all__ = ["Claims", "Prefix", "grown"]
 
 T = TypeVar("T")
 
@@ -40,6 +40,32 @@ class Claims:
     def release(self, lengths: Hashable) -> None:
         """Ends a claim once its appends are done: the lengths it was made at are past."""
         self._claims.pop(lengths, None)
+
+
+class Shared(Protocol):
+    """Lists that only grow, with the claims that say who may append to them next."""
+
+    @property
+    def claims(self) -> Claims: ...
+
+
+S = TypeVar("S", bound=Shared)
+
+
+def grown(
+    store: S, *, read: Hashable, now: Hashable, copy: Callable[[], S], grow: Callable[[S], None]
+) -> S:
+    """`store`, which the caller read up to `read` (its lengths), grown by `grow`: in place
+    when the caller is the first to extend it from its lengths `now`, else a copy of what the
+    caller read (`copy`), so that two growers never write the same lists."""
+    claimed = store.claims.claim(read, now)
+    target = store if claimed else copy()
+    try:
+        grow(target)
+    finally:
+        if claimed:
+            store.claims.release(read)
+    return target
 
 
 class Prefix(Sequence[T]):

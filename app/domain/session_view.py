@@ -23,7 +23,8 @@ Invariants:
   that prefix (a claim made atomically under the GIL with `dict.setdefault`); otherwise it copies
   the prefix first, so views never see each other's rows.
 - A view belongs to one fold epoch: a compaction, retraction or reset replaces the active
-  history and so starts a new view from scratch; appends only advance it.
+  history and so starts a new view from scratch; appends only advance it (a call that claims
+  a pending output starts it again too).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, NamedTuple
 
 from app.domain.facts import ActiveHistory
-from app.domain.growing import Claims, Prefix
+from app.domain.growing import Claims, Prefix, grown
 from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, Item, item_tokens
 from app.domain.normalize import (
@@ -56,33 +57,15 @@ from app.domain.world_state import is_state_fragment
 __all__ = ["ActiveColumns", "HistoryView", "ViewSettings", "active_columns", "view_of"]
 
 
-class ActiveColumns(Sequence[Item]):
+@dataclass(frozen=True)
+class ActiveColumns:
     """The columns of an active history that the view reads, by input index."""
 
-    def __init__(
-        self,
-        *,
-        epoch: int,
-        items: Sequence[Item],
-        metadata: Sequence[Mapping[str, Any] | None],
-        seqs: Sequence[int | None],
-        stored_tokens: Sequence[int | None],
-    ) -> None:
-        self.epoch = epoch
-        self.items = items
-        self.metadata = metadata
-        self.seqs = seqs
-        self.stored_tokens = stored_tokens
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    @overload
-    def __getitem__(self, index: int) -> Item: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Item]: ...
-    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
-        return self.items[index]
+    epoch: int
+    items: Sequence[Item]
+    metadata: Sequence[Mapping[str, Any] | None]
+    seqs: Sequence[int | None]
+    stored_tokens: Sequence[int | None]
 
 
 def active_columns(active: ActiveHistory) -> ActiveColumns:
@@ -109,7 +92,7 @@ class ViewSettings:
 
 class _Settled:
     """The settled columns, shared by every view that reads a prefix of them. Appended to only
-    by the view that claimed its current length (`claim`)."""
+    by the view that claimed its current lengths (`app.domain.growing.grown`)."""
 
     def __init__(self) -> None:
         self.items: list[Item] = []
@@ -150,14 +133,6 @@ class _Settled:
             len(self.truncated),
             len(self.offered),
         )
-
-    def claim(self, lengths: tuple[int, ...]) -> bool:
-        """Whether the caller, a view that read these columns up to `lengths`, may append to
-        them (`app.domain.growing`)."""
-        return self.claims.claim(lengths, self.lengths())
-
-    def release(self, lengths: tuple[int, ...]) -> None:
-        self.claims.release(lengths)
 
     def copy(self, lengths: tuple[int, ...], *, boundary: int) -> _Settled:
         """A new, unshared copy of the first `lengths` of these columns."""
@@ -210,7 +185,7 @@ class _Tail:
     entries: tuple[HistoryEntry, ...] = ()
     """The tail's offered items as assembly input."""
     row_of: Mapping[int, int] = field(default_factory=dict)
-    """The tail's inputs (and pending ones) by row."""
+    """The row of each of the tail's inputs (and of each pending one) that has one."""
     excluded_at: Mapping[int, str] = field(default_factory=dict)
 
 
@@ -331,9 +306,10 @@ def view_of(
 ) -> HistoryView:
     """The view of `active`, advanced from `previous` when that is a view of a prefix of it
     (same epoch, no more inputs), else built from scratch."""
-    if previous is None or previous.epoch != active.epoch or previous.inputs > len(active):
+    inputs = len(active.items)
+    if previous is None or previous.epoch != active.epoch or previous.inputs > inputs:
         previous = _empty(active.epoch)
-    if previous.inputs == len(active):
+    if previous.inputs == inputs:
         return previous
     return _advance(previous, active, settings=settings)
 
@@ -356,7 +332,7 @@ def _normalize_tail(
     settings: ViewSettings,
 ) -> NormalizedPart:
     entries = [(index, active.items[index]) for index in pending]
-    entries += [(index, active.items[index]) for index in range(boundary, len(active))]
+    entries += [(index, active.items[index]) for index in range(boundary, len(active.items))]
     return normalize_part(
         entries,
         count_tokens=settings.count,
@@ -396,10 +372,43 @@ def _advance(
 ) -> HistoryView:
     settled, lengths = previous.settled, previous.lengths
     boundary, pending = previous.boundary, previous.pending
-    claimed = settled.claim(lengths)
-    if not claimed:
-        settled = settled.copy(lengths, boundary=boundary)
-    try:
+    part = _normalize_tail(
+        active,
+        boundary=boundary,
+        pending=pending,
+        settled=settled,
+        rows=lengths[0],
+        settings=settings,
+    )
+    if any(answer_key(active.items[index]) in part.owners for index in pending):
+        # A call now claims an output normalization had removed: back among the history's
+        # items, it may split a run of calls the settled part holds. Rare (an output logged
+        # before its call), so the view starts again.
+        return _advance(_empty(active.epoch), active, settings=settings)
+    point = _settle_point(part, boundary=boundary, end=len(active.items))
+    if point > boundary:
+        settled_part = part
+
+        def settle(into: _Settled) -> None:
+            nonlocal pending
+            pending = _settle(
+                into,
+                settled_part,
+                active,
+                pending=pending,
+                boundary=boundary,
+                point=point,
+                settings=settings,
+            )
+
+        settled = grown(
+            settled,
+            read=lengths,
+            now=settled.lengths(),
+            copy=lambda: previous.settled.copy(lengths, boundary=boundary),
+            grow=settle,
+        )
+        boundary, lengths = point, settled.lengths()
         part = _normalize_tail(
             active,
             boundary=boundary,
@@ -408,61 +417,45 @@ def _advance(
             rows=lengths[0],
             settings=settings,
         )
-        if any(answer_key(active.items[index]) in part.owners for index in pending):
-            # A call now claims an output normalization had removed: back among the history's
-            # items, it may split a run of calls the settled part holds. Rare (an output logged
-            # before its call), so the view starts again.
-            return _advance(_empty(active.epoch), active, settings=settings)
-        point = _settle_point(part, boundary=boundary, end=len(active))
-        if point > boundary:
-            pending = _settle(
-                settled,
-                part,
-                active,
-                pending=pending,
-                boundary=boundary,
-                point=point,
-                settings=settings,
-            )
-            boundary = point
-            part = _normalize_tail(
-                active,
-                boundary=boundary,
-                pending=pending,
-                settled=settled,
-                rows=len(settled.items),
-                settings=settings,
-            )
-        lengths = settled.lengths()
-    finally:
-        if claimed:
-            settled.release(previous.lengths)
-    tokens = tuple(
-        _tokens(item, source, active, settings)
+    offset, first = lengths[0], lengths[6]
+    rows = [
+        _row(item, source, active, settings)
         for item, source in zip(part.items, part.sources, strict=True)
-    )
-    fragments = tuple(is_state_fragment(item) for item in part.items)
-    offset = lengths[0]
-    offered = tuple(offset + k for k, fragment in enumerate(fragments) if not fragment)
-    seqs = tuple(_seq(active, source) for source in part.sources)
-    first = lengths[6]
+    ]
+    offered = [(offset + k, row) for k, row in enumerate(rows) if not row.fragment]
     tail = _Tail(
         part,
-        seqs=seqs,
-        tokens=tokens,
-        fragments=fragments,
-        offered=offered,
-        offered_tokens=sum(tokens[j - offset] for j in offered),
+        seqs=tuple(row.seq for row in rows),
+        tokens=tuple(row.tokens for row in rows),
+        fragments=tuple(row.fragment for row in rows),
+        offered=tuple(position for position, _ in offered),
+        offered_tokens=sum(row.tokens for _, row in offered),
         entries=tuple(
-            HistoryEntry(
-                seqs[j - offset], part.items[j - offset], True, tokens[j - offset], f"history:{n}"
-            )
-            for n, j in enumerate(offered, start=first)
+            row.entry(item_ordinal) for item_ordinal, (_, row) in enumerate(offered, start=first)
         ),
         row_of={source: offset + k for k, source in enumerate(part.sources) if source is not None},
         excluded_at={entry.index: entry.reason for entry in part.report.excluded},
     )
-    return HistoryView(active.epoch, len(active), boundary, pending, settled, lengths, tail)
+    return HistoryView(active.epoch, len(active.items), boundary, pending, settled, lengths, tail)
+
+
+class _Row(NamedTuple):
+    """One normalized item's columns, read once."""
+
+    item: Item
+    seq: int | None
+    tokens: int
+    fragment: bool
+
+    def entry(self, ordinal: int) -> HistoryEntry:
+        """The item as the `ordinal`-th entry of the offered history."""
+        return HistoryEntry(self.seq, self.item, True, self.tokens, f"history:{ordinal}")
+
+
+def _row(item: Item, source: int | None, active: ActiveColumns, settings: ViewSettings) -> _Row:
+    return _Row(
+        item, _seq(active, source), _tokens(item, source, active, settings), is_state_fragment(item)
+    )
 
 
 def _seq(active: ActiveColumns, source: int | None) -> int | None:
@@ -513,24 +506,20 @@ def _settle(
         rows += 1
     offset = len(settled.items)
     for k in range(rows):
-        item, source = part.items[k], part.sources[k]
+        source = part.sources[k]
         assert source is not None  # the settled rows all come from inputs (see above)
+        row = _row(part.items[k], source, active, settings)
         settled.row_of[source] = len(settled.items)
-        settled.items.append(item)
+        settled.items.append(row.item)
         settled.sources.append(source)
-        settled.seqs.append(_seq(active, source))
-        tokens = _tokens(item, source, active, settings)
-        fragment = is_state_fragment(item)
-        settled.tokens.append(tokens)
-        settled.cumulative.append(settled.cumulative[-1] + tokens)
-        settled.fragments.append(fragment)
-        if not fragment:
-            ordinal = len(settled.offered)
+        settled.seqs.append(row.seq)
+        settled.tokens.append(row.tokens)
+        settled.cumulative.append(settled.cumulative[-1] + row.tokens)
+        settled.fragments.append(row.fragment)
+        if not row.fragment:
+            settled.entries.append(row.entry(len(settled.offered)))
             settled.offered.append(offset + k)
-            settled.offered_cumulative.append(settled.offered_cumulative[-1] + tokens)
-            settled.entries.append(
-                HistoryEntry(_seq(active, source), item, True, tokens, f"history:{ordinal}")
-            )
+            settled.offered_cumulative.append(settled.offered_cumulative[-1] + row.tokens)
     report = part.report
     for entry in report.excluded:
         if entry.index < point:

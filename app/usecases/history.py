@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -95,8 +95,7 @@ class LoadedHistory:
                 stored_counts=self.encoding == active.encoding,
             ),
         )
-        if previous is None or view.epoch != previous.epoch or view.inputs > previous.inputs:
-            active.views[key] = view
+        _keep_furthest(active.views, key, view, progress=lambda view: (view.epoch, view.inputs))
         return view
 
     @functools.cached_property
@@ -169,17 +168,17 @@ class LoadedHistory:
             default_drop=default_drop,
             record_tokens=record_tokens,
         )
-        if (
-            previous is None
-            or base.base.epoch > previous.base.epoch
-            or (base.base is previous.base and base.lengths > previous.lengths)
-            or (
-                base.base.epoch == previous.base.epoch
-                and base.base is not previous.base
-                and base.lengths[0] >= previous.lengths[0]
-            )
-        ):
-            derived[key] = base
+        view = self.view
+        _keep_furthest(
+            derived,
+            key,
+            base,
+            progress=lambda base: (
+                base.base.epoch,
+                base.base.settled is view.settled,
+                base.lengths,
+            ),
+        )
         return found
 
     @functools.cached_property
@@ -243,13 +242,32 @@ class LoadedHistory:
         key = ("advice", self.encoding, self.input_modalities, self.truncation)
         previous = self.active.views.get(key)
         digest = digest_of(previous, self.view)
-        if (
-            previous is None
-            or digest.running is not previous.running
-            or digest.rows > previous.rows
-        ):
-            self.active.views[key] = digest
+        view = self.view
+        _keep_furthest(
+            self.active.views,
+            key,
+            digest,
+            progress=lambda digest: (digest.running.settled is view.settled, digest.lengths),
+        )
         return figures_of(digest, self.view)
+
+
+_Kept = TypeVar("_Kept")
+
+
+def _keep_furthest(
+    store: dict[Any, Any],
+    key: object,
+    kept: _Kept,
+    *,
+    progress: Callable[[_Kept], tuple[Any, ...]],
+) -> None:
+    """Keeps `kept` under `key` for the next call to advance from, unless what is kept there has
+    come further by `progress` (a replay of an earlier seq, say, must not set the next call
+    back; what belongs to the current view always comes before what belongs to another)."""
+    previous = store.get(key)
+    if previous is None or progress(kept) >= progress(previous):
+        store[key] = kept
 
 
 def load_history(

@@ -13,6 +13,7 @@ import functools
 import random
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,6 @@ from app.domain.assemble import (
     Contribution,
     assemble,
     decide,
-    stable_history_start,
 )
 from app.domain.budget import Budget
 from app.domain.history import HistoryEntry, cuts_from_end, history_cuts
@@ -334,6 +334,23 @@ def test_every_real_text_splits_into_the_same_words_either_way() -> None:
     assert any(text.isascii() for text in texts)
     assert any(not text.isascii() for text in texts)
     assert [words_of(text) for text in texts] == [_WORD_RUNS.findall(t.lower()) for t in texts]
+
+
+def stable_history_start(
+    cuts: Sequence[int], tokens: Sequence[int], *, fitting_start: int, step: int
+) -> int:
+    """The oracle: where a history that no longer fits is cut, found from its start. Stable
+    points are the first of the history's cuts at or after every `step` tokens counted from the
+    start; the history starts at the first at or after `fitting_start`, else there."""
+    position, passed, next_mark = 0, 0, step
+    for cut in cuts:
+        passed += sum(tokens[position:cut])
+        position = cut
+        if passed >= next_mark:
+            if fitting_start <= cut < len(tokens):
+                return cut
+            next_mark = (passed // step + 1) * step
+    return fitting_start
 
 
 @PROPERTY_SETTINGS

@@ -20,7 +20,8 @@
   `history_cuts` (no call loses its output, no reasoning item is parted from the item it led
   to), so a history that passes `find_pairing_violations` still passes it after selection.
   With `history_cut_step`, a history that does not fit starts at a stable point
-  (`stable_history_start`); what fitted but lies before it is dropped as `history_cut`.
+  (see `app.domain.assemble.history_fit`); what fitted but lies before it is dropped as
+  `history_cut`.
 - The same input gives the same plan and `plan_hash`; the `prefix` layer is ordered by
   (source, id) only (candidates of `history_lead_source` last), so its bytes do not change
   when other layers change. Under `edges` the history follows the prefix directly and the
@@ -40,7 +41,7 @@ from app.domain.assemble.comparison import (
     diff_selections,
     reused_prefix,
 )
-from app.domain.assemble.history_fit import HistoryFit, atomic_groups, stable_history_start
+from app.domain.assemble.history_fit import HistoryFit, atomic_groups
 from app.domain.assemble.model import (
     CANDIDATE_DEFAULTS,
     HISTORY_SOURCE,
@@ -93,5 +94,4 @@ __all__ = [
     "place",
     "ranking_score",
     "reused_prefix",
-    "stable_history_start",
 ]

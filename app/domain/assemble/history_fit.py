@@ -9,9 +9,14 @@ Invariants of `fit_history`:
 - It stays within `max_tokens` and, when the history counts toward it, `max_items`, given what
   the candidates already took; the first group that does not fit ends it (older groups are
   never skipped over to fill the room).
-- With `history_cut_step`, a history that does not fit starts at a stable point
-  (`stable_history_start`), which appending never moves; what fitted but lies before it is
-  dropped as `history_cut`.
+- With `history_cut_step`, a history that does not fit starts at a stable point, which
+  appending never moves; what fitted but lies before it is dropped as `history_cut`. Stable
+  points are the first of the history's cuts at or after every `step` tokens counted from the
+  history's start: a cut is stable when a multiple of `step` lies in (tokens before the cut
+  before it, tokens before it]. They depend only on the entries before them, so the cut stays
+  put across calls until the kept history no longer fits, then jumps a whole step, and the
+  calls in between share their prefix. The history starts at the first stable point at or
+  after the oldest entry the budget could keep (`_stable_start`), else at that entry.
 - With `keep_newest`, only the newest group's tool outputs are ever truncated, each naming the
   fact that holds it whole; every other entry is shown as it came.
 """
@@ -32,30 +37,6 @@ from app.domain.assemble.model import (
 from app.domain.history import EntryItems, HistoryEntry, cuts_from_end, history_cuts
 from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_tokens, item_type
 from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
-
-
-def stable_history_start(
-    cuts: Sequence[int], tokens: Sequence[int], *, fitting_start: int, step: int
-) -> int:
-    """Where a history that no longer fits is cut: the first stable point at or after
-    `fitting_start` (the oldest entry the budget could keep), else `fitting_start` itself.
-    Stable points are the first of the history's cuts (`history_cuts`) at or after every `step`
-    tokens counted from the history's start. They depend only on the entries before them, so
-    appending never moves one: the cut stays put across calls until the kept history no longer
-    fits, then jumps a whole step, and the calls in between share their prefix.
-
-    Equivalently, a cut is stable when a multiple of `step` lies in (tokens before the cut
-    before it, tokens before it]: what `_stable_start` reads from the newest end.
-    """
-    position, passed, next_mark = 0, 0, step
-    for cut in cuts:
-        passed += sum(tokens[position:cut])
-        position = cut
-        if passed >= next_mark:
-            if fitting_start <= cut < len(tokens):
-                return cut
-            next_mark = (passed // step + 1) * step
-    return fitting_start
 
 
 def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
@@ -289,10 +270,11 @@ def _stable_start(
     suffix: int,
     step: int,
 ) -> int:
-    """`stable_history_start` read from the newest end: the first cut at or after
-    `fitting_start` (and before the end) with a multiple of `step` in (tokens before the cut
-    before it, tokens before it], else `fitting_start`. `walked` are the groups read so far,
-    newest first; the one before `fitting_start` is read from `groups` when needed."""
+    """The stable point the history starts at (see the module docstring), read from the newest
+    end: the first cut at or after `fitting_start` (and before the end) with a multiple of
+    `step` in (tokens before the cut before it, tokens before it], else `fitting_start`.
+    `walked` are the groups read so far, newest first; the one before `fitting_start` is read
+    from `groups` when needed."""
     # The cuts from `fitting_start` to the end, with the tokens before each.
     cuts = sorted({span.start for span in walked if span.start >= fitting_start})
     before = {fitting_start: whole - suffix}

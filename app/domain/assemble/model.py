@@ -116,8 +116,9 @@ class AssemblyInput:
     near_duplicate_threshold: float = 0.9
     recall_cap: int | None = 20
     history_cut_step: int | None = None
-    """When the history does not fit, cut it at a stable point (see `stable_history_start`)
-    placed every this many tokens from its start; None cuts at the oldest entry that fits."""
+    """When the history does not fit, cut it at a stable point placed every this many tokens
+    from its start (see `app.domain.assemble.history_fit`); None cuts at the oldest entry that
+    fits."""
     history_lead_source: str | None = None
     """Prefix candidates of this source close the prefix, right before the history (under
     `edges`; under `input_order` the last contribution is there already)."""

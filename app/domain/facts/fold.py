@@ -240,9 +240,6 @@ class Fold:
     derived with: shared by every fold of this epoch of one session, each view reading its own
     prefix. None in a fold no fact was folded into yet (`EMPTY_FOLD` is every session's)."""
 
-    def visible_entries(self) -> Iterator[Visible]:
-        return self.visible.entries(self.visible_length)
-
     @property
     def weight(self) -> int:
         """What this fold holds, in bytes, as a cache weighs it: its items' JSON, and what the
