@@ -17,6 +17,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, ScalarSelect, case, select, update
 from sqlalchemy.orm import Session
 
+from app.domain.errors import StoredPlanMismatch
+from app.storage import plans
 from app.storage.tables import LINEAGE_SESSION, LINEAGE_UNIT, AssemblyRow
 
 
@@ -71,6 +73,8 @@ def latest_ungraded(
             AssemblyRow.id,
             AssemblyRow.as_of_seq,
             AssemblyRow.response,
+            AssemblyRow.fingerprints,
+            AssemblyRow.base_id,
             AssemblyRow.request,
             AssemblyRow.grounding,
         )
@@ -80,8 +84,18 @@ def latest_ungraded(
     ).one_or_none()
     if row is None or row.as_of_seq is None or row.grounding is not None:
         return None
+    try:
+        response, _ = plans.whole(
+            db,
+            session_key=session_pk,
+            base_id=row.base_id,
+            response=row.response,
+            fingerprints=row.fingerprints,
+        )
+    except StoredPlanMismatch:
+        return None  # what it showed can no longer be read
     return UngradedAssembly(
-        row_id=row.id, as_of_seq=row.as_of_seq, response=row.response, request=row.request
+        row_id=row.id, as_of_seq=row.as_of_seq, response=response, request=row.request
     )
 
 

@@ -30,6 +30,15 @@ Guarantees, per engine:
   `tests/e2e/test_faults.py` (a stalled write) and `tests/api/test_assemble_api.py`.
 - SQLite: ids are assigned on insert, so the plan is stored before answering.
 
+A plan's response and fingerprints are stored whole, or as deltas (`app.domain.json_delta`)
+against its lineage's *base*, the latest plan of the lineage stored whole (`base_id`), when the
+deltas are the smaller by far (`KEPT_AGAINST_BASE_SHARE`); a plan that is not becomes the next
+base. Reads return them whole (`StoredAssembly`, `whole`). A base is of the same week as the
+plans stored against it, so a weekly partition holds both, and pruning keeps every base a
+kept plan is stored against; a plan whose base is gone anyway (a stray of the default
+partition past the cutoff) reads as a `StoredPlanMismatch`, and its lineage's next plan
+predicts no reuse and is stored whole.
+
 Public ids are derived from the tenant and the row id (`asm_<uuid5>`), the same in every process.
 Facts are never touched here; plans are pruned by age and count (`prune_assemblies`).
 """
@@ -63,31 +72,64 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql.elements import SQLCoreOperations
 
 from app.domain.assemble.model import FINGERPRINT_CHARS
-from app.domain.errors import NotFound
+from app.domain.errors import NotFound, StoredPlanMismatch
 from app.domain.ids import derive_id, stateless_session_key
+from app.domain.json_delta import delta, patched
+from app.domain.json_encoding import encode_json
 from app.domain.names import is_label
 from app.metrics import PLAN_STORE_FAILURES, PLAN_STORE_LATENCY
 from app.storage import bodies
 from app.storage.database import HOLDS_SESSION_LOCKS
 from app.storage.repository import IS_NAMED_SESSION, SessionSnapshot
-from app.storage.tables import LINEAGE_SESSION, LINEAGE_UNIT, AssemblyRow, SessionRow
+from app.storage.tables import (
+    LINEAGE_SESSION,
+    LINEAGE_UNIT,
+    AssemblyRow,
+    SessionRow,
+    week_of,
+)
 
 log = logging.getLogger("contextd")
 
 
 @dataclass(frozen=True)
 class AssemblySlot:
-    """Where a new assembly goes: its row id, and what its lineage last showed a model.
+    """Where a new assembly goes: its row id, what its lineage last showed a model, and the
+    lineage's plan stored whole that the new one may be stored against.
 
     `row_id` is known up front on PostgreSQL and None on SQLite. `previous_fingerprints` are
     those of the latest stored assembly of the same tenant, session and unit ([] if none).
+    `base_id`: the row id of that assembly, or of the plan it is stored against, when it is
+    not stored whole (None: the lineage has none).
     """
 
     row_id: int | None
     previous_fingerprints: list[tuple[str, int]]
+    base_id: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredAssembly:
+    """A stored assembly as it was written: its response and fingerprints whole again where
+    they were stored against an earlier plan (`base_id`)."""
+
+    id: int
+    tenant_id: int
+    session_id: int | None
+    session_key: int
+    as_of_seq: int | None
+    unit: str | None
+    phase: str | None
+    plan_hash: str
+    request: str
+    response: dict[str, Any]
+    fingerprints: list[Any]
+    created_at: datetime
+    grounding: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -115,23 +157,47 @@ class NewAssembly:
         return self.session_pk
 
 
-def _latest_fingerprints(
+KEPT_AGAINST_BASE_SHARE = 0.35
+"""A plan is stored against its lineage's plan stored whole (`base_id`) when its deltas take at
+most this share of its whole form, else whole, becoming the base of the plans after it. On the
+public runs' replay, 0.3 to 0.4 store the least (`bench/plan_store.py`): lower, and bases come
+too often; higher, and deltas grow long before a new base starts."""
+
+
+def _lineage(
     tenant: ColumnExpressionArgument[int],
     session_key: ColumnExpressionArgument[int],
     unit_key: ColumnExpressionArgument[str],
-) -> ScalarSelect[Any]:
-    """The fingerprints of a lineage's latest assembly: one backward step in its index."""
-    # The index expressions on the left: their `==` builds the SQL comparison for any operand.
-    return (
-        select(AssemblyRow.fingerprints)
-        .where(
-            AssemblyRow.tenant_id == tenant,
-            LINEAGE_SESSION == session_key,  # noqa: SIM300
-            LINEAGE_UNIT == unit_key,  # noqa: SIM300
+) -> tuple[ScalarSelect[Any], ...]:
+    """What the next assembly of a lineage reads of its latest one, each one backward step in
+    the lineage's index: its fingerprints (a delta when it is stored against a base), the base
+    it or the next plan is stored against, and that base's fingerprints when it has one."""
+
+    def latest(value: SQLCoreOperations[Any]) -> ScalarSelect[Any]:
+        # The index expressions on the left: their `==` builds the SQL comparison for any
+        # operand.
+        return (
+            select(value)
+            .where(
+                AssemblyRow.tenant_id == tenant,
+                LINEAGE_SESSION == session_key,  # noqa: SIM300
+                LINEAGE_UNIT == unit_key,  # noqa: SIM300
+            )
+            .order_by(AssemblyRow.id.desc())
+            .limit(1)
+            .scalar_subquery()
         )
-        .order_by(AssemblyRow.id.desc())
-        .limit(1)
+
+    base = aliased(AssemblyRow)
+    base_fingerprints = (
+        select(base.fingerprints)
+        .where(base.id == latest(AssemblyRow.base_id), base.session_key == session_key)
         .scalar_subquery()
+    )
+    return (
+        latest(AssemblyRow.fingerprints),
+        latest(func.coalesce(AssemblyRow.base_id, AssemblyRow.id)),
+        base_fingerprints,
     )
 
 
@@ -149,15 +215,13 @@ def _session_lock(tenant_id: int, session_id: str) -> int:
 
 # Every statement is built once: an assembly runs one or two of them per call.
 _NEXT_ASSEMBLY_ID = func.nextval(func.pg_get_serial_sequence(AssemblyRow.__tablename__, "id"))
-_LATEST_FINGERPRINTS = _latest_fingerprints(
-    bindparam("tenant_id"), bindparam("session_key"), bindparam("unit_key")
-)
-_LINEAGE_ONLY = select(_LATEST_FINGERPRINTS)
+_LATEST = _lineage(bindparam("tenant_id"), bindparam("session_key"), bindparam("unit_key"))
+_LINEAGE_ONLY = select(*_LATEST)
 # The plan's row id and its lock, held by the connection until it goes back to the pool (see
 # `store_or_defer`). A subquery with a volatile function is not merged: nextval runs once.
 _RESERVED = select(_NEXT_ASSEMBLY_ID.label("row_id")).subquery("reserved")
 _HOLD_PLAN = func.pg_advisory_lock(_RESERVED.c.row_id)
-_LINEAGE_AND_NEXT_ID = select(_RESERVED.c.row_id, _LATEST_FINGERPRINTS, _HOLD_PLAN)
+_LINEAGE_AND_NEXT_ID = select(_RESERVED.c.row_id, _HOLD_PLAN, *_LATEST)
 # A session's assemblies hold its lock from here until their plans are stored, so this waits
 # for the one under way. The lineage is read by the next statement, whose snapshot sees what
 # that one committed.
@@ -168,13 +232,16 @@ _HOLD_SESSION_AND_NEXT_ID = select(
 )
 # A named session's lineage, correlated with its row: its unit is the call's, else the
 # session's own (a child session's tokens are accounted under its unit).
-_SESSION_LINEAGE = _latest_fingerprints(
-    SessionRow.tenant_id,
-    SessionRow.id,
-    func.coalesce(bindparam("unit"), SessionRow.unit, literal_column("''")),
-).correlate(SessionRow)
+_SESSION_LINEAGE = tuple(
+    read.correlate(SessionRow)
+    for read in _lineage(
+        SessionRow.tenant_id,
+        SessionRow.id,
+        func.coalesce(bindparam("unit"), SessionRow.unit, literal_column("''")),
+    )
+)
 _SESSION_AND_LINEAGE = select(
-    *(getattr(SessionRow, column) for column in SessionSnapshot._fields), _SESSION_LINEAGE
+    *(getattr(SessionRow, column) for column in SessionSnapshot._fields), *_SESSION_LINEAGE
 ).where(*IS_NAMED_SESSION)
 _SNAPSHOT_WIDTH = len(SessionSnapshot._fields)
 # The one-part advisory locks held in this database: plans' row ids (`_HOLD_PLAN`).
@@ -208,11 +275,19 @@ def _ids_reserved_up_front(db: Session) -> bool:
     return db.get_bind().engine.dialect.name == "postgresql"
 
 
-def _slot(previous: Any, row_id: Any) -> AssemblySlot:
+def _slot(row_id: Any, previous: Any, base_id: Any, base_fingerprints: Any) -> AssemblySlot:
+    """The slot from the lineage's reads (`_lineage`). A latest plan stored against a base that
+    is no longer kept predicts nothing, and the next plan is stored whole."""
+    if isinstance(previous, dict):  # a delta
+        if base_fingerprints is None:
+            previous, base_id = None, None
+        else:
+            previous = patched(base_fingerprints, previous)
     return AssemblySlot(
         row_id=None if row_id is None else int(row_id),
         # Plans stored before fingerprints were cut compare on their first digits.
         previous_fingerprints=[(str(f)[:FINGERPRINT_CHARS], int(t)) for f, t in previous or []],
+        base_id=None if base_id is None else int(base_id),
     )
 
 
@@ -243,9 +318,9 @@ def open_assembly(
             "unit_key": unit or "",
         }
         if reserve:
-            row_id, previous, _ = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
-            return None, _slot(previous, row_id)
-        return None, _slot(connection.execute(_LINEAGE_ONLY, lineage).scalar(), None)
+            row_id, _, *latest = connection.execute(_LINEAGE_AND_NEXT_ID, lineage).one()
+            return None, _slot(row_id, *latest)
+        return None, _slot(None, *connection.execute(_LINEAGE_ONLY, lineage).one())
     row_id = None
     if reserve:
         session_lock = {"session_lock": _session_lock(tenant_id, session_id)}
@@ -255,20 +330,62 @@ def open_assembly(
     if found is None:
         raise NotFound(f"session {session_id!r} not found")
     snapshot = SessionSnapshot._make(found[:_SNAPSHOT_WIDTH])
-    return snapshot, _slot(found[_SNAPSHOT_WIDTH], row_id)
+    return snapshot, _slot(row_id, *found[_SNAPSHOT_WIDTH:])
 
 
 def _assembly_id_deriver(tenant_id: int) -> Callable[[int], str]:
     return functools.partial(derive_id, "asm", tenant_id)
 
 
+def _base(db: Session, *, session_key: int, base_id: int) -> Any:
+    """The response, fingerprints and creation time of the plan `base_id`, stored whole, of the
+    session key's lineages; None when no such plan is kept."""
+    return db.execute(
+        select(AssemblyRow.response, AssemblyRow.fingerprints, AssemblyRow.created_at).where(
+            AssemblyRow.session_key == session_key,
+            AssemblyRow.id == base_id,
+            AssemblyRow.base_id.is_(None),
+        )
+    ).one_or_none()
+
+
+def _stored_form(
+    db: Session, assembly: NewAssembly, *, base_id: int | None, now: datetime
+) -> tuple[Any, Any, int | None]:
+    """The response and fingerprints as the row keeps them, and the base they are deltas
+    against: the lineage's base `base_id` when it is kept, of this week (so that it ages out
+    with the plan, in the same partition) and the deltas take at most
+    `KEPT_AGAINST_BASE_SHARE` of the whole; else whole, and None."""
+    whole = assembly.response, assembly.fingerprints, None
+    if base_id is None:
+        return whole
+    base = _base(db, session_key=assembly.session_key, base_id=base_id)
+    if base is None or week_of(base.created_at) != week_of(now):
+        return whole
+    response = delta(base.response, assembly.response)
+    fingerprints = delta(base.fingerprints, assembly.fingerprints)
+    whole_bytes = len(encode_json(assembly.response)) + len(encode_json(assembly.fingerprints))
+    if len(encode_json(response)) + len(encode_json(fingerprints)) > (
+        KEPT_AGAINST_BASE_SHARE * whole_bytes
+    ):
+        return whole
+    return response, fingerprints, base_id
+
+
 def store_assembly(
-    db: Session, assembly: NewAssembly, *, row_id: int | None, derive_id: Callable[[int], str]
+    db: Session,
+    assembly: NewAssembly,
+    *,
+    row_id: int | None,
+    derive_id: Callable[[int], str],
+    base_id: int | None = None,
 ) -> str:
-    """Store `assembly` under `row_id` (None: the engine assigns one), and the candidate
-    bodies it names; returns its public id. One statement when the row id is known and the
-    bodies are (`bodies.put_bodies`), more otherwise."""
+    """Store `assembly` under `row_id` (None: the engine assigns one), against the lineage's
+    base `base_id` where that is smaller (`_stored_form`), and the candidate bodies it names;
+    returns its public id. One statement when the row id is known, the bodies are
+    (`bodies.put_bodies`) and it is stored whole, more otherwise."""
     now = datetime.now(UTC)
+    response, fingerprints, base_id = _stored_form(db, assembly, base_id=base_id, now=now)
     bodies.put_bodies(
         db,
         tenant_id=assembly.tenant_id,
@@ -285,8 +402,9 @@ def store_assembly(
         "phase": assembly.phase,
         "plan_hash": assembly.plan_hash,
         "request": assembly.request,
-        "response": assembly.response,
-        "fingerprints": assembly.fingerprints,
+        "response": response,
+        "fingerprints": fingerprints,
+        "base_id": base_id,
         "created_at": now,
     }
     if row_id is not None:
@@ -303,7 +421,11 @@ def store_assembly(
 def store_now(db: Session, assembly: NewAssembly, *, slot: AssemblySlot) -> str:
     """Store `assembly` in the caller's transaction (which the caller commits); its id."""
     return store_assembly(
-        db, assembly, row_id=slot.row_id, derive_id=_assembly_id_deriver(assembly.tenant_id)
+        db,
+        assembly,
+        row_id=slot.row_id,
+        derive_id=_assembly_id_deriver(assembly.tenant_id),
+        base_id=slot.base_id,
     )
 
 
@@ -326,19 +448,26 @@ def store_or_defer(
         db.commit()
         return assembly_id, None
     derive = _assembly_id_deriver(tenant_id)
-    write = functools.partial(store_after_answer, db, build, row_id=slot.row_id, derive=derive)
+    write = functools.partial(
+        store_after_answer, db, build, row_id=slot.row_id, derive=derive, base_id=slot.base_id
+    )
     return derive(slot.row_id), write
 
 
 def store_after_answer(
-    db: Session, build: Callable[[], NewAssembly], *, row_id: int, derive: Callable[[int], str]
+    db: Session,
+    build: Callable[[], NewAssembly],
+    *,
+    row_id: int,
+    derive: Callable[[int], str],
+    base_id: int | None = None,
 ) -> None:
     """Build and write a plan whose id was already handed out, then close `db`. A failure to
     write is logged and counted, never retried: the caller has its answer."""
     started = time.perf_counter()
     try:
         with db:
-            store_assembly(db, build(), row_id=row_id, derive_id=derive)
+            store_assembly(db, build(), row_id=row_id, derive_id=derive, base_id=base_id)
             db.commit()
     except SQLAlchemyError:
         PLAN_STORE_FAILURES.inc()
@@ -347,9 +476,27 @@ def store_after_answer(
     PLAN_STORE_LATENCY.observe(time.perf_counter() - started)
 
 
+def whole(
+    db: Session, *, session_key: int, base_id: int | None, response: Any, fingerprints: Any
+) -> tuple[dict[str, Any], list[Any]]:
+    """A stored plan's response and fingerprints whole: as stored, or patched onto those of the
+    base they are stored against. A plan whose base is no longer kept (retention keeps every
+    base a kept plan is stored against, but a base of the default partition past the cutoff
+    may go a round before the plans of its week) is a `StoredPlanMismatch`."""
+    if base_id is None:
+        return response, fingerprints
+    base = _base(db, session_key=session_key, base_id=base_id)
+    if base is None:
+        raise StoredPlanMismatch(
+            "this plan was stored against an earlier plan that is no longer kept",
+            details={"base_plan": base_id},
+        )
+    return patched(base.response, response), patched(base.fingerprints, fingerprints)
+
+
 def get_assembly(
     db: Session, *, tenant_id: int, external_id: str, session_key: int | None = None
-) -> AssemblyRow:
+) -> StoredAssembly:
     """The tenant's stored assembly. On PostgreSQL a miss looks for the plan among those whose
     locks are held (answered, or about to be, and not yet stored), waits for its lock (bounded
     by the statement timeout), then reads again.
@@ -365,7 +512,7 @@ def get_assembly(
     if session_key is not None:
         row = db.scalar(stored.where(AssemblyRow.session_key == session_key))
         if row is not None:
-            return row
+            return _read(db, row)
     row = db.scalar(stored)
     if row is None and _ids_reserved_up_front(db):
         derive = _assembly_id_deriver(tenant_id)
@@ -376,7 +523,32 @@ def get_assembly(
         row = db.scalar(stored)
     if row is None:
         raise NotFound(f"assembly {external_id!r} not found")
-    return row
+    return _read(db, row)
+
+
+def _read(db: Session, row: AssemblyRow) -> StoredAssembly:
+    response, fingerprints = whole(
+        db,
+        session_key=row.session_key,
+        base_id=row.base_id,
+        response=row.response,
+        fingerprints=row.fingerprints,
+    )
+    return StoredAssembly(
+        id=row.id,
+        tenant_id=row.tenant_id,
+        session_id=row.session_id,
+        session_key=row.session_key,
+        as_of_seq=row.as_of_seq,
+        unit=row.unit,
+        phase=row.phase,
+        plan_hash=row.plan_hash,
+        request=row.request,
+        response=response,
+        fingerprints=fingerprints,
+        created_at=row.created_at,
+        grounding=row.grounding,
+    )
 
 
 def prune_assemblies(
@@ -396,6 +568,7 @@ def prune_assemblies(
     locks (and the write path behind them) for long."""
     ranked = select(
         AssemblyRow.id,
+        AssemblyRow.base_id,
         AssemblyRow.created_at,
         func.row_number()
         .over(
@@ -410,6 +583,8 @@ def prune_assemblies(
     beyond = (ranked.c.in_session > keep_per_session) | (ranked.c.in_tenant > keep_per_tenant)
     if older_than is not None:
         beyond |= ranked.c.created_at < older_than
-    doomed = select(ranked.c.id).where(beyond).limit(limit)
+    # A plan stored whole that a kept plan is stored against is kept with it.
+    bases_kept = select(ranked.c.base_id).where(~beyond, ranked.c.base_id.is_not(None))
+    doomed = select(ranked.c.id).where(beyond, ranked.c.id.not_in(bases_kept)).limit(limit)
     result = db.execute(delete(AssemblyRow).where(AssemblyRow.id.in_(doomed)))
     return int(getattr(result, "rowcount", 0) or 0)

@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
 from app.storage import bodies, plans
+from app.storage.tables import week_of
 
 log = logging.getLogger("contextd")
 
@@ -74,16 +75,13 @@ _MOVE_STRAYS = text(
     " WHERE created_at >= :start AND created_at < :end RETURNING *)"
     " INSERT INTO moving SELECT * FROM moved"
 )
+# A plan a kept plan of its week is stored against goes with the last of them.
 _DELETE_OLD_STRAYS = text(
     "DELETE FROM assemblies_default WHERE ctid IN"
-    " (SELECT ctid FROM assemblies_default WHERE created_at < :cutoff LIMIT :limit)"
+    " (SELECT ctid FROM assemblies_default WHERE created_at < :cutoff AND id NOT IN"
+    " (SELECT base_id FROM assemblies_default WHERE created_at >= :cutoff"
+    " AND base_id IS NOT NULL) LIMIT :limit)"
 )
-
-
-def week_of(moment: datetime) -> date:
-    """The Monday (UTC) starting the week `moment` falls in."""
-    day = moment.astimezone(UTC).date()
-    return day - timedelta(days=day.weekday())
 
 
 def partition_name(week: date) -> str:

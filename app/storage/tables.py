@@ -7,7 +7,7 @@ UPDATE and DELETE on it in both PostgreSQL and SQLite.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, ClassVar
 
 from sqlalchemy import (
@@ -179,12 +179,22 @@ class AssemblyRow(Base):
     request: Mapped[str] = mapped_column(Text)
     """The request body exactly as received (JSON text)."""
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
-    fingerprints: Mapped[list[Any]] = mapped_column(JSON)
+    fingerprints: Mapped[Any] = mapped_column(JSON)
     """[fingerprint, tokens] of each selected item in position order (prompt-cache reuse)."""
+    base_id: Mapped[int | None] = mapped_column(BigInteger)
+    """The plan of the same lineage, stored whole, that this one's `response` and
+    `fingerprints` are deltas against (`app.domain.json_delta`); None: they are stored whole."""
     created_at: Mapped[datetime]
     grounding: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     """How the assembly served its model's next action (`ActionGrounding.as_dict`), written once
     when that output is appended; None until then."""
+
+
+def week_of(moment: datetime) -> date:
+    """The Monday (UTC) starting the week `moment` falls in: the week whose partition holds a
+    plan created then."""
+    day = moment.astimezone(UTC).date()
+    return day - timedelta(days=day.weekday())
 
 
 LINEAGE_SESSION: ColumnElement[int] = AssemblyRow.session_key.expression

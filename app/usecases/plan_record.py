@@ -54,8 +54,9 @@ from app.domain.packing import pack_records, unpack_records
 from app.domain.recall import recall_tool
 from app.domain.world_state import is_state_fragment
 from app.storage import bodies, repository
+from app.storage.plans import StoredAssembly
 from app.storage.repository import SessionSnapshot
-from app.storage.tables import AssemblyRow, SessionRow
+from app.storage.tables import SessionRow
 from app.usecases.history import load_history
 
 __all__ = [
@@ -359,7 +360,7 @@ def request_of(db: Session, request: str, *, tenant_id: int, session_key: int) -
     return restore_bodies(stored, found)
 
 
-def answer_of_row(db: Session, row: AssemblyRow) -> dict[str, Any]:
+def answer_of_row(db: Session, row: StoredAssembly) -> dict[str, Any]:
     """A stored plan's answer (`answer_of`), checked against the plan's `plan_hash`: a plan the
     log no longer yields is a 409 naming the positions whose items differ from the fingerprints
     the plan stored, never a silent change."""

@@ -8,6 +8,7 @@ import json
 import psycopg
 from fastapi.testclient import TestClient
 
+from app.domain.json_delta import patched
 from tests.builders import tool_call, tool_output, user_msg
 from tests.conftest import _admin_conninfo
 
@@ -29,10 +30,18 @@ def test_a_plan_is_stored_without_what_its_items_and_format_say(
         assert len(answer["tools"]) == 1
         with psycopg.connect(_admin_conninfo(postgres_url)) as db:
             row = db.execute(
-                "SELECT response FROM assemblies WHERE external_id = %s", (answer["assembly_id"],)
+                "SELECT plan.response::text, base.response::text FROM assemblies plan"
+                " LEFT JOIN assemblies base ON base.id = plan.base_id"
+                " WHERE plan.external_id = %s",
+                (answer["assembly_id"],),
             ).fetchone()
         assert row is not None
-        stored = row[0] if isinstance(row[0], dict) else json.loads(row[0])
+        # The stored form whole again (a plan may be stored against an earlier one).
+        stored = (
+            json.loads(row[0])
+            if row[1] is None
+            else patched(json.loads(row[1]), json.loads(row[0]))
+        )
         # The three shown history entries are left out of the stored plan, and the tool named.
         assert stored["shown_history"] == 3
         assert stored["tools"] == "recall"

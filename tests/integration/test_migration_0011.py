@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import MetaData, create_engine, insert, text
 from sqlalchemy.engine import make_url
 
+from app.domain.json_delta import patched
 from app.main import create_app
 from app.settings import Settings
 from app.storage.database import migrate
@@ -86,6 +87,20 @@ def _read_back(service: TestClient, ids: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _stored_whole(plans: list[dict[str, Any]], bases: dict[int, int]) -> list[dict[str, Any]]:
+    """Plans as a database before plan deltas holds them: each stored whole (`bases`: the base
+    each plan was stored against, by id)."""
+    by_id = {plan["id"]: plan for plan in plans}
+    whole = []
+    for plan in plans:
+        base = by_id.get(bases.get(plan["id"]))
+        if base is not None:
+            plan["response"] = patched(base["response"], plan["response"])
+            plan["fingerprints"] = patched(base["fingerprints"], plan["fingerprints"])
+        whole.append(plan)
+    return whole
+
+
 def _copy_as_before(source_url: str, target_url: str) -> None:
     """The source's tenants, session, facts and plans into the target (at `BEFORE`), the
     session under the serial id 1 and the plans without the columns the migration adds."""
@@ -98,6 +113,10 @@ def _copy_as_before(source_url: str, target_url: str) -> None:
         for name in ("tenants", "sessions", "facts", "assemblies"):
             table = tables.tables[name]
             rows = [dict(row) for row in reading.execute(table.select()).mappings()]
+            if name == "assemblies":
+                found = reading.execute(text("SELECT id, base_id FROM assemblies")).all()
+                bases: dict[int, int] = {row.id: row.base_id for row in found}
+                rows = _stored_whole(rows, bases)
             column = {"sessions": "id", "facts": "session_id", "assemblies": "session_id"}
             for row in rows:
                 if name in column and row[column[name]] is not None:
