@@ -16,11 +16,12 @@ A hook's URL is the caller's, so a hook call is bounded on every axis the caller
   every worker thread;
 - every failed call says why (`HookResult.reason` and `detail`): a refused destination (the kind
   of address its host resolves to and the setting that allows it), the deadline, a failed
-  connection, an HTTP status, an answer too large or encoded. Telling these apart shows a caller
-  what listens where only on the addresses hooks may reach at all; private networks are refused
-  before any connection unless the operator allows them. A refusal names loopback and
-  unspecified addresses, which are the same on every machine, and no other: the addresses a name
-  resolves to inside the service's network stay in the log, so hooks cannot read its DNS.
+  connection, an HTTP status, an answer too large, encoded or not a JSON object. Telling these
+  apart shows a caller what listens where only on the addresses hooks may reach at all; private
+  networks are refused before any connection unless the operator allows them. A refusal names
+  loopback and unspecified addresses, which are the same on every machine, and no other: the
+  addresses a name resolves to inside the service's network stay in the log, so hooks cannot
+  read its DNS.
 
 A failed call, and one not made, follows the session's `FailurePolicy`. Callers hold no database
 transaction while a hook runs (see `app.api.compaction`).
@@ -59,6 +60,7 @@ FailureReason = Literal[
     "status",
     "answer_too_large",
     "answer_encoded",
+    "answer_not_json",
     "not_called",
 ]
 """Why a hook call failed, or was not made."""
@@ -241,8 +243,9 @@ class HookCaller:
         return HookResult(event, "accepted", notes=pinned)
 
     async def _answer(self, url: str, *, body: dict[str, Any]) -> dict[str, Any] | None:
-        """The hook's 2xx answer (`{}` unless a JSON object), None for a 409; `HookCallFailed`
-        for anything else, or for no whole answer by the deadline."""
+        """The hook's 2xx answer (a JSON object; `{}` when empty), None for a 409;
+        `HookCallFailed` for anything else (an answer that is not a JSON object included: a
+        proxy's error page must not pass for consent), or for no whole answer by the deadline."""
         with anyio.move_on_after(self._deadline):
             try:
                 return await self._post(httpx.URL(url), body=body)
@@ -310,11 +313,19 @@ class HookCaller:
                         "answer_too_large",
                         f"the answer exceeded {self._max_answer_bytes} bytes, the limit",
                     )
+        if not received.strip():
+            return {}  # an empty answer (a 204, say) accepts
         try:
-            answer = orjson.loads(received) if received else {}
+            answer = orjson.loads(received)
         except orjson.JSONDecodeError:
-            return {}
-        return answer if isinstance(answer, dict) else {}
+            answer = None
+        if not isinstance(answer, dict):
+            raise HookCallFailed(
+                "answer_not_json",
+                "the hook's answer is not a JSON object; an empty answer or one such as"
+                ' {"veto": false} is',
+            )
+        return answer
 
 
 class SummarizerUnavailable(Exception):

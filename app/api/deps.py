@@ -170,7 +170,7 @@ def _resolve_tenant(request: Request, db: Session) -> int:
         return _resolve(db, known, cache_key="", tenant_name=OPEN_TENANT)
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
-        raise Unauthorized(f"the {scheme or 'empty'} scheme is not accepted: send 'Bearer <key>'")
+        raise refused_scheme(header)
     if not key.strip():
         raise Unauthorized(
             "malformed Authorization header: expected 'Bearer <key>'", error="invalid_request"
@@ -191,6 +191,45 @@ def _resolve_tenant(request: Request, db: Session) -> int:
 
 
 OPEN_MODE_RECHECK_SECONDS = 2.0
+
+KNOWN_SCHEMES = frozenset(
+    scheme.lower()
+    for scheme in (
+        "Basic",
+        "Digest",
+        "Negotiate",
+        "NTLM",
+        "HOBA",
+        "Mutual",
+        "SCRAM-SHA-1",
+        "SCRAM-SHA-256",
+        "vapid",
+        "DPoP",
+        "GNAP",
+        "PrivateToken",
+        "Concealed",
+        "OAuth",
+        "AWS4-HMAC-SHA256",
+        "Token",
+    )
+)
+"""Authentication schemes (IANA's registry, and a few in common use) a refusal may name: any
+other first word of an Authorization header may be the credential itself, and is never echoed."""
+
+
+def refused_scheme(header: str, *, expected: str = "'Bearer <key>'") -> Unauthorized:
+    """The 401 for an Authorization header that is not a bearer token. A header with no
+    scheme at all (`Authorization: <key>`) is malformed (RFC 6750's `invalid_request`); one in
+    another scheme gets no error code (section 3.1: no bearer credentials were sent). Only a
+    known scheme's name is repeated back."""
+    scheme, space, _ = header.strip().partition(" ")
+    if not space:
+        return Unauthorized(
+            f"malformed Authorization header: no scheme; expected {expected}",
+            error="invalid_request",
+        )
+    named = f"the {scheme} scheme" if scheme.lower() in KNOWN_SCHEMES else "this scheme"
+    return Unauthorized(f"{named} is not accepted: send {expected}")
 
 
 def _has_stored_keys(request: Request, db: Session) -> bool:

@@ -60,9 +60,13 @@ async def readyz(request: Request) -> Response | HealthResponse:
     return HealthResponse(status="ready")
 
 
-def _metrics_refusal(scheme: str, token: str) -> str | None:
-    """RFC 6750's error code for a refused /metrics token: none when no bearer token came."""
-    return "invalid_token" if scheme.lower() == "bearer" and token.strip() else None
+def _metrics_refusal(header: str) -> str | None:
+    """RFC 6750's error code for a refused /metrics token: `invalid_token` for a wrong bearer
+    token, `invalid_request` for a header with no scheme, none when no bearer token came."""
+    scheme, space, token = header.strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return "invalid_token"
+    return "invalid_request" if scheme and not space else None
 
 
 @router.get(
@@ -80,14 +84,15 @@ def metrics(request: Request) -> Response:
     """
     token = settings_of(request).metrics_token
     if token is not None:
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
         expected = token.get_secret_value().encode()
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
             return error_response(
                 401,
                 "unauthorized",
                 "/metrics needs 'Authorization: Bearer <CTX_METRICS_TOKEN>'",
-                headers={"WWW-Authenticate": bearer_challenge(_metrics_refusal(scheme, given))},
+                headers={"WWW-Authenticate": bearer_challenge(_metrics_refusal(header))},
             )
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -61,6 +61,16 @@ CREDENTIALS = {
         REALM,
         "the Basic scheme is not accepted: send 'Bearer <key>'",
     ),
+    "key_without_scheme": (
+        {"Authorization": "key-alpha"},
+        INVALID_REQUEST,
+        "malformed Authorization header: no scheme; expected 'Bearer <key>'",
+    ),
+    "unknown_scheme": (
+        {"Authorization": "sk-good-123 sk-good-123"},
+        REALM,
+        "this scheme is not accepted: send 'Bearer <key>'",
+    ),
     "bearer_without_key": (
         {"Authorization": "Bearer "},
         INVALID_REQUEST,
@@ -95,6 +105,20 @@ def test_every_401_carries_one_bearer_challenge(
     assert _answer(response) == (401, [challenge], "application/json", _unauthorized(message))
 
 
+@pytest.mark.parametrize(
+    "header", ["key-alpha", "sk-good-123", "sk-good-123 and-more", "Bearer", "  key-alpha  "]
+)
+def test_no_refusal_repeats_what_may_be_a_credential(service: TestClient, header: str) -> None:
+    """A header's first word is named back only when it is a known scheme: anything else may be
+    the key itself (sent without its scheme), and would land in the client's logs."""
+    for path in ("/sessions/anything", "/metrics"):
+        response = service.get(path, headers={"Authorization": header})
+        assert response.status_code == 401
+        secret = header.split()[0]
+        assert secret == "Bearer" or secret not in response.text
+        assert secret == "Bearer" or secret not in str(response.headers)
+
+
 def test_a_known_key_gets_no_challenge(service: TestClient) -> None:
     response = service.get("/sessions/anything", headers={"Authorization": "Bearer key-alpha"})
     assert (response.status_code, response.headers.get("www-authenticate")) == (404, None)
@@ -105,6 +129,7 @@ METRICS_CREDENTIALS = {
     "wrong_token": ({"Authorization": "Bearer nope"}, INVALID_TOKEN),
     "an_api_key": ({"Authorization": "Bearer key-alpha"}, INVALID_TOKEN),
     "basic_scheme": ({"Authorization": "Basic c2NyYXBlLXNlY3JldA=="}, REALM),
+    "token_without_scheme": ({"Authorization": "scrape-secret"}, INVALID_REQUEST),
 }
 
 

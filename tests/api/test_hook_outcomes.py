@@ -148,3 +148,70 @@ def test_a_hook_answering_more_than_the_cap_fails_with_the_limit(
         }
     ]
     assert _counted("answer_too_large") == before + 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>502 Bad Gateway</html>", b'["veto"]', b'"ok"', b"{broken"],
+    ids=["html", "array", "string", "broken"],
+)
+def test_a_hook_answer_that_is_not_a_json_object_fails_closed_when_the_session_says_so(
+    hooked: TestClient, session_id: str, body: bytes
+) -> None:
+    """A proxy's error page in a 200 is not the hook's consent: with `fail_closed` the
+    compaction does not go ahead."""
+    before = REGISTRY.get_sample_value(
+        "contextd_hook_calls_total",
+        {"event": "pre_compact", "outcome": "failed_closed", "reason": "answer_not_json"},
+    )
+    with serving(json_answer(200, body)) as (url, served):
+        created = hooked.post(
+            "/sessions",
+            json={
+                "session_id": session_id,
+                "hooks": {"pre_compact": url, "failure_policy": "fail_closed"},
+            },
+        )
+        assert created.status_code == 201, created.text
+        items = load_trajectory(TRAJECTORIES[4])
+        hooked.post(f"/sessions/{session_id}/items", json={"items": items}).raise_for_status()
+        compacted = hooked.post(
+            "/compact", json={"session_id": session_id, "strategy": "clear_tool_results"}
+        )
+    detail = (
+        'the hook\'s answer is not a JSON object; an empty answer or one such as {"veto": false} is'
+    )
+    assert (compacted.status_code, compacted.json(), len(served.received)) == (
+        409,
+        {
+            "error": {
+                "code": "conflict",
+                "message": f"the pre_compact hook stopped the compaction (failed_closed: {detail})",
+                "details": {
+                    "hooks": [
+                        {
+                            "event": "pre_compact",
+                            "outcome": "failed_closed",
+                            "detail": detail,
+                            "reason": "answer_not_json",
+                        }
+                    ]
+                },
+            }
+        },
+        1,
+    )
+    after = REGISTRY.get_sample_value(
+        "contextd_hook_calls_total",
+        {"event": "pre_compact", "outcome": "failed_closed", "reason": "answer_not_json"},
+    )
+    assert (after or 0) == (before or 0) + 1
+
+
+def test_an_empty_hook_answer_accepts(hooked: TestClient, session_id: str) -> None:
+    with serving(json_answer(204, b"")) as (url, _):
+        answer = _compact_with_hook(hooked, session_id, url=url)
+    assert (answer["applied"], [hook["outcome"] for hook in answer["hooks"]]) == (
+        True,
+        ["accepted"],
+    )

@@ -151,7 +151,13 @@ def test_an_answer_accepted_vetoed_or_pinning_notes() -> None:
         HookResult("pre_compact", "vetoed", detail="mid-transaction"),
         HookResult("pre_compact", "vetoed", detail="hook answered 409"),
         HookResult("pre_compact", "accepted"),
-        HookResult("pre_compact", "accepted"),
+        HookResult(
+            "pre_compact",
+            "failed_open",
+            detail="the hook's answer is not a JSON object; an empty answer or one such as"
+            ' {"veto": false} is',
+            reason="answer_not_json",
+        ),
     ]
 
 

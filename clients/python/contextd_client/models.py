@@ -483,7 +483,7 @@ class EndSessionResponse(BaseModel):
     compaction_id: Annotated[str | None, Field(title="Compaction Id")]
     hooks: Annotated[list[dict[str, Any]], Field(title="Hooks")]
     """
-    Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.
+    Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, answer_not_json, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.
     """
     conclusion_seq: Annotated[int | None, Field(title="Conclusion Seq")] = None
 
@@ -1514,7 +1514,7 @@ class CompactResponse(BaseModel):
     """
     hooks: Annotated[list[dict[str, Any]], Field(title="Hooks")]
     """
-    Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.
+    Each hook's outcome: `event`; `outcome` (accepted, vetoed, failed_open, failed_closed, not_configured); `reason`, why a call failed or was not made (refused_destination, deadline, connection_failed, status, answer_too_large, answer_encoded, answer_not_json, not_called; null otherwise); `detail`, the same in words (the kind of refused address and the setting that allows it, the deadline in seconds, the error class of a failed connection, the HTTP status, the answer limit in bytes) or a veto's reason.
     """
     summarization_prompt: Annotated[str | None, Field(title="Summarization Prompt")] = None
     summarizer: Annotated[dict[str, Any], Field(title="Summarizer")]
