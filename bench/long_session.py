@@ -42,6 +42,7 @@ import httpx
 from app.domain.advice_figures import digest_of, figures_of
 from app.domain.elision import elided
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, fold_facts
+from app.domain.grounding_index import occurrence_index
 from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY
 from app.domain.session_view import ViewSettings, active_columns, view_of
 from app.tokens import token_counter
@@ -342,8 +343,9 @@ class _Fact:
 
 def held_per_fact(facts: int) -> dict[str, float]:
     """Bytes per fact, traced in this process, of what a server keeps with a session of
-    `facts` facts beyond its items: the fold's columns, the session view, the advice's figures
-    and the elision runs (what `DERIVED_BYTES_PER_FACT` weighs each fold by in the cache)."""
+    `facts` facts beyond its items: the fold's columns, the session view, the advice's figures,
+    the elision runs and the grader's occurrence index (what `DERIVED_BYTES_PER_FACT` weighs
+    each fold by in the cache)."""
     turns, log = Turns(), [_Fact(1, "message", TASK, {}, None, 20)]
     while len(log) < facts:
         for item in turns.items(len(log) // 2):
@@ -377,9 +379,11 @@ def held_per_fact(facts: int) -> dict[str, float]:
     marks.append(tracemalloc.get_traced_memory()[0])
     _, runs = elided(None, active, view, shown={}, default_drop="window", record_tokens=0)
     marks.append(tracemalloc.get_traced_memory()[0])
+    occurrence_index(active.logged)
+    marks.append(tracemalloc.get_traced_memory()[0])
     tracemalloc.stop()
     del digest, runs
-    parts = ("fold", "view", "advice figures", "elision runs")
+    parts = ("fold", "view", "advice figures", "elision runs", "grounding index")
     held = {
         part: (after - before) / len(log)
         for part, before, after in zip(parts, marks, marks[1:], strict=False)

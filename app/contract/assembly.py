@@ -35,6 +35,7 @@ from app.domain.assemble import (
 )
 from app.domain.budget import Policy
 from app.domain.elision import ElisionForm
+from app.domain.grounding import MAX_GRADED_IDENTIFIERS
 from app.domain.items import Format
 from app.domain.normalize import Modality
 from app.tokens import Encoding
@@ -340,6 +341,11 @@ class NextActionGrounding(BaseModel):
         "`absent` when no elided fact did)."
     )
     missed: list[str] = Field(description="The first 20 identifiers not visible, sorted.")
+    ungraded: int = Field(
+        default=0,
+        description="Identifiers of the output left ungraded: an output naming more than "
+        f"{MAX_GRADED_IDENTIFIERS:,} is graded on the first {MAX_GRADED_IDENTIFIERS:,}, sorted.",
+    )
 
 
 class StoredAssemblyResponse(BaseModel):

@@ -150,6 +150,10 @@ def ground(needed: frozenset[str], *, shown: str, elided: Sequence[str]) -> Grou
     return Grounding(needed=needed, visible=visible, recallable=recallable)
 
 
+MAX_GRADED_IDENTIFIERS = 5_000
+"""The identifiers of one action graded live at most (the first, sorted); the rest are counted
+as `ungraded`. An action naming more is not an agent's next step but a dump."""
+
 ABSENT = "absent"
 """The form of a miss no elided fact holds: the context neither showed nor listed it."""
 MAX_MISSED_NAMED = 20
@@ -172,6 +176,8 @@ class ActionGrounding:
     neither: int
     misses: dict[str, int]
     missed: tuple[str, ...]
+    ungraded: int = 0
+    """Identifiers of the action left ungraded beyond `MAX_GRADED_IDENTIFIERS`."""
 
     @property
     def is_all_visible(self) -> bool:
@@ -186,6 +192,7 @@ class ActionGrounding:
             "all_visible": self.is_all_visible,
             "misses_by_form": dict(sorted(self.misses.items())),
             "missed": list(self.missed),
+            "ungraded": self.ungraded,
         }
 
 
@@ -202,19 +209,28 @@ def grade_action(
     of the `history` before the call: the offline measure of `bench/replay.py`, taken live."""
     needed = needed_identifiers(items_text(action), history=items_text(history), goal=goal)
     scored = ground(needed, shown=shown, elided=[text for _, text in elided])
+    return action_grounding(scored, forms=[form for form, _ in elided])
+
+
+def action_grounding(
+    scored: Grounding, *, forms: Sequence[str], ungraded: int = 0
+) -> ActionGrounding:
+    """The online figure of `scored`, whose recallable identifiers index the elided ranges
+    whose `forms` are given."""
     misses: dict[str, int] = {}
-    for identifier in needed - scored.visible:
+    for identifier in scored.needed - scored.visible:
         index = scored.recallable.get(identifier)
-        form = elided[index][0] if index is not None else ABSENT
+        form = forms[index] if index is not None else ABSENT
         misses[form] = misses.get(form, 0) + 1
-    missed = sorted(needed - scored.visible)
+    missed = sorted(scored.needed - scored.visible)
     return ActionGrounding(
-        needed=len(needed),
+        needed=len(scored.needed),
         visible=len(scored.visible),
         recallable=len(scored.recallable),
-        neither=len(needed) - len(scored.visible) - len(scored.recallable),
+        neither=len(scored.needed) - len(scored.visible) - len(scored.recallable),
         misses=misses,
         missed=tuple(missed[:MAX_MISSED_NAMED]),
+        ungraded=ungraded,
     )
 
 

@@ -490,6 +490,21 @@ def read_facts(
     return db.execute(query).all()
 
 
+def fact_items(db: Session, *, session_id: int, seqs: Sequence[int]) -> list[tuple[int, Any]]:
+    """(seq, item) of the facts `seqs` of the session, in seq order (one read)."""
+    if not seqs:
+        return []
+    facts = Fact.__table__
+    return [
+        (row.seq, row.item)
+        for row in db.execute(
+            select(facts.c.seq, facts.c.item)
+            .where(facts.c.session_id == session_id, facts.c.seq.in_(seqs))
+            .order_by(facts.c.seq)
+        )
+    ]
+
+
 def get_fact(db: Session, *, session_id: int, seq: int) -> Row[Any] | None:
     """Fact `seq` of the session, as a read-only row; None when the log has no such seq."""
     facts = Fact.__table__

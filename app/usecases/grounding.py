@@ -4,8 +4,11 @@ When an append carries a model's output (`next_action`) and finds, in the same s
 the latest assembly of its lineage (tenant, session, unit) is a session-mode one still
 ungraded (`app.storage.groundings`), the work after the answer (`grade_next_action`) reads that
 assembly and, when that output is the first model output logged since it, grades it
-(`app.domain.grounding.grade_action`): which identifiers of the output the history held, and
-whether the assembly showed them, listed them as elided, or neither. The outcome is stored on
+(`app.domain.grounding_index.grade_indexed`, which gives what
+`app.domain.grounding.grade_action` gives over the history's text, reading the session's
+occurrence index instead): which identifiers of the output the history held, and whether the
+assembly showed them, listed them as elided, or neither. It reads what it needs first and ends
+its transaction, so no connection is held while it grades. The outcome is stored on
 the plan once (`GET /assemblies/{id}` shows it as `grounding`) and counted in Prometheus by unit
 (`contextd_next_action_*`). A failure is logged and counted, never passed on: the caller has
 its answer. Advice reads the outcomes back (`recent_groundings`).
@@ -13,16 +16,17 @@ its answer. Advice reads the outcomes back (`recent_groundings`).
 
 from __future__ import annotations
 
-import bisect
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from app.domain.grounding import grade_action, items_text
+from app.domain.grounding import ActionGrounding, items_text
+from app.domain.grounding_index import ElidedRange, grade_indexed, occurrence_index
 from app.domain.items import Item, is_model_output
 from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
 from app.storage import groundings, repository
@@ -70,75 +74,89 @@ def grade_next_action(
 ) -> None:
     """Grade the lineage's latest assembly against `action`, appended in a batch ending at
     `batch_last_seq`, and store and count the outcome; nothing when the latest assembly is graded
-    already, or `action` is not its next action. Closes `db`."""
+    already, or `action` is not its next action. Closes `db`.
+
+    What it reads is read first and the transaction ended, so that no connection is held while
+    it grades; the grade reads the session's occurrence index
+    (`app.domain.grounding_index`), not the history's text."""
     try:
         with db:
-            assembly = groundings.latest_ungraded(
-                db, tenant_id=tenant_id, session_pk=session_pk, unit=unit
-            )
-            if assembly is None or not 0 < action.first_seq - assembly.as_of_seq <= MAX_GAP_FACTS:
-                return
-            session = repository.get_session_by_pk(db, session_pk)
-            between = repository.read_facts(
+            grading = _read_for_grading(
                 db,
-                session_id=session.id,
-                after_seq=assembly.as_of_seq,
-                up_to_seq=action.first_seq - 1,
+                session_pk=session_pk,
+                tenant_id=tenant_id,
+                unit=unit,
+                action=action,
+                batch_last_seq=batch_last_seq,
             )
-            if any(
-                is_model_output(fact.item) and (fact.unit or session.unit) == unit
-                for fact in between
-            ):
-                return  # the unit's model acted since: this output answers a later call
-            active = fold_session(db, session, up_to_seq=batch_last_seq)
-            # The history before the call: the active history (since the last reset) as the
-            # assembly saw it, and the logged facts its elided ranges stand for.
-            history = [
-                item
-                for seq, item in zip(active.seqs, active.items, strict=True)
-                if seq is None or seq <= assembly.as_of_seq
-            ]
-            ranges = [
-                (int(entry["first_seq"]), int(entry["last_seq"]), str(entry["form"]))
-                for entry in assembly.response.get("elided", ())
-            ]
-            elided = []
-            if ranges:
-                # One read for all the ranges (a long session elides thousands), split by seq.
-                facts = repository.read_facts(
-                    db,
-                    session_id=session.id,
-                    after_seq=min(first for first, _, _ in ranges) - 1,
-                    up_to_seq=max(last for _, last, _ in ranges),
-                )
-                seqs = [fact.seq for fact in facts]
-                for first, last, form in ranges:
-                    start, end = bisect.bisect_left(seqs, first), bisect.bisect_right(seqs, last)
-                    texts = [fact.item for fact in facts[start:end]]
-                    history.extend(texts)
-                    elided.append((form, items_text(texts)))
-            grounding = grade_action(
-                action.items,
-                history=history,
-                shown=_shown_text(
-                    answer_of(
-                        assembly.response,
-                        history=shown_history(db, session=session, as_of_seq=assembly.as_of_seq),
-                        candidates=lambda: offered(
-                            request_of(
-                                db, assembly.request, tenant_id=tenant_id, session_key=session.id
-                            )
-                        ),
-                    )
-                ),
-                elided=elided,
-                goal=active.goal.text if active.goal is not None else "",
-            )
+        if grading is None:
+            return
+        row_id, grade = grading
+        grounding = grade()
+        with db:
             if groundings.record_grounding(
-                db, session_pk=session.id, row_id=assembly.row_id, grounding=grounding.as_dict()
+                db, session_pk=session_pk, row_id=row_id, grounding=grounding.as_dict()
             ):
                 db.commit()
                 record_grounding(grounding, unit=unit, tenant=tenant_id)
     except SQLAlchemyError:
         AFTER_ANSWER_FAILURES.labels("grounding").inc()
         log.exception("the next action in session #%s could not be graded", session_pk)
+
+
+def _read_for_grading(
+    db: Session,
+    *,
+    session_pk: int,
+    tenant_id: int,
+    unit: str | None,
+    action: NextAction,
+    batch_last_seq: int,
+) -> tuple[int, Callable[[], ActionGrounding]] | None:
+    """The row id of the assembly `action` grades, and the grading, which reads the database
+    no more; None when there is nothing to grade."""
+    assembly = groundings.latest_ungraded(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
+    if assembly is None or not 0 < action.first_seq - assembly.as_of_seq <= MAX_GAP_FACTS:
+        return None
+    session = repository.get_session_by_pk(db, session_pk)
+    between = repository.read_facts(
+        db, session_id=session.id, after_seq=assembly.as_of_seq, up_to_seq=action.first_seq - 1
+    )
+    if any(is_model_output(fact.item) and (fact.unit or session.unit) == unit for fact in between):
+        return None  # the unit's model acted since: this output answers a later call
+    active = fold_session(db, session, up_to_seq=batch_last_seq)
+    as_of = assembly.as_of_seq
+    # The history before the call: the active history (since the last reset) as the assembly
+    # saw it, and the facts its elided ranges stand for.
+    elided = [
+        ElidedRange(int(entry["first_seq"]), int(entry["last_seq"]), str(entry["form"]))
+        for entry in assembly.response.get("elided", ())
+    ]
+    own = [seq for entry in elided for seq in active.logged.internal(entry.first, entry.last)]
+    own_facts = repository.fact_items(db, session_id=session.id, seqs=own)
+    shown = _shown_text(
+        answer_of(
+            assembly.response,
+            history=shown_history(db, session=session, as_of_seq=as_of),
+            candidates=lambda: offered(
+                request_of(db, assembly.request, tenant_id=tenant_id, session_key=session.id)
+            ),
+        )
+    )
+
+    def in_active(seq: int) -> bool:
+        return seq <= as_of and active.position_of(seq) is not None
+
+    def grade() -> ActionGrounding:
+        return grade_indexed(
+            action.items,
+            index=occurrence_index(active.logged, lock=threading.Lock),
+            in_active=in_active,
+            written=[active.items[position] for position in active.written],
+            elided=elided,
+            own_facts=own_facts,
+            shown=shown,
+            goal=active.goal.text if active.goal is not None else "",
+        )
+
+    return assembly.row_id, grade

@@ -80,6 +80,7 @@ def test_the_output_after_an_assembly_grades_it_on_its_plan_and_in_prometheus(
         "all_visible": True,
         "misses_by_form": {},
         "missed": [],
+        "ungraded": 0,
     }
     assert {
         outcome: _counter("contextd_next_action_identifiers_total", unit="coder", outcome=outcome)
@@ -126,6 +127,7 @@ def test_what_a_compaction_summarized_is_graded_recallable_by_its_form(
         "all_visible": False,
         "misses_by_form": {"cleared": 1},
         "missed": ["helper_value_3"],
+        "ungraded": 0,
     }
     assert _counter("contextd_next_action_misses_total", unit="coder", form="cleared") == (
         misses + 1
@@ -245,3 +247,30 @@ def test_grading_reads_the_elided_facts_in_one_statement_however_many_ranges(
     few = _fact_reads_grading_one_action(client, session_id, asides=2)
     many = _fact_reads_grading_one_action(client, f"{session_id}-many", asides=8)
     assert few == many
+
+
+def test_an_output_naming_a_hundred_thousand_identifiers_is_graded_on_the_first_five_thousand(
+    client: TestClient, session_id: str
+) -> None:
+    """The audit's output: 100,000 identifiers after an assembly over a 1 MB tool output. The
+    grade says how many it left ungraded; every identifier the output and the history share
+    among those graded is counted."""
+    names = [f"symbol_{n:06d}" for n in range(100_000)]
+    _start(client, session_id)
+    _append(
+        client,
+        session_id,
+        [
+            tool_call("big", "shell", '{"cmd": "nm build/lib.so"}'),
+            tool_output("big", " ".join(names[:70_000])),
+        ],
+    )
+    assembly = _assemble(client, session_id)
+    _append(client, session_id, [assistant_msg(" ".join(names))])
+    grounding = _grounding(client, assembly["assembly_id"])
+    assert grounding is not None
+    # Each name is two identifiers (`symbol_000001`, and the number `000001`): 200,000.
+    assert (grounding["needed"], grounding["ungraded"]) == (5_000, 195_000)
+    assert (
+        grounding["needed"] == grounding["visible"] + grounding["recallable"] + grounding["neither"]
+    )

@@ -321,6 +321,7 @@ def test_a_model_output_grades_only_an_assembly_the_database_holds_still_ungrade
         "all_visible": True,
         "misses_by_form": {},
         "missed": [],
+        "ungraded": 0,
     }
 
 

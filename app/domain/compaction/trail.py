@@ -21,15 +21,14 @@ their last use. Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import ahocorasick  # type: ignore[import-not-found]  # a compiled module without stubs
 
 from app.domain.compaction.model import Trail
 from app.domain.grounding import extract_identifiers, item_text
 from app.domain.history import HistoryEntry
 from app.domain.items import OUTPUT_TYPES, is_model_output, item_type
+from app.domain.text_search import Strings
 
 _CARRIED_USES = 2
 """What a name an earlier record carried counts as: it was kept once already."""
@@ -83,8 +82,8 @@ def build_trail(
     """The trail of the names `uses` ranks (`name_uses` of the covered range and `previous`),
     within about `budget` tokens; `shown` is the text the record (goal included) shows besides
     it. Linear in the names and the texts searched: which names a text holds is found in one
-    pass over it (`_Names`), not by searching the text once per name."""
-    already = _Names(uses).within(shown)
+    pass over it (`app.domain.text_search`), not by searching the text once per name."""
+    already = Strings(uses).within(shown)
     ranked = sorted(
         (name for name in uses if name not in already),
         key=lambda name: (
@@ -94,7 +93,7 @@ def build_trail(
             name,
         ),
     )
-    names = _Names(ranked)
+    names = Strings(ranked)
     kept: list[str] = []
     contained: set[str] = set()  # names a kept name contains: it shows them
     spent = 0
@@ -114,7 +113,7 @@ def build_trail(
         contained |= names.within(name)
         groups.add(seq)
         spent += cost
-    kept_names = _Names(kept)
+    kept_names = Strings(kept)
     inside_another = {inner for name in kept for inner in kept_names.within(name) if inner != name}
     kept = [name for name in kept if name not in inside_another]
     by_seq: dict[int, list[str]] = {}
@@ -124,24 +123,6 @@ def build_trail(
         groups=tuple((seq, tuple(names)) for seq, names in by_seq.items()),
         left_out=(min(left_out), max(left_out)) if left_out else None,
     )
-
-
-class _Names:
-    """A set of names searched for all at once (Aho-Corasick): `within(text)` is every one of
-    them that occurs in `text`, found in one pass over it, overlapping occurrences included."""
-
-    def __init__(self, names: Iterable[str]) -> None:
-        self._automaton = ahocorasick.Automaton()
-        for name in names:
-            self._automaton.add_word(name, name)
-        self._empty = len(self._automaton) == 0
-        if not self._empty:
-            self._automaton.make_automaton()
-
-    def within(self, text: str) -> set[str]:
-        if self._empty:
-            return set()
-        return {name for _, name in self._automaton.iter(text)}
 
 
 _GROUP = re.compile(r"seq (\d+): (\S.*)")

@@ -25,7 +25,15 @@ recall reads back of it), `fold` (the log folded into the active history) and `r
 (which items a retraction hides, read from the active history). This module is their surface.
 """
 
-from app.domain.facts.fold import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
+from app.domain.facts.fold import (
+    EMPTY_FOLD,
+    ActiveHistory,
+    Fold,
+    LoggedFact,
+    LoggedUpTo,
+    fold_facts,
+    fork_fold,
+)
 from app.domain.facts.kinds import (
     CHILD_FACT,
     COMPACTION_FACT,
@@ -62,6 +70,7 @@ __all__ = [
     "ChildKind",
     "Fold",
     "LoggedFact",
+    "LoggedUpTo",
     "NewFact",
     "Retraction",
     "child_link_fact",

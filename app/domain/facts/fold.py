@@ -65,10 +65,11 @@ Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 it), the item, its append metadata, its phase and its stored token count (None where none)."""
 
 
-DERIVED_BYTES_PER_FACT = 1_300
+DERIVED_BYTES_PER_FACT = 1_600
 """What the columns kept with a fold take per fact of its log, beyond the items: its own
-columns, a session view, its advice figures and elision runs (1,289 bytes at 100,000 facts of
-the public runs' calls and outputs, as `bench/long_session.py` measures it)."""
+columns, a session view, its advice figures, elision runs and the grader's occurrence index
+(1,593 bytes at 100,000 facts of the public runs' calls and outputs, as `bench/long_session.py`
+measures it)."""
 
 
 class _Visible:
@@ -131,6 +132,9 @@ class _Logged:
     def __init__(self, by_seq: Mapping[int, Visible] | None = None) -> None:
         self.by_seq: dict[int, Visible] = {}
         self.order: list[int] = []
+        self.internal: list[int] = []
+        """The seqs of the service's own facts (`contextd.*`), in order: what the log holds
+        beside the model-visible facts."""
         self.keyed: dict[tuple[str, object], list[int]] = {}
         """The seqs of the calls and outputs under each (type, call_id)."""
         self.derived: dict[Any, Any] = {}
@@ -151,8 +155,11 @@ class _Logged:
         if (key := logged_key(entry[1])) is not None:
             self.keyed.setdefault(key, []).append(seq)
 
-    def copy(self, length: int) -> _Logged:
-        return _Logged({seq: self.by_seq[seq] for seq in self.order[:length]})
+    def copy(self, length: int, *, last_seq: int) -> _Logged:
+        """A new, unshared copy of the first `length` facts and the own facts up to `last_seq`."""
+        copy = _Logged({seq: self.by_seq[seq] for seq in self.order[:length]})
+        copy.internal = self.internal[: bisect.bisect_right(self.internal, last_seq)]
+        return copy
 
 
 class LoggedUpTo(Mapping[int, Visible]):
@@ -197,6 +204,12 @@ class LoggedUpTo(Mapping[int, Visible]):
     def derived(self) -> dict[Any, Any]:
         """What is derived from this log across epochs (see `_Logged.derived`)."""
         return self._logged.derived
+
+    def internal(self, first: int, last: int) -> Sequence[int]:
+        """The seqs of the service's own facts from `first` to `last` (both included, `last` at
+        most the fold's own last seq), in order."""
+        internal = self._logged.internal
+        return internal[bisect.bisect_left(internal, first) : bisect.bisect_right(internal, last)]
 
 
 @dataclass(frozen=True)
@@ -272,11 +285,17 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
     owns_visible = visible.claims.claim(visible_at, len(visible))
     try:
         if not owns_logged:
-            logged = logged.copy(logged_at)
+            logged = logged.copy(logged_at, last_seq=start.last_seq)
         if not owns_visible:
             visible = _Visible(visible.entries(visible_at))
         for fact in facts:
             kind = fact.type
+            # Another fold of the same log may have listed it already (one that folded the same
+            # own facts after the same visible ones): a seq names one fact, so it is listed once.
+            if kind.startswith(INTERNAL_TYPE_PREFIX) and (
+                not logged.internal or fact.seq > logged.internal[-1]
+            ):
+                logged.internal.append(fact.seq)
             if kind == GOAL_FACT:
                 goal = Goal(version=fact.item["version"], text=fact.item["text"])
             elif kind == WORLD_STATE_FACT:

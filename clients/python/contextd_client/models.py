@@ -669,6 +669,10 @@ class NextActionGrounding(BaseModel):
     """
     The first 20 identifiers not visible, sorted.
     """
+    ungraded: Annotated[int, Field(title="Ungraded")] = 0
+    """
+    Identifiers of the output left ungraded: an output naming more than 5,000 is graded on the first 5,000, sorted.
+    """
 
 
 class PlaceholderBody(BaseModel):

@@ -371,6 +371,10 @@ class NextActionGrounding(TypedDict):
     """
     The first 20 identifiers not visible, sorted.
     """
+    ungraded: NotRequired[int]
+    """
+    Identifiers of the output left ungraded: an output naming more than 5,000 is graded on the first 5,000, sorted.
+    """
 
 
 class PlaceholderBody(TypedDict):

@@ -1562,6 +1562,12 @@ export interface components {
              * @description The first 20 identifiers not visible, sorted.
              */
             missed: string[];
+            /**
+             * Ungraded
+             * @description Identifiers of the output left ungraded: an output naming more than 5,000 is graded on the first 5,000, sorted.
+             * @default 0
+             */
+            ungraded?: number;
         };
         /** NormalizeReportBody */
         NormalizeReportBody: {

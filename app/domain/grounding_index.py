@@ -1,0 +1,192 @@
+"""Where the identifiers of a session's log occur: what the live grader reads instead of the
+history's text, so that grading an action costs what the action, the context it graded and the
+log's vocabulary hold, not what the whole log holds.
+
+An identifier (`app.domain.grounding.extract_identifiers`) is made of run characters only
+(ASCII letters, digits and `_./-`), and an item's text joins its strings with newlines, so an
+identifier occurs in a text exactly when it occurs within one maximal run of run characters of
+it. The index keeps each distinct run of the log's model-visible facts once, with the seqs of
+the facts whose text holds it (its postings, in seq order), and is advanced by the facts
+appended since (it is kept with the log: `LoggedUpTo.derived`).
+
+Invariant: `grade_indexed` gives what `app.domain.grounding.grade_action` gives over the same
+history, shown text and elided ranges, for any action of at most `MAX_GRADED_IDENTIFIERS`
+identifiers (pinned by a test at every model call of the public runs). The texts the index does
+not hold (the items compactions wrote, the service's own facts inside an elided range) are
+given to it as they are.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from array import array
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+from app.domain.facts import LoggedUpTo
+from app.domain.grounding import (
+    MAX_GRADED_IDENTIFIERS,
+    ActionGrounding,
+    Grounding,
+    action_grounding,
+    extract_identifiers,
+    item_text,
+    items_text,
+)
+from app.domain.text_search import Strings
+
+__all__ = ["ElidedRange", "OccurrenceIndex", "grade_indexed", "occurrence_index"]
+
+RUN = re.compile(r"[A-Za-z0-9_./-]+")
+"""A maximal run of the characters identifiers are made of."""
+_INDEX_KEY = ("grounding", "occurrences")
+
+
+class OccurrenceIndex:
+    """The distinct runs of a log's model-visible facts, each with its postings. Not safe to
+    advance from two threads at once, nor to read while advanced: its callers take turns
+    (`lock`)."""
+
+    def __init__(self) -> None:
+        self.lock: ContextManager[object] = nullcontext()
+        """What a caller holds while it advances or reads the index: the shell sets a lock
+        (graders of one session may run at once in its threads); the core only holds it."""
+        self.facts = 0
+        """How many of the log's model-visible facts, in seq order, are indexed."""
+        self._postings: dict[str, array[int]] = {}
+        self._runs: list[str] = []
+        """The distinct runs, in the order they first occurred."""
+        self._vocabulary = ""
+        """The runs, each followed by a newline: what a search for identifiers reads."""
+        self._starts: list[int] = []
+        """Where each run starts in `_vocabulary`."""
+        self.postings = 0
+        """Postings held, all told (a measure of the index's size)."""
+
+    def advance(self, logged: LoggedUpTo) -> None:
+        """Index the facts of `logged` not indexed yet."""
+        with self.lock:
+            order = logged.order
+            added: list[str] = []
+            for position in range(self.facts, len(order)):
+                seq = order[position]
+                for run in dict.fromkeys(RUN.findall(item_text(logged[seq][1]))):
+                    postings = self._postings.get(run)
+                    if postings is None:
+                        self._postings[run] = postings = array("q")
+                        added.append(run)
+                    postings.append(seq)
+                    self.postings += 1
+            self.facts = max(self.facts, len(order))
+            if added:
+                start = len(self._vocabulary)
+                for run in added:
+                    self._starts.append(start)
+                    start += len(run) + 1
+                self._runs += added
+                self._vocabulary += "".join(f"{run}\n" for run in added)
+
+    def holding(self, strings: Strings) -> dict[str, list[array[int]]]:
+        """For each of `strings` the index holds within some run, the postings of every run
+        holding it: one pass over the vocabulary."""
+        with self.lock:
+            vocabulary, starts, runs = self._vocabulary, self._starts, self._runs
+            found: dict[str, set[int]] = {}
+            for end, string in strings.occurrences(vocabulary):
+                found.setdefault(string, set()).add(bisect.bisect_right(starts, end) - 1)
+            return {
+                string: [self._postings[runs[run]] for run in sorted(held)]
+                for string, held in found.items()
+            }
+
+
+def occurrence_index(
+    logged: LoggedUpTo, *, lock: Callable[[], ContextManager[object]] = nullcontext
+) -> OccurrenceIndex:
+    """The occurrence index kept with `logged` (made, holding `lock()`, when there is none yet),
+    advanced to it."""
+    index = logged.derived.get(_INDEX_KEY)
+    if index is None:
+        made = OccurrenceIndex()
+        made.lock = lock()
+        index = logged.derived.setdefault(_INDEX_KEY, made)  # one index, whoever made it first
+    assert isinstance(index, OccurrenceIndex)
+    index.advance(logged)
+    return index
+
+
+@dataclass(frozen=True)
+class ElidedRange:
+    """A run of facts a context listed as elided: `first` to `last` (seqs, both included)."""
+
+    first: int
+    last: int
+    form: str
+
+
+def grade_indexed(
+    action: Sequence[object],
+    *,
+    index: OccurrenceIndex,
+    in_active: Callable[[int], bool],
+    written: Sequence[object],
+    elided: Sequence[ElidedRange],
+    own_facts: Sequence[tuple[int, object]],
+    shown: str,
+    goal: str,
+) -> ActionGrounding:
+    """Grade the model output items `action` as `grade_action` does, reading `index` for the
+    log's model-visible facts. The history before the call is the facts of the active history
+    as the context saw it (`in_active`) and the items in `written` (a compaction's, a fork's
+    inheritance), and every fact inside the `elided` ranges (in seq order, apart, as a context
+    lists them): the model-visible ones, and the service's own, given in `own_facts` as (seq,
+    item). `shown` is the text of what the context sent."""
+    goal_identifiers = extract_identifiers(goal)
+    candidates = sorted(
+        identifier
+        for identifier in extract_identifiers(items_text(action))
+        if identifier not in goal_identifiers and identifier not in goal
+    )
+    graded = candidates[:MAX_GRADED_IDENTIFIERS]
+    strings = Strings(graded)
+    postings = index.holding(strings)
+    starts = [entry.first for entry in elided]
+
+    def range_of(seq: int) -> int | None:
+        at = bisect.bisect_right(starts, seq) - 1
+        return at if at >= 0 and seq <= elided[at].last else None
+
+    def first_range(found: Sequence[int]) -> int | None:
+        # Ranges and postings are both in seq order: the first posting inside a range is in
+        # the first range any of them is in.
+        return next((at for seq in found if (at := range_of(seq)) is not None), None)
+
+    in_written = strings.within(items_text(written))
+    own = [(seq, strings.within(item_text(item))) for seq, item in own_facts]
+    needed = frozenset(
+        identifier
+        for identifier in graded
+        if identifier in in_written
+        or any(identifier in held for _, held in own)
+        or any(
+            in_active(seq) or range_of(seq) is not None
+            for found in postings.get(identifier, ())
+            for seq in found
+        )
+    )
+    visible = frozenset(strings.within(shown) & needed)
+    recallable: dict[str, int] = {}
+    for identifier in needed - visible:
+        at = [range_of(seq) for seq, held in own if identifier in held]
+        at += [first_range(found) for found in postings.get(identifier, ())]
+        first = min((found for found in at if found is not None), default=None)
+        if first is not None:
+            recallable[identifier] = first
+    return action_grounding(
+        Grounding(needed=needed, visible=visible, recallable=recallable),
+        forms=[entry.form for entry in elided],
+        ungraded=len(candidates) - len(graded),
+    )
