@@ -153,8 +153,21 @@ class Settings(BaseSettings):
     recall_max_scan_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1,
-        description="Bytes of text one recall search reads before it stops and says where to"
-        " go on.",
+        description="Bytes of text one recall search gives its pattern before it stops and says"
+        " where to go on (a byte searched twice counts twice).",
+    )
+    recall_max_concurrent_per_tenant: int = Field(
+        default=4,
+        ge=1,
+        description="Recall searches of one tenant under way at once per process; beyond, a "
+        "search is a 429 with Retry-After, so that one tenant's searches cannot take every "
+        "worker thread.",
+    )
+    recall_max_scan_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="CPU seconds one recall search may spend matching before it stops and says"
+        " where to go on: what bounds a pattern RE2 can only run on its slower engine.",
     )
     summarizer_url: str | None = Field(
         default=None,

@@ -29,6 +29,7 @@ STATUS_BY_ERROR: dict[type[errors.ContextdError], int] = {
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,
+    errors.TenantBusy: 429,
     errors.DatabaseUnavailable: 503,
 }
 HTTP_CODES = {
@@ -40,6 +41,7 @@ HTTP_CODES = {
     409: "conflict",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    429: "tenant_busy",
 }
 
 
@@ -123,7 +125,7 @@ def _allowed_methods(request: Request) -> list[str]:
 async def _on_contextd_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.ContextdError)
     status = next((s for kind, s in STATUS_BY_ERROR.items() if isinstance(exc, kind)), 409)
-    headers = _unavailable_headers(request) if status == 503 else None
+    headers = _unavailable_headers(request) if status in (429, 503) else None
     if isinstance(exc, errors.Unauthorized):
         headers = {"WWW-Authenticate": errors.bearer_challenge(exc.error)}
     if status == 503:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from app.contract.common import MAX_SEQ, WHOLE_NUMBER, RequestModel, given
-from app.domain.recall import MAX_PATTERN_LENGTH
+from app.domain.recall import MAX_PATTERN_LENGTH, SearchStop
 
 Seq = Annotated[int, Field(ge=1, le=MAX_SEQ), WHOLE_NUMBER]
 Bound = Annotated[int, Field(ge=1, le=10**9), WHOLE_NUMBER]
@@ -29,7 +29,9 @@ class RecallRequest(RequestModel):
 
     seq: Seq | None = Field(default=None, description="The fact to read (or to search).")
     from_line: Annotated[int, Field(ge=1, le=MAX_SEQ), WHOLE_NUMBER] = Field(
-        default=1, description="First line of the window, counted from 1."
+        default=1,
+        description="First line of the window, counted from 1; for a search, the line of its "
+        "first fact it starts at (a stopped search's `next_from_line`).",
     )
     from_char: Annotated[int, Field(ge=0, le=MAX_SEQ), WHOLE_NUMBER] = Field(
         default=0,
@@ -87,13 +89,32 @@ class RecallResponse(BaseModel):
     to_line: int | None
     total_lines: int | None
     tokens: int | None = Field(description="Exact tokens of `text` in the session's encoding.")
-    next_from_line: int | None = Field(description="Where the next window starts; null at the end.")
+    next_from_line: int | None = Field(
+        description="Where the next window starts, or the line of `next_from_seq` a stopped "
+        "search goes on from; null at the end."
+    )
     next_from_char: int | None
     matches: list[RecallMatchBody]
     from_seq: int | None = Field(description="First fact the search covered.")
     to_seq: int | None = Field(description="Last fact the search covered.")
     next_from_seq: int | None = Field(
         description="Where a search stopped by a bound goes on (null: it covered the range)."
+    )
+    stopped_by: SearchStop | None = Field(
+        default=None,
+        description="The bound that stopped a search early: `max_matches`, `max_scan_bytes` "
+        "(the bytes given to the pattern, a byte searched twice counting twice) or "
+        "`max_scan_seconds` (the CPU time it may take; a pattern RE2 can only run on its "
+        "slower engine meets it first); null when it covered the range, and for a window.",
+    )
+    scanned_bytes: int | None = Field(
+        default=None, description="The bytes a search gave its pattern; null for a window."
+    )
+    max_scan_bytes: int | None = Field(
+        default=None, description="The byte bound a search ran under; null for a window."
+    )
+    max_scan_seconds: float | None = Field(
+        default=None, description="The CPU bound a search ran under; null for a window."
     )
     max_lines: int = Field(description="The line bound applied (the request's, capped).")
     max_tokens: int = Field(description="The token bound applied (the request's, capped).")

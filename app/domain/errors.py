@@ -191,5 +191,12 @@ def bearer_challenge(error: str | None = None) -> str:
     return challenge if error is None else f'{challenge}, error="{error}"'
 
 
+class TenantBusy(ContextdError):
+    """The tenant has as many of some costly operation under way as it may: a 429 with
+    `Retry-After`, so that one tenant's load cannot take every worker from the others."""
+
+    code = "tenant_busy"
+
+
 class DatabaseUnavailable(ContextdError):
     code = "database_unavailable"

@@ -13,15 +13,18 @@ What a context leaves out stays in the log; this is how the model reads it again
   character, so paging always ends.
 - A search runs RE2 (linear time in the text: no backtracking, so no pattern can make it run
   away) over UTF-8 bytes, reports at most one match per line, and stops after `max_matches`
-  matches or `max_bytes` scanned bytes, saying where to resume.
+  matches, `max_bytes` bytes given to RE2 (a byte searched twice counts twice) or a CPU bound
+  the caller checks between RE2 calls, each of at most `SEARCH_BLOCK` bytes, saying which
+  bound stopped it and the fact and line to resume from. Some patterns make RE2 leave its
+  linear-time DFA for a slower engine; the CPU bound is what bounds those.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 import re2
 
@@ -31,9 +34,11 @@ from app.domain.items import CountTokens, Format
 __all__ = [
     "MAX_PATTERN_LENGTH",
     "RECALL_TOOL_NAME",
+    "SEARCH_BLOCK",
     "TOOLS_SOURCE_CLASS",
     "Match",
     "Search",
+    "SearchStop",
     "Window",
     "compile_pattern",
     "line_count",
@@ -181,13 +186,20 @@ class Match:
     """The matching line without its newline, or an excerpt of it around the match."""
 
 
+SearchStop = Literal["max_matches", "max_scan_bytes", "max_scan_seconds"]
+"""Which bound stopped a search early: the matches listed, the bytes scanned or the CPU."""
+
+
 @dataclass(frozen=True)
 class Search:
     matches: tuple[Match, ...]
     next_from_seq: int | None
-    """The seq to resume from when a bound stopped the search early (a fact the match cap cut
-    is searched again from its start); None when the search covered everything given."""
+    """The seq to resume from when a bound stopped the search early; None when the search
+    covered everything given."""
     scanned_bytes: int
+    next_from_line: int | None = None
+    """The line of `next_from_seq` the search goes on from."""
+    stopped_by: SearchStop | None = None
 
 
 def compile_pattern(pattern: str) -> re2._Regexp[bytes]:
@@ -229,28 +241,63 @@ def _excerpt(line: bytes, start: int) -> str:
     return ("…" if left else "") + text[left:right] + ("…" if right < len(text) else "")
 
 
+SEARCH_BLOCK = 64 * 1024
+"""Bytes one RE2 call searches at most: the search checks its bounds between calls, so a
+pattern RE2 runs on its slow engine (a DFA too large for its memory) overruns the CPU bound by
+one block at most."""
+_BLOCK_OVERLAP = 4 * 1024
+"""Within a line longer than a block, where the next block starts before the last one ended:
+a match of up to this many bytes across the blocks' border is found whole."""
+
+
 def search(
     pattern: re2._Regexp[bytes],
     texts: Iterable[tuple[int, str]],
     *,
     max_matches: int,
     max_bytes: int,
+    from_line: int = 1,
+    exhausted: Callable[[], bool] = lambda: False,
 ) -> Search:
-    """Matches of `pattern` in `texts` ((seq, text) pairs in seq order), the first match of
-    each line, in order; see the module docstring for the bounds."""
+    """Matches of `pattern` in `texts` ((seq, text) pairs in seq order, the first searched from
+    its line `from_line`), the first match of each line, in order; see the module docstring for
+    the bounds. `max_bytes` counts every byte RE2 is given to search, a byte searched twice
+    twice; `exhausted` says when the CPU bound is spent (checked between RE2 calls)."""
     matches: list[Match] = []
     scanned = 0
+    start_line = from_line
     for seq, text in texts:
-        if len(matches) >= max_matches or scanned >= max_bytes:
-            return Search(tuple(matches), seq, scanned)
+        if len(matches) >= max_matches:
+            return Search(tuple(matches), seq, scanned, start_line, "max_matches")
         data = text.encode("utf-8", "surrogatepass")
-        scanned += len(data)
-        position, line, counted_to = 0, 1, 0
-        while len(matches) < max_matches and position <= len(data):
-            found = pattern.search(data, position)
+        position = _line_offset(data, start_line)
+        line, counted_to = start_line, position
+        start_line = 1
+        while position <= len(data):
+            stop: SearchStop | None = None
+            if len(matches) >= max_matches:
+                stop = "max_matches"
+            elif scanned >= max_bytes:
+                stop = "max_scan_bytes"
+            elif exhausted():
+                stop = "max_scan_seconds"
+            if stop is not None:
+                line += data.count(b"\n", counted_to, position)
+                return Search(tuple(matches), seq, scanned, line, stop)
+            end = min(len(data), position + SEARCH_BLOCK)
+            found = pattern.search(data, position, end)
             if found is None:
-                break
+                scanned += end - position
+                if end >= len(data):
+                    break
+                # On from the start of the line the block ended in, so that a match within a
+                # line crossing the block's end is found whole; within a line longer than a
+                # block, from a little before the block's end.
+                resume = data.rfind(b"\n", position, end) + 1
+                position = resume if resume > position else end - _BLOCK_OVERLAP
+                continue
             begin = found.start()
+            scanned += max(found.end() - position, 1)
             line += data.count(b"\n", counted_to, begin)
             counted_to = begin
             line_start = data.rfind(b"\n", 0, begin) + 1
@@ -265,13 +312,21 @@ def search(
             )
             if line_end >= len(data):
                 break
-            if len(matches) >= max_matches:
-                return Search(tuple(matches), seq, scanned)
             # One match a line: resume at the next line, so that even a pattern matching the
             # empty string takes one step per line.
             line += data.count(b"\n", counted_to, line_end)
             counted_to = position = line_end
     return Search(tuple(matches), None, scanned)
+
+
+def _line_offset(data: bytes, line: int) -> int:
+    """Where line `line` (from 1) of `data` starts; past the end when it has fewer lines."""
+    position = 0
+    for _ in range(line - 1):
+        position = data.find(b"\n", position) + 1
+        if position == 0:
+            return len(data) + 1
+    return position
 
 
 def window_output(seq: int, kind: str, window: Window) -> str:
@@ -310,7 +365,16 @@ def search_output(pattern: str, first_seq: int, last_seq: int, found: Search) ->
         head = f"{len(found.matches)} matching lines for {pattern!r} in {span}:"
     lines = [head, *(f"seq {m.seq} line {m.line}: {m.text}" for m in found.matches)]
     if found.next_from_seq is not None:
-        lines.append(f"(stopped early: search again from_seq {found.next_from_seq} for more)")
+        where = f"from_seq {found.next_from_seq}"
+        if found.next_from_line not in (None, 1):
+            where += f" from_line {found.next_from_line}"
+        bound = {
+            "max_matches": "the match bound",
+            "max_scan_bytes": "the bytes a search may scan",
+            "max_scan_seconds": "the CPU time a search may take",
+            None: "a bound",
+        }[found.stopped_by]
+        lines.append(f"(stopped early at {bound}: search again {where} for more)")
     return "\n".join(lines)
 
 

@@ -5,12 +5,16 @@ tool call. Bounds beyond the service's caps are capped, and the answer states th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
 
 from sqlalchemy.orm import Session
 
 from app.contract.recall import RecallMatchBody, RecallRequest, RecallResponse
-from app.domain.errors import SeqPastLog
+from app.domain.errors import SeqPastLog, TenantBusy
 from app.domain.facts import fact_text
 from app.domain.recall import (
     compile_pattern,
@@ -22,7 +26,6 @@ from app.domain.recall import (
 from app.metrics import record_recall
 from app.settings import Settings
 from app.storage import repository
-from app.storage.tables import SessionRow
 from app.tokens import token_counter
 
 __all__ = ["recall"]
@@ -31,17 +34,52 @@ _SCAN_BATCH = 100
 """Facts read per query while searching a range: memory stays bounded by a batch."""
 
 
-def _texts(db: Session, session: SessionRow, first: int, last: int) -> Iterator[tuple[int, str]]:
+def _texts(db: Session, session_pk: int, first: int, last: int) -> Iterator[tuple[int, str]]:
+    """The texts of facts `first` to `last`, read a batch at a time, each read's transaction
+    ended before its texts are searched: no connection is held while the pattern runs."""
     after = first - 1
     while after < last:
         rows = repository.read_facts(
-            db, session_id=session.id, after_seq=after, up_to_seq=last, limit=_SCAN_BATCH
+            db, session_id=session_pk, after_seq=after, up_to_seq=last, limit=_SCAN_BATCH
         )
+        db.rollback()
         if not rows:
             return
         for row in rows:
             yield row.seq, fact_text(row.type, row.item)
         after = rows[-1].seq
+
+
+_searching: Counter[int] = Counter()
+"""Recall searches under way in this process, by tenant."""
+_searching_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _search_slot(tenant_id: int, *, limit: int) -> Iterator[None]:
+    """One of the tenant's `limit` concurrent searches, or `TenantBusy`."""
+    with _searching_lock:
+        if _searching[tenant_id] >= limit:
+            raise TenantBusy(
+                f"this tenant has {limit} recall searches under way, as many as it may at once"
+                " (CTX_RECALL_MAX_CONCURRENT_PER_TENANT); retry after the given seconds",
+                details={"limit": limit},
+            )
+        _searching[tenant_id] += 1
+    try:
+        yield
+    finally:
+        with _searching_lock:
+            _searching[tenant_id] -= 1
+            if not _searching[tenant_id]:
+                del _searching[tenant_id]
+
+
+def _cpu_bound(seconds: float) -> Callable[[], bool]:
+    """Whether this thread has spent `seconds` of CPU since the call (a search runs on one
+    worker thread)."""
+    deadline = time.thread_time() + seconds
+    return lambda: time.thread_time() >= deadline
 
 
 def recall(
@@ -55,6 +93,7 @@ def recall(
     max_tokens = min(body.max_tokens, settings.recall_max_tokens)
     max_matches = min(body.max_matches, settings.recall_max_matches)
     count = token_counter(session.encoding)
+    unit = session.unit
     pattern = compile_pattern(body.pattern) if body.pattern is not None else None
     first = body.seq if body.seq is not None else body.from_seq or 1
     last = (
@@ -67,12 +106,22 @@ def recall(
     fact = repository.get_fact(db, session_id=session.id, seq=first) if body.seq else None
     bounds = {"max_lines": max_lines, "max_tokens": max_tokens, "max_matches": max_matches}
     if pattern is not None:
+        session_pk = session.id
+        db.rollback()  # the pattern runs with no transaction open (and no connection held)
         texts = (
-            [(first, fact_text(fact.type, fact.item))] if fact else _texts(db, session, first, last)
+            [(first, fact_text(fact.type, fact.item))]
+            if fact
+            else _texts(db, session_pk, first, last)
         )
-        found = search(
-            pattern, texts, max_matches=max_matches, max_bytes=settings.recall_max_scan_bytes
-        )
+        with _search_slot(tenant_id, limit=settings.recall_max_concurrent_per_tenant):
+            found = search(
+                pattern,
+                texts,
+                max_matches=max_matches,
+                max_bytes=settings.recall_max_scan_bytes,
+                from_line=body.from_line,
+                exhausted=_cpu_bound(settings.recall_max_scan_seconds),
+            )
         output = search_output(body.pattern or "", first, last, found)
         response = RecallResponse(
             seq=body.seq,
@@ -83,12 +132,16 @@ def recall(
             to_line=None,
             total_lines=None,
             tokens=None,
-            next_from_line=None,
+            next_from_line=found.next_from_line,
             next_from_char=None,
             matches=[RecallMatchBody(seq=m.seq, line=m.line, text=m.text) for m in found.matches],
             from_seq=first,
             to_seq=last,
             next_from_seq=found.next_from_seq,
+            stopped_by=found.stopped_by,
+            scanned_bytes=found.scanned_bytes,
+            max_scan_bytes=settings.recall_max_scan_bytes,
+            max_scan_seconds=settings.recall_max_scan_seconds,
             tool_output=output,
             **bounds,
         )
@@ -123,7 +176,5 @@ def recall(
             **bounds,
         )
         outcome = "found"
-    record_recall(
-        mode=mode, outcome=outcome, tokens=count(output), unit=session.unit, tenant=tenant_id
-    )
+    record_recall(mode=mode, outcome=outcome, tokens=count(output), unit=unit, tenant=tenant_id)
     return response

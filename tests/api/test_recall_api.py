@@ -4,14 +4,18 @@ that change nothing."""
 
 from __future__ import annotations
 
+import random
+import threading
 from typing import Any
 
+import psycopg
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
 from app.tokens import token_counter
 from tests.builders import tool_call, tool_output, user_msg
+from tests.conftest import _admin_conninfo
 
 count = token_counter("o200k_base")
 
@@ -73,6 +77,10 @@ def test_a_window_is_whole_lines_within_its_bounds_and_exactly_as_logged(
         "from_seq": None,
         "to_seq": None,
         "next_from_seq": None,
+        "stopped_by": None,
+        "scanned_bytes": None,
+        "max_scan_bytes": None,
+        "max_scan_seconds": None,
         "max_lines": 5,
         "max_tokens": 2000,
         "max_matches": 50,
@@ -208,3 +216,122 @@ def test_refusals_change_nothing(postgres_url: str, session_id: str) -> None:
         ok = service.post(path, json={"seq": 1}, headers=alpha)
         assert ok.json()["text"] == "secret"
         assert service.get(f"/sessions/{session_id}", headers=alpha).json()["last_seq"] == 1
+
+
+AUDIT_PATTERN = r"x[\s\S]*a[\s\S]{900}"
+"""The audit's pattern: its DFA does not fit RE2's memory, so RE2 runs it on its slow engine,
+and every match spans to the end of the text."""
+
+
+def _audit_output() -> str:
+    """3.8 MB: 47,000 lines, each `x` and 79 random `a`/`b`."""
+    rng = random.Random(42)
+    return "\n".join("x" + "".join(rng.choices("ab", k=79)) for _ in range(47_000))
+
+
+def test_a_search_the_slow_engine_runs_stops_at_its_cpu_bound_and_goes_on_from_its_line(
+    postgres_url: str, session_id: str
+) -> None:
+    """Each RE2 call searches one block at most, so the CPU bound stops the search; the answer
+    says which bound stopped it and the line to go on from, and going on from there makes
+    progress."""
+    settings = Settings(database_url=postgres_url, recall_max_scan_seconds=0.2)
+    with TestClient(create_app(settings)) as client:
+        _session(
+            client, session_id, [user_msg("x"), tool_call("c1"), tool_output("c1", _audit_output())]
+        )
+        first = _recall(client, session_id, seq=3, pattern=AUDIT_PATTERN, max_matches=200)
+        assert (first["stopped_by"], first["next_from_seq"], first["max_scan_seconds"]) == (
+            "max_scan_seconds",
+            3,
+            0.2,
+        )
+        assert first["next_from_line"] > max([1, *(m["line"] for m in first["matches"])])
+        assert "stopped early at the CPU time a search may take" in first["tool_output"]
+        assert f"from_line {first['next_from_line']}" in first["tool_output"]
+        again = _recall(
+            client,
+            session_id,
+            seq=3,
+            pattern=AUDIT_PATTERN,
+            max_matches=200,
+            from_line=first["next_from_line"],
+        )
+        assert again["next_from_line"] > first["next_from_line"]
+        assert all(m["line"] >= first["next_from_line"] for m in again["matches"])
+
+
+def test_a_search_holds_no_transaction_while_its_pattern_runs(
+    client: TestClient, postgres_url: str, session_id: str
+) -> None:
+    """The audit saw every pooled connection idle in transaction under slow searches, and other
+    tenants answered 503. The facts are read, the transaction ended, then the pattern runs."""
+    _session(
+        client, session_id, [user_msg("x"), tool_call("c1"), tool_output("c1", _audit_output())]
+    )
+    done = threading.Event()
+    answers: list[int] = []
+
+    def search() -> None:
+        body = {"seq": 3, "pattern": AUDIT_PATTERN, "max_matches": 200}
+        answers.append(client.post(f"/sessions/{session_id}/recall", json=body).status_code)
+        done.set()
+
+    states: list[str] = []
+    worker = threading.Thread(target=search)
+    with psycopg.connect(_admin_conninfo(postgres_url), autocommit=True) as watcher:
+        worker.start()
+        while not done.is_set():
+            states += [
+                state
+                for (state,) in watcher.execute(
+                    "SELECT state FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid()"
+                )
+            ]
+            done.wait(0.02)
+    worker.join()
+    assert answers == [200]
+    assert states  # watched while the search ran
+    assert "idle in transaction" not in states
+
+
+def test_a_tenant_searching_at_its_limit_gets_429_and_another_tenant_is_served(
+    postgres_url: str, session_id: str
+) -> None:
+    settings = Settings(
+        database_url=postgres_url,
+        api_keys=["alpha:key-alpha", "beta:key-beta"],
+        recall_max_concurrent_per_tenant=1,
+    )
+    alpha, beta = {"Authorization": "Bearer key-alpha"}, {"Authorization": "Bearer key-beta"}
+    slow = {"seq": 3, "pattern": AUDIT_PATTERN, "max_matches": 200}
+    with TestClient(create_app(settings)) as client:
+        for headers in (alpha, beta):
+            client.post("/sessions", json={"session_id": session_id}, headers=headers)
+            items = [user_msg("x"), tool_call("c1"), tool_output("c1", _audit_output())]
+            appended = client.post(
+                f"/sessions/{session_id}/items", json={"items": items}, headers=headers
+            )
+            assert appended.status_code == 201, appended.text
+        first: list[int] = []
+        worker = threading.Thread(
+            target=lambda: first.append(
+                client.post(f"/sessions/{session_id}/recall", json=slow, headers=alpha).status_code
+            )
+        )
+        worker.start()
+        refused = None
+        while worker.is_alive() and refused is None:
+            answer = client.post(f"/sessions/{session_id}/recall", json=slow, headers=alpha)
+            refused = answer if answer.status_code == 429 else None
+        other = client.post(
+            f"/sessions/{session_id}/recall", json={"seq": 3, "pattern": "^xab"}, headers=beta
+        )
+        worker.join()
+    assert first == [200]
+    assert refused is not None
+    assert refused.headers["retry-after"] == str(settings.retry_after_seconds)
+    assert refused.json()["error"]["code"] == "tenant_busy"
+    assert "CTX_RECALL_MAX_CONCURRENT_PER_TENANT" in refused.json()["error"]["message"]
+    assert other.status_code == 200

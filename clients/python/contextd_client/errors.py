@@ -63,8 +63,9 @@ class ValidationFailed(ContextdError):
 
 
 class Unavailable(ContextdError):
-    """503: the service cannot serve now (its database is unreachable); retried by the client
-    until its attempts or its total time run out."""
+    """503: the service cannot serve now (its database is unreachable), or 429: the tenant has
+    as many costly calls under way as it may (`tenant_busy`); retried by the client after the
+    service's `Retry-After` until its attempts or its total time run out."""
 
     def __init__(
         self,
@@ -127,7 +128,7 @@ def error_from(response: httpx.Response) -> ContextdError:
             response.text[:500] or response.reason_phrase,
             None,
         )
-    if status == 503:
+    if status in (429, 503):
         return Unavailable(
             message,
             status=status,

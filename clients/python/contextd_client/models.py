@@ -766,7 +766,7 @@ class RecallRequest(BaseModel):
     """
     from_line: Annotated[int, Field(ge=1, le=9007199254740991, title="From Line")] = 1
     """
-    First line of the window, counted from 1.
+    First line of the window, counted from 1; for a search, the line of its first fact it starts at (a stopped search's `next_from_line`).
     """
     from_char: Annotated[int, Field(ge=0, le=9007199254740991, title="From Char")] = 0
     """
@@ -824,7 +824,7 @@ class RecallResponse(BaseModel):
     """
     next_from_line: Annotated[int | None, Field(title="Next From Line")]
     """
-    Where the next window starts; null at the end.
+    Where the next window starts, or the line of `next_from_seq` a stopped search goes on from; null at the end.
     """
     next_from_char: Annotated[int | None, Field(title="Next From Char")]
     matches: Annotated[list[RecallMatchBody], Field(title="Matches")]
@@ -839,6 +839,25 @@ class RecallResponse(BaseModel):
     next_from_seq: Annotated[int | None, Field(title="Next From Seq")]
     """
     Where a search stopped by a bound goes on (null: it covered the range).
+    """
+    stopped_by: Annotated[
+        Literal["max_matches", "max_scan_bytes", "max_scan_seconds"] | None,
+        Field(title="Stopped By"),
+    ] = None
+    """
+    The bound that stopped a search early: `max_matches`, `max_scan_bytes` (the bytes given to the pattern, a byte searched twice counting twice) or `max_scan_seconds` (the CPU time it may take; a pattern RE2 can only run on its slower engine meets it first); null when it covered the range, and for a window.
+    """
+    scanned_bytes: Annotated[int | None, Field(title="Scanned Bytes")] = None
+    """
+    The bytes a search gave its pattern; null for a window.
+    """
+    max_scan_bytes: Annotated[int | None, Field(title="Max Scan Bytes")] = None
+    """
+    The byte bound a search ran under; null for a window.
+    """
+    max_scan_seconds: Annotated[float | None, Field(title="Max Scan Seconds")] = None
+    """
+    The CPU bound a search ran under; null for a window.
     """
     max_lines: Annotated[int, Field(title="Max Lines")]
     """

@@ -425,7 +425,7 @@ class RecallRequest(TypedDict):
     """
     from_line: NotRequired[int]
     """
-    First line of the window, counted from 1.
+    First line of the window, counted from 1; for a search, the line of its first fact it starts at (a stopped search's `next_from_line`).
     """
     from_char: NotRequired[int]
     """
@@ -480,7 +480,7 @@ class RecallResponse(TypedDict):
     """
     next_from_line: int | None
     """
-    Where the next window starts; null at the end.
+    Where the next window starts, or the line of `next_from_seq` a stopped search goes on from; null at the end.
     """
     next_from_char: int | None
     matches: list[RecallMatchBody]
@@ -495,6 +495,22 @@ class RecallResponse(TypedDict):
     next_from_seq: int | None
     """
     Where a search stopped by a bound goes on (null: it covered the range).
+    """
+    stopped_by: NotRequired[Literal["max_matches", "max_scan_bytes", "max_scan_seconds"] | None]
+    """
+    The bound that stopped a search early: `max_matches`, `max_scan_bytes` (the bytes given to the pattern, a byte searched twice counting twice) or `max_scan_seconds` (the CPU time it may take; a pattern RE2 can only run on its slower engine meets it first); null when it covered the range, and for a window.
+    """
+    scanned_bytes: NotRequired[int | None]
+    """
+    The bytes a search gave its pattern; null for a window.
+    """
+    max_scan_bytes: NotRequired[int | None]
+    """
+    The byte bound a search ran under; null for a window.
+    """
+    max_scan_seconds: NotRequired[float | None]
+    """
+    The CPU bound a search ran under; null for a window.
     """
     max_lines: int
     """

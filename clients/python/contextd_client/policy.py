@@ -1,8 +1,8 @@
 """How long a call may take and when it is tried again.
 
 A call is tried again only when doing so cannot apply it twice:
-- a 503 (the service says it could not serve the request) and a connection that never opened
-  are retried for every call;
+- a 503 or a 429 (the service says it could not serve the request now) and a connection
+  that never opened are retried for every call;
 - a connection that broke after the request went out (the answer lost, the request perhaps
   applied) is retried only for reads and for appends, whose idempotency key makes the service
   answer a repeat with the original response and write nothing.

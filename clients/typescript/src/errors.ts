@@ -72,8 +72,9 @@ export class PayloadTooLarge extends ContextdError {}
 export class ValidationFailed extends ContextdError {}
 
 /**
- * 503: the service cannot serve now (its database is unreachable); retried by the client until
- * its attempts or its total time run out. `retryAfterMs` is the service's `Retry-After`.
+ * 503: the service cannot serve now (its database is unreachable), or 429: the tenant has as many
+ * costly calls under way as it may (`tenant_busy`); retried by the client until its attempts or
+ * its total time run out. `retryAfterMs` is the service's `Retry-After`.
  */
 export class Unavailable extends ContextdError {
   readonly retryAfterMs: number | null;
@@ -148,7 +149,7 @@ export function errorFrom(response: Response, body: unknown): ContextdError {
       ? error.message
       : (typeof body === "string" ? body : JSON.stringify(body) ?? "").slice(0, 500) ||
         response.statusText;
-  if (status === 503) {
+  if (status === 503 || status === 429) {
     return new Unavailable(detail, {
       ...fields,
       retryAfterMs: retryAfterMs(response.headers.get("retry-after")),

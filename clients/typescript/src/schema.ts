@@ -199,7 +199,9 @@ export interface paths {
          * @description Reads fact `seq` back in a window of whole lines, or lists the lines matching `pattern`
          *     in one fact or a seq range. Bounds beyond the service's caps are capped, and the answer
          *     states the bounds applied. A seq past the log, or a window past the fact's text, is a 409
-         *     (`seq_past_log`, `window_past_text`): the session is there.
+         *     (`seq_past_log`, `window_past_text`): the session is there. A search stops at its bounds
+         *     (matches, bytes given to the pattern, CPU seconds) and says which, and the fact and line to
+         *     go on from; a tenant's searches under way at once are bounded (429).
          */
         post: operations["recall"];
         delete?: never;
@@ -1732,7 +1734,7 @@ export interface components {
             seq?: number | null;
             /**
              * From Line
-             * @description First line of the window, counted from 1.
+             * @description First line of the window, counted from 1; for a search, the line of its first fact it starts at (a stopped search's `next_from_line`).
              * @default 1
              */
             from_line?: number;
@@ -1808,7 +1810,7 @@ export interface components {
             tokens: number | null;
             /**
              * Next From Line
-             * @description Where the next window starts; null at the end.
+             * @description Where the next window starts, or the line of `next_from_seq` a stopped search goes on from; null at the end.
              */
             next_from_line: number | null;
             /** Next From Char */
@@ -1830,6 +1832,26 @@ export interface components {
              * @description Where a search stopped by a bound goes on (null: it covered the range).
              */
             next_from_seq: number | null;
+            /**
+             * Stopped By
+             * @description The bound that stopped a search early: `max_matches`, `max_scan_bytes` (the bytes given to the pattern, a byte searched twice counting twice) or `max_scan_seconds` (the CPU time it may take; a pattern RE2 can only run on its slower engine meets it first); null when it covered the range, and for a window.
+             */
+            stopped_by?: ("max_matches" | "max_scan_bytes" | "max_scan_seconds") | null;
+            /**
+             * Scanned Bytes
+             * @description The bytes a search gave its pattern; null for a window.
+             */
+            scanned_bytes?: number | null;
+            /**
+             * Max Scan Bytes
+             * @description The byte bound a search ran under; null for a window.
+             */
+            max_scan_bytes?: number | null;
+            /**
+             * Max Scan Seconds
+             * @description The CPU bound a search ran under; null for a window.
+             */
+            max_scan_seconds?: number | null;
             /**
              * Max Lines
              * @description The line bound applied (the request's, capped).
@@ -2995,6 +3017,15 @@ export interface operations {
              *     - `invalid_pattern`: `pattern` is a regular expression RE2 compiles (no backreferences, no lookaround).
              */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The tenant has `CTX_RECALL_MAX_CONCURRENT_PER_TENANT` searches under way already (`tenant_busy`); retry after the given seconds. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
