@@ -13,13 +13,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
-from sqlalchemy.exc import DataError, InterfaceError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 
 from app.domain import errors
 from app.metrics import DATABASE_UNAVAILABLE
+from app.storage.database import server_gone_elsewhere
 
 log = logging.getLogger("contextd")
 
@@ -170,7 +171,8 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
 
 async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
     DATABASE_UNAVAILABLE.inc()
-    log.warning("database unavailable: %s", type(exc).__name__)
+    cause = getattr(exc, "orig", None)  # the driver's error, named in the one line logged
+    log.warning("database unavailable: %s", type(cause or exc).__name__)
     return error_response(
         503,
         "database_unavailable",
@@ -189,6 +191,16 @@ async def _on_unstorable_value(_request: Request, exc: Exception) -> JSONRespons
         "a value cannot be stored (text may not contain a NUL character)",
         [{"loc": ["request"], "msg": "value refused by the database"}],
     )
+
+
+async def _on_database_error(request: Request, exc: Exception) -> Response:
+    """A database error of no class the service answers by its kind: a 503 when it says the
+    host can no longer take writes (`SERVER_GONE_ELSEWHERE`: a standby, a demoted primary),
+    else a fault of the service."""
+    assert isinstance(exc, DBAPIError)
+    if server_gone_elsewhere(exc.orig):
+        return await _on_database_down(request, exc)
+    return await _on_unexpected(request, exc)
 
 
 async def _on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
@@ -211,4 +223,5 @@ def install_error_handlers(app: FastAPI) -> None:
     for database_error in (OperationalError, InterfaceError, PoolTimeout):
         app.add_exception_handler(database_error, _on_database_down)
     app.add_exception_handler(DataError, _on_unstorable_value)
+    app.add_exception_handler(DBAPIError, _on_database_error)
     app.add_exception_handler(Exception, _on_unexpected)

@@ -194,6 +194,25 @@ def unanswered(limit: float) -> psycopg.OperationalError:
     return psycopg.OperationalError(f"the database did not answer within {round(limit, 2)} s")
 
 
+SERVER_GONE_ELSEWHERE = frozenset(
+    {
+        "25006",  # read_only_sql_transaction: a standby, a demoted primary, a read-only spell
+        "57P01",  # admin_shutdown
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now: starting up, or shutting down
+    }
+)
+"""SQLSTATEs after which no pooled connection is worth keeping: the host they reach cannot
+take writes (or soon any statement), and after a failover the writable one is elsewhere. They
+are answered 503 and every pooled connection is replaced, so the next ones reach whatever
+host the URL names as writable (libpq's `target_session_attrs=read-write`) once there is one."""
+
+
+def server_gone_elsewhere(error: BaseException | None) -> bool:
+    """Whether the driver's `error` is one of `SERVER_GONE_ELSEWHERE`."""
+    return getattr(error, "sqlstate", None) in SERVER_GONE_ELSEWHERE
+
+
 def connection_capacity(settings: Settings) -> int:
     """The most connections one process holds at once: twice the pool size. On SQLite they are
     all the engine's (its pool, and as many again in overflow); on PostgreSQL the event loop's
@@ -246,7 +265,16 @@ def create_db_engine(settings: Settings) -> Engine:
     )
     _answer_within(engine, answer_deadline(settings))
     _release_session_locks_on_return(engine)
+    _replace_connections_of_a_host_gone_elsewhere(engine)
     return engine
+
+
+def _replace_connections_of_a_host_gone_elsewhere(engine: Engine) -> None:
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        if server_gone_elsewhere(context.original_exception):
+            # As a disconnect: this connection is closed and the pool's older ones replaced.
+            context.is_disconnect = True
 
 
 def connect_args(settings: Settings) -> dict[str, Any]:

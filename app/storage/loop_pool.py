@@ -14,7 +14,9 @@ replaced when they fail). Its size
 - the driver's errors are raised as SQLAlchemy raises them (`DBAPIError.instance`), so the API
   answers them as it answers the engine's: a database that cannot answer is a 503;
 - a disconnect has the pool test its idle connections and replace the dead ones before the
-  error is raised, as SQLAlchemy's invalidation replaces the engine's older connections.
+  error is raised, as SQLAlchemy's invalidation replaces the engine's older connections; an
+  error saying the host can no longer take writes (`database.SERVER_GONE_ELSEWHERE`) has it
+  replace them all, as the engine does.
 
 The pool is small, so a request waits for one of its connections only briefly
 (`CHECKOUT_SECONDS`): then it is `LoopPoolBusy`, and the caller takes a worker thread and the
@@ -42,6 +44,7 @@ from app.storage.database import (
     drawing,
     gave_up,
     loop_pool_size,
+    server_gone_elsewhere,
     unanswered,
     within_budget,
 )
@@ -133,7 +136,10 @@ class LoopPool:
             await self._pool.putconn(connection)  # a closed one is replaced, not kept
         if failure is not None:
             disconnect = connection.closed or connection.broken
-            if disconnect:
+            if server_gone_elsewhere(failure):
+                disconnect = True
+                await self._pool.drain()  # every connection reaches that host: all replaced
+            elif disconnect:
                 await self._pool.check()
             raise self._as_sqlalchemy(statement, failure, disconnect=disconnect) from failure
 
