@@ -66,14 +66,12 @@ def test_a_read_only_spell_is_503s_with_one_line_each_and_the_service_recovers_b
         with caplog.at_level(logging.WARNING, logger="contextd"):
             answers = []
             for n in range(6):
-                for request in (
-                    lambda n=n: client.post(
-                        "/sessions/s/items", json={"items": [user_msg(f"{n}")]}
-                    ),
-                    lambda n=n: client.post("/sessions", json={"session_id": f"new-{n}"}),
-                    lambda: client.post("/assemble", json={"session_id": "s"}),
+                for path, body in (
+                    ("/sessions/s/items", {"items": [user_msg(f"{n}")]}),
+                    ("/sessions", {"session_id": f"new-{n}"}),
+                    ("/assemble", {"session_id": "s"}),
                 ):
-                    response = request()
+                    response = client.post(path, json=body)
                     answers.append((response.status_code, response.headers.get("retry-after")))
         # Reads still answer on a read-only database; every write is a 503 to retry.
         assert {status for status, _ in answers} <= {201, 503}
