@@ -114,7 +114,9 @@ class TcpProxy:
     open and on those accepted meanwhile: what a client sends is acknowledged by the kernel and
     never answered, as behind a hung database host or a wedged load balancer. `stall_at(text)`
     stalls the same way as soon as a client sends `text` (before forwarding it), for a stall at
-    an exact point of a conversation. `resume` forwards again (what was held back included)."""
+    an exact point of a conversation; `stall_after(text)` once it has forwarded it (the
+    database applies it, and its answer is held back). `resume` forwards again (what was held
+    back included)."""
 
     def __init__(self, upstream: tuple[str, int], port: int | None = None) -> None:
         self.upstream = upstream
@@ -123,6 +125,7 @@ class TcpProxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self._stall_at: bytes | None = None
+        self._stall_after: bytes | None = None
         self._threads: list[threading.Thread] = []
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -153,8 +156,11 @@ class TcpProxy:
     def stall_at(self, text: bytes) -> None:
         self._stall_at = text
 
+    def stall_after(self, text: bytes) -> None:
+        self._stall_after = text
+
     def resume(self) -> None:
-        self._stall_at = None
+        self._stall_at = self._stall_after = None
         self._flowing.set()
 
     def _spawn(self, target: Callable[..., object], *args: object) -> None:
@@ -201,6 +207,9 @@ class TcpProxy:
                             if self._stopping.is_set():
                                 return
                         peers[source].sendall(data)
+                        after = self._stall_after
+                        if source is client and after is not None and after in data:
+                            self._flowing.clear()
         except OSError:
             return
         finally:

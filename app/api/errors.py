@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Match
 
 from app.domain import errors
 from app.metrics import DATABASE_UNAVAILABLE
-from app.storage.database import server_gone_elsewhere
+from app.storage.database import nothing_sent, server_gone_elsewhere
 
 log = logging.getLogger("contextd")
 
@@ -65,7 +65,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "Conflict.",
         413: "Body or item too large.",
         422: "Validation failed.",
-        503: "Database unavailable; retry after the given seconds.",
+        503: "Database unavailable; retry after the given seconds. For a request that writes,"
+        " `details.write_in_doubt` says whether the write may have been applied (the database"
+        " went quiet after it was sent): a retry with the same idempotency key is safe.",
     }.items()
 }
 
@@ -169,15 +171,30 @@ async def _on_http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, str(exc.detail), headers=headers)
 
 
+WRITE_IN_DOUBT = (
+    "the database stopped answering while this request's write was under way: it may have been"
+    " applied. Retrying is safe where a repeat is recognized: an append with the same"
+    " idempotency_key returns its original answer and writes nothing, a session is created"
+    " once under its id; GET reads what was applied"
+)
+
+
 async def _on_database_down(request: Request, exc: Exception) -> JSONResponse:
+    """A 503 with `Retry-After`. A request that writes learns whether its write may have been
+    applied (`details.write_in_doubt`): the database may have committed it before going quiet."""
     DATABASE_UNAVAILABLE.inc()
     cause = getattr(exc, "orig", None)  # the driver's error, named in the one line logged
     log.warning("database unavailable: %s", type(cause or exc).__name__)
+    message, details = "the database is unavailable; retry later", None
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
+        in_doubt = not nothing_sent(exc)
+        details = {"write_in_doubt": in_doubt}
+        if in_doubt:
+            message = WRITE_IN_DOUBT
+        else:
+            message = "the database is unavailable and nothing was written; retry later"
     return error_response(
-        503,
-        "database_unavailable",
-        "the database is unavailable; retry later",
-        headers=_unavailable_headers(request),
+        503, "database_unavailable", message, details, headers=_unavailable_headers(request)
     )
 
 

@@ -40,6 +40,7 @@ from psycopg.abc import RV, PQGen
 from psycopg.pq import TransactionStatus
 from psycopg.pq.abc import PGconn
 from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeout
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
@@ -194,9 +195,10 @@ def unanswered(limit: float) -> psycopg.OperationalError:
     return psycopg.OperationalError(f"the database did not answer within {round(limit, 2)} s")
 
 
+READ_ONLY = "25006"
 SERVER_GONE_ELSEWHERE = frozenset(
     {
-        "25006",  # read_only_sql_transaction: a standby, a demoted primary, a read-only spell
+        READ_ONLY,  # read_only_sql_transaction: a standby, a demoted primary, a read-only spell
         "57P01",  # admin_shutdown
         "57P02",  # crash_shutdown
         "57P03",  # cannot_connect_now: starting up, or shutting down
@@ -211,6 +213,21 @@ host the URL names as writable (libpq's `target_session_attrs=read-write`) once 
 def server_gone_elsewhere(error: BaseException | None) -> bool:
     """Whether the driver's `error` is one of `SERVER_GONE_ELSEWHERE`."""
     return getattr(error, "sqlstate", None) in SERVER_GONE_ELSEWHERE
+
+
+class NotConnected(psycopg.OperationalError):
+    """No connection was opened: nothing of the request reached the database."""
+
+
+def nothing_sent(error: BaseException) -> bool:
+    """Whether a failed request's database `error` (SQLAlchemy's, or the driver's) shows that no
+    write of it can have been applied: no connection came (the pool's wait, or the connect,
+    ran out) or the host refused writes (read-only). Any other failure of a write may have come
+    after its commit was sent: that write is in doubt."""
+    if isinstance(error, SQLAlchemyTimeout):
+        return True
+    cause = getattr(error, "orig", error)
+    return isinstance(cause, NotConnected) or getattr(cause, "sqlstate", None) == READ_ONLY
 
 
 def connection_capacity(settings: Settings) -> int:
@@ -305,15 +322,18 @@ def _answer_within(engine: Engine, seconds: float) -> None:
             # libpq (and psycopg) wait at least 2 s for a connection whatever they are given:
             # a request whose budget held that much and has less left gives up instead.
             if budget.left() < LEAST_CONNECT_SECONDS <= budget.seconds:
-                raise psycopg.OperationalError(
+                raise NotConnected(
                     f"{budget.left():.2f} s of the request's wait on the database is left: "
                     f"too little to open a connection (libpq takes up to {LEAST_CONNECT_SECONDS})"
                 )
             timeout = max(LEAST_CONNECT_SECONDS, min(timeout, math.ceil(budget.left())))
         with drawing():
-            connection = DeadlineConnection.connect(
-                *cargs, **{**cparams, "connect_timeout": timeout}
-            )
+            try:
+                connection = DeadlineConnection.connect(
+                    *cargs, **{**cparams, "connect_timeout": timeout}
+                )
+            except psycopg.OperationalError as exc:
+                raise NotConnected(str(exc)) from exc
         connection.answer_within = seconds
         return connection
 

@@ -38,6 +38,7 @@ from sqlalchemy.exc import DBAPIError, StatementError
 
 from app.settings import Settings
 from app.storage.database import (
+    NotConnected,
     answer_deadline,
     answer_limit,
     connect_args,
@@ -125,8 +126,9 @@ class LoopPool:
                 connection = await self._pool.getconn(within_budget(self._checkout_seconds))
         except PoolTimeout as busy:
             raise LoopPoolBusy(str(busy)) from busy
-        except psycopg.Error as error:
-            raise self._as_sqlalchemy(None, error, disconnect=False) from error
+        except psycopg.Error as error:  # no connection: nothing was sent
+            refused = NotConnected(str(error))
+            raise self._as_sqlalchemy(None, refused, disconnect=False) from error
         failure: psycopg.Error | None = None
         try:
             yield connection

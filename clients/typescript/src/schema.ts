@@ -2239,7 +2239,7 @@ export interface operations {
                     "application/json": components["schemas"]["HealthResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2373,7 +2373,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2460,7 +2460,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2550,7 +2550,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2656,7 +2656,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2748,7 +2748,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2842,7 +2842,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2929,7 +2929,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3033,7 +3033,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3122,7 +3122,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3213,7 +3213,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3306,7 +3306,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3393,7 +3393,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3488,7 +3488,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3583,7 +3583,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3678,7 +3678,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3779,7 +3779,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3866,7 +3866,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3953,7 +3953,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4049,7 +4049,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4144,7 +4144,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4238,7 +4238,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4334,7 +4334,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4421,7 +4421,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4516,7 +4516,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Database unavailable; retry after the given seconds. */
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
             503: {
                 headers: {
                     [name: string]: unknown;
