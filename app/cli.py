@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from app.api.http_protocol import BoundedHttpProtocol
 from app.domain.ids import hash_api_key
 from app.settings import Settings
 from app.storage import repository
@@ -64,6 +65,7 @@ def run_serve(settings: Settings, *, host: str, port: int, workers: int) -> int:
         workers=workers,
         log_level="info",
         access_log=settings.access_log,
+        http=BoundedHttpProtocol,
     )
     return 0
 

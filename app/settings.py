@@ -59,6 +59,19 @@ class Settings(BaseSettings):
         description="How long a request's whole body may take to arrive (then 408, and the "
         "connection is closed).",
     )
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="Bytes a request's line and headers may take (`contextd serve`); beyond, "
+        "a 431 and the connection is closed.",
+    )
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0.0,
+        description="How long a request's line and headers may take to arrive, from the "
+        "connection or the previous response (`contextd serve`); then a 408 and the connection "
+        "is closed.",
+    )
     access_log: bool = Field(
         default=False,
         description="Log a line per request (uvicorn's access log). Off by default: every"
