@@ -311,7 +311,46 @@ def connect_args(settings: Settings) -> dict[str, Any]:
     }
 
 
+class PreferredHost:
+    """Of the hosts a URL names (libpq's multi-host form, with `target_session_attrs=read-write`
+    after a failover), the one that took the last connection, tried first by the next.
+
+    libpq tries hosts in order, each up to the connect timeout: an old primary that hangs
+    instead of refusing would take that long on every connection, and a request whose budget
+    it took fails even when the next host answered. Once a host has taken a connection it is
+    tried first, so a hanging one costs the service one connection attempt, not every one."""
+
+    def __init__(self) -> None:
+        self.host: tuple[str, str] | None = None
+
+    def first(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        """`parameters` with the preferred host first among its hosts."""
+        hosts = str(parameters.get("host") or "").split(",")
+        if self.host is None or len(hosts) < 2:
+            return parameters
+        ports = str(parameters.get("port") or "").split(",")
+        if len(ports) != len(hosts):
+            ports = ports * len(hosts)
+        pairs = list(zip(hosts, ports, strict=True))
+        host, port = self.host
+        taken = next((pair for pair in pairs if pair[0] == host and pair[1] in (port, "")), None)
+        if taken is None:
+            return parameters
+        pairs.remove(taken)
+        pairs.insert(0, taken)
+        return {
+            **parameters,
+            "host": ",".join(host for host, _ in pairs),
+            "port": ",".join(port for _, port in pairs),
+        }
+
+    def took(self, connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+        self.host = (connection.info.host, str(connection.info.port))
+
+
 def _answer_within(engine: Engine, seconds: float) -> None:
+    preferred = PreferredHost()
+
     @event.listens_for(engine, "do_connect")
     def _on_connect(
         _dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]
@@ -330,10 +369,11 @@ def _answer_within(engine: Engine, seconds: float) -> None:
         with drawing():
             try:
                 connection = DeadlineConnection.connect(
-                    *cargs, **{**cparams, "connect_timeout": timeout}
+                    *cargs, **{**preferred.first(cparams), "connect_timeout": timeout}
                 )
             except psycopg.OperationalError as exc:
                 raise NotConnected(str(exc)) from exc
+        preferred.took(connection)
         connection.answer_within = seconds
         return connection
 

@@ -39,6 +39,7 @@ from sqlalchemy.exc import DBAPIError, StatementError
 from app.settings import Settings
 from app.storage.database import (
     NotConnected,
+    PreferredHost,
     answer_deadline,
     answer_limit,
     connect_args,
@@ -96,12 +97,17 @@ class LoopPool:
         self._dialect = engine.dialect
         deadline = answer_deadline(settings)
 
+        preferred = PreferredHost()
+
         async def configure(connection: AsyncDeadlineConnection) -> None:
             connection.answer_within = deadline
+            preferred.took(connection)  # the pool's next connections try its host first
+            self._pool.kwargs = preferred.first(kwargs)
 
+        kwargs = {**parameters, **connect_args(settings), "autocommit": True}
         self._pool = AsyncConnectionPool(
             connection_class=AsyncDeadlineConnection,
-            kwargs={**parameters, **connect_args(settings), "autocommit": True},
+            kwargs=kwargs,
             min_size=loop_pool_size(settings),
             max_size=loop_pool_size(settings),
             open=False,
