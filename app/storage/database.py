@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
@@ -40,6 +41,7 @@ from psycopg.abc import RV, PQGen
 from psycopg.pq import TransactionStatus
 from psycopg.pq.abc import PGconn
 from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeout
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
@@ -160,6 +162,9 @@ class DeadlineConnection(psycopg.Connection[Any]):
     """
 
     answer_within: float | None = None
+    host: tuple[str, str] | None = None
+    preferred: PreferredHost | None = None
+    """The engine's host order, told when this connection's host goes quiet."""
 
     def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
         limit = answer_limit(self.answer_within, timeout)
@@ -169,6 +174,12 @@ class DeadlineConnection(psycopg.Connection[Any]):
         except psycopg.OperationalError as exc:
             if limit is None or not gave_up(self.pgconn):
                 raise
+            # The host left a statement unanswered for at least half the answer deadline (the
+            # server's own statement timeout would have answered with an error before it); a
+            # wait the request's budget cut shorter says nothing of the host.
+            quiet = self.answer_within is not None and limit >= self.answer_within / 2
+            if quiet and self.preferred is not None and self.host is not None:
+                self.preferred.went_quiet(self.host)
             raise unanswered(limit) from exc
 
 
@@ -312,44 +323,83 @@ def connect_args(settings: Settings) -> dict[str, Any]:
 
 
 class PreferredHost:
-    """Of the hosts a URL names (libpq's multi-host form, with `target_session_attrs=read-write`
-    after a failover), the one that took the last connection, tried first by the next.
+    """The order in which a connection tries the hosts a URL names (libpq's multi-host form,
+    with `target_session_attrs=read-write` for a primary with standbys): the host that took the
+    last connection first, a host that left a statement unanswered last.
 
     libpq tries hosts in order, each up to the connect timeout: an old primary that hangs
     instead of refusing would take that long on every connection, and a request whose budget
-    it took fails even when the next host answered. Once a host has taken a connection it is
-    tried first, so a hanging one costs the service one connection attempt, not every one."""
+    it took fails even when the next host answered. A host that went quiet on a statement is
+    tried last from then on, and one that took a connection first, so a hanging host costs
+    the service its connections in flight and at most one connection attempt."""
 
     def __init__(self) -> None:
         self.host: tuple[str, str] | None = None
+        self.quiet: tuple[str, str] | None = None
 
     def first(self, parameters: dict[str, Any]) -> dict[str, Any]:
-        """`parameters` with the preferred host first among its hosts."""
+        """`parameters` with their hosts in this order."""
         hosts = str(parameters.get("host") or "").split(",")
-        if self.host is None or len(hosts) < 2:
+        if len(hosts) < 2 or (self.host is None and self.quiet is None):
             return parameters
         ports = str(parameters.get("port") or "").split(",")
         if len(ports) != len(hosts):
             ports = ports * len(hosts)
         pairs = list(zip(hosts, ports, strict=True))
-        host, port = self.host
-        taken = next((pair for pair in pairs if pair[0] == host and pair[1] in (port, "")), None)
-        if taken is None:
-            return parameters
-        pairs.remove(taken)
-        pairs.insert(0, taken)
+
+        def rank(pair: tuple[str, str]) -> int:
+            if self._is(pair, self.host):
+                return 0
+            return 2 if self._is(pair, self.quiet) else 1
+
+        pairs.sort(key=rank)  # stable: the URL's order otherwise
         return {
             **parameters,
             "host": ",".join(host for host, _ in pairs),
             "port": ",".join(port for _, port in pairs),
         }
 
-    def took(self, connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
-        self.host = (connection.info.host, str(connection.info.port))
+    @staticmethod
+    def _is(pair: tuple[str, str], known: tuple[str, str] | None) -> bool:
+        return known is not None and pair[0] == known[0] and pair[1] in (known[1], "")
+
+    def took(self, host: tuple[str, str]) -> None:
+        """`host` took a connection."""
+        self.host = host
+        if self.quiet == host:
+            self.quiet = None
+
+    def went_quiet(self, host: tuple[str, str]) -> None:
+        """`host` left a statement unanswered."""
+        self.quiet = host
+        if self.host == host:
+            self.host = None
+
+
+def host_of(connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> tuple[str, str]:
+    """The host and port a connection reached."""
+    return connection.info.host, str(connection.info.port)
+
+
+_preferred_hosts: weakref.WeakKeyDictionary[Engine, PreferredHost] = weakref.WeakKeyDictionary()
+
+
+def preferred_host(engine: Engine) -> PreferredHost:
+    """The host order of `engine`'s connections, which the event loop's pool shares (both
+    reach the same hosts): what one learns of a host, the other tries it by."""
+    return _preferred_hosts.setdefault(engine, PreferredHost())
 
 
 def _answer_within(engine: Engine, seconds: float) -> None:
-    preferred = PreferredHost()
+    preferred = preferred_host(engine)
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        # A pooled connection to a host that has since gone quiet would wait a whole answer
+        # deadline on its first statement: replaced instead (SQLAlchemy checks out another).
+        quiet = preferred.quiet
+        if quiet is not None and getattr(dbapi_connection, "host", None) == quiet:
+            raise DisconnectionError("the connection's host went quiet")
 
     @event.listens_for(engine, "do_connect")
     def _on_connect(
@@ -373,7 +423,9 @@ def _answer_within(engine: Engine, seconds: float) -> None:
                 )
             except psycopg.OperationalError as exc:
                 raise NotConnected(str(exc)) from exc
-        preferred.took(connection)
+        connection.host = host_of(connection)
+        connection.preferred = preferred
+        preferred.took(connection.host)
         connection.answer_within = seconds
         return connection
 

@@ -13,10 +13,9 @@ replaced when they fail). Its size
   the server cancels a statement past its timeout, the connection kept;
 - the driver's errors are raised as SQLAlchemy raises them (`DBAPIError.instance`), so the API
   answers them as it answers the engine's: a database that cannot answer is a 503;
-- a disconnect has the pool test its idle connections and replace the dead ones before the
-  error is raised, as SQLAlchemy's invalidation replaces the engine's older connections; an
-  error saying the host can no longer take writes (`database.SERVER_GONE_ELSEWHERE`) has it
-  replace them all, as the engine does.
+- a disconnect, or an error saying the host can no longer take writes
+  (`database.SERVER_GONE_ELSEWHERE`), has the pool replace all its connections before the
+  error is raised, as SQLAlchemy's invalidation replaces the engine's older connections.
 
 The pool is small, so a request waits for one of its connections only briefly
 (`CHECKOUT_SECONDS`): then it is `LoopPoolBusy`, and the caller takes a worker thread and the
@@ -45,7 +44,9 @@ from app.storage.database import (
     connect_args,
     drawing,
     gave_up,
+    host_of,
     loop_pool_size,
+    preferred_host,
     server_gone_elsewhere,
     unanswered,
     within_budget,
@@ -68,6 +69,9 @@ class AsyncDeadlineConnection(psycopg.AsyncConnection[Any]):
     `database.DeadlineConnection` does, for the same reasons."""
 
     answer_within: float | None = None
+    host: tuple[str, str] | None = None
+    preferred: PreferredHost | None = None
+    """The pool's host order, told when this connection's host goes quiet."""
 
     async def wait(
         self,
@@ -82,6 +86,12 @@ class AsyncDeadlineConnection(psycopg.AsyncConnection[Any]):
         except psycopg.OperationalError as exc:
             if limit is None or not gave_up(self.pgconn):
                 raise
+            # The host left a statement unanswered for at least half the answer deadline (the
+            # server's own statement timeout would have answered with an error before it); a
+            # wait the request's budget cut shorter says nothing of the host.
+            quiet = self.answer_within is not None and limit >= self.answer_within / 2
+            if quiet and self.preferred is not None and self.host is not None:
+                self.preferred.went_quiet(self.host)
             raise unanswered(limit) from exc
 
 
@@ -97,12 +107,24 @@ class LoopPool:
         self._dialect = engine.dialect
         deadline = answer_deadline(settings)
 
-        preferred = PreferredHost()
+        preferred = preferred_host(engine)
 
         async def configure(connection: AsyncDeadlineConnection) -> None:
             connection.answer_within = deadline
-            preferred.took(connection)  # the pool's next connections try its host first
+            connection.host, connection.preferred = host_of(connection), preferred
+            preferred.took(connection.host)
+            order_hosts()
+
+        def order_hosts() -> None:
+            # The pool's next connections try the hosts in the order its connections found.
             self._pool.kwargs = preferred.first(kwargs)
+
+        async def not_to_a_quiet_host(connection: AsyncDeadlineConnection) -> None:
+            # Its first statement would wait a whole answer deadline: the pool opens another.
+            if preferred.quiet is not None and connection.host == preferred.quiet:
+                raise psycopg.OperationalError("the connection's host went quiet")
+
+        self._order_hosts = order_hosts
 
         kwargs = {**parameters, **connect_args(settings), "autocommit": True}
         self._pool = AsyncConnectionPool(
@@ -112,6 +134,7 @@ class LoopPool:
             max_size=loop_pool_size(settings),
             open=False,
             configure=configure,
+            check=not_to_a_quiet_host,
             timeout=checkout_seconds,
             max_lifetime=RECYCLE_SECONDS,
             name="contextd-loop",
@@ -144,11 +167,14 @@ class LoopPool:
             await self._pool.putconn(connection)  # a closed one is replaced, not kept
         if failure is not None:
             disconnect = connection.closed or connection.broken
+            self._order_hosts()
             if server_gone_elsewhere(failure):
                 disconnect = True
-                await self._pool.drain()  # every connection reaches that host: all replaced
-            elif disconnect:
-                await self._pool.check()
+            if disconnect:
+                # The others most likely reach the same host (gone, quiet or read-only): all
+                # are replaced, as SQLAlchemy's invalidation replaces the engine's. Testing
+                # them one by one would wait on a quiet host once per connection.
+                await self._pool.drain()
             raise self._as_sqlalchemy(statement, failure, disconnect=disconnect) from failure
 
     def _as_sqlalchemy(
