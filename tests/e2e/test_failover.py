@@ -6,7 +6,8 @@ primary's address either refuses (the host is gone) or hangs (a proxy in front o
 and never answers), at the default database timeout and at 1 s.
 
 Every acknowledged item is in the log exactly once, every session dense, no answer is a 500,
-and appends succeed again within 10 s of the promotion.
+and each appender meets at most two failures: the append in flight when the primary died, and
+one more while the pools find the new primary.
 
 The clusters run as the `postgres` user (PostgreSQL refuses root), in directories of their
 own; the test is skipped where the server binaries or that user are missing.
@@ -143,7 +144,6 @@ class Tally:
     """Each session's item whose append was still being retried when the appenders stopped:
     the log may hold it or not."""
     statuses: list[int] = field(default_factory=list)
-    last_failure: float = 0.0
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -179,8 +179,6 @@ def _appender(base: str, session: str, tally: Tally) -> None:
                     tally.statuses.append(status)
                     if status in (200, 201):
                         tally.acked[session].append(text)
-                    else:
-                        tally.last_failure = time.monotonic()
                 if status in (200, 201):
                     break
                 if tally.stop.is_set():
@@ -229,7 +227,6 @@ def test_a_failover_to_a_synchronous_standby_loses_nothing(
                     proxy.stall()
                 primary.kill()
                 standby.promote()
-                promoted = time.monotonic()
                 time.sleep(12)
                 tally.stop.set()
                 for thread in appenders:
@@ -251,4 +248,8 @@ def test_a_failover_to_a_synchronous_standby_loses_nothing(
         if session in tally.unacked and len(items) == len(expected) + 1:
             expected.append(user_msg(tally.unacked[session]))
         assert items == expected, session
-    assert tally.last_failure - promoted < 10
+    # The calls in flight when the primary died fail, and at most one more each while the
+    # pools find the new primary: a bound on attempts, not on time (the seconds it takes are in
+    # docs/operations.md).
+    failures = sum(status not in (200, 201) for status in tally.statuses)
+    assert failures <= 2 * SESSIONS, tally.statuses.count(503)
