@@ -231,7 +231,11 @@ def play(
         for facts in sizes:
             agent.grow_to(facts)
             if follow or not align_turns:
-                agent.turn()  # the first call after the growth, untimed
+                # The first calls after the growth, untimed: the second's append grades the
+                # first's assembly, which indexes every fact the growth appended (once per
+                # session: the growth itself made no assembly to grade).
+                agent.turn()
+                agent.turn()
             else:
                 agent.align()
             size = Size(facts=agent.last_seq)

@@ -7,13 +7,14 @@ An identifier (`app.domain.grounding.extract_identifiers`) is made of run charac
 identifier occurs in a text exactly when it occurs within one maximal run of run characters of
 it. The index keeps each distinct run of the log's model-visible facts once, with the seqs of
 the facts whose text holds it (its postings, in seq order), and is advanced by the facts
-appended since (it is kept with the log: `LoggedUpTo.derived`).
+appended since (it is kept with the log: `LoggedUpTo.derived`). The service's own facts
+(compactions, goals, world state), whose items the fold does not keep, are added the first
+time a grade meets them inside an elided range, each once.
 
 Invariant: `grade_indexed` gives what `app.domain.grounding.grade_action` gives over the same
 history, shown text and elided ranges, for any action of at most `MAX_GRADED_IDENTIFIERS`
 identifiers (pinned by a test at every model call of the public runs). The texts the index does
-not hold (the items compactions wrote, the service's own facts inside an elided range) are
-given to it as they are.
+not hold (the items compactions wrote into the active history) are given to it as they are.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class OccurrenceIndex:
         """Where each run starts in `_vocabulary`."""
         self.postings = 0
         """Postings held, all told (a measure of the index's size)."""
+        self._own: set[int] = set()
+        """The seqs of the service's own facts indexed."""
 
     def advance(self, logged: LoggedUpTo) -> None:
         """Index the facts of `logged` not indexed yet."""
@@ -73,21 +76,46 @@ class OccurrenceIndex:
             added: list[str] = []
             for position in range(self.facts, len(order)):
                 seq = order[position]
-                for run in dict.fromkeys(RUN.findall(item_text(logged[seq][1]))):
-                    postings = self._postings.get(run)
-                    if postings is None:
-                        self._postings[run] = postings = array("q")
-                        added.append(run)
-                    postings.append(seq)
-                    self.postings += 1
+                self._index(seq, logged[seq][1], added, in_order=True)
             self.facts = max(self.facts, len(order))
-            if added:
-                start = len(self._vocabulary)
-                for run in added:
-                    self._starts.append(start)
-                    start += len(run) + 1
-                self._runs += added
-                self._vocabulary += "".join(f"{run}\n" for run in added)
+            self._extend_vocabulary(added)
+
+    def own_facts_missing(self, seqs: Sequence[int]) -> list[int]:
+        """Of the service's own facts `seqs`, those not indexed yet (`add_own_facts`)."""
+        with self.lock:
+            return [seq for seq in seqs if seq not in self._own]
+
+    def add_own_facts(self, facts: Sequence[tuple[int, object]]) -> None:
+        """Index the service's own facts (seq, item) given, once each: the fold does not keep
+        their items, so the grader reads the ones it meets the first time it meets them."""
+        with self.lock:
+            added: list[str] = []
+            for seq, item in facts:
+                if seq not in self._own:
+                    self._own.add(seq)
+                    self._index(seq, item, added, in_order=False)
+            self._extend_vocabulary(added)
+
+    def _index(self, seq: int, item: object, added: list[str], *, in_order: bool) -> None:
+        for run in dict.fromkeys(RUN.findall(item_text(item))):
+            postings = self._postings.get(run)
+            if postings is None:
+                self._postings[run] = postings = array("q")
+                added.append(run)
+            if in_order and (not postings or postings[-1] < seq):
+                postings.append(seq)
+            else:  # postings stay in seq order (an own fact comes in after later facts)
+                postings.insert(bisect.bisect_left(postings, seq), seq)
+            self.postings += 1
+
+    def _extend_vocabulary(self, added: list[str]) -> None:
+        if added:
+            start = len(self._vocabulary)
+            for run in added:
+                self._starts.append(start)
+                start += len(run) + 1
+            self._runs += added
+            self._vocabulary += "".join(f"{run}\n" for run in added)
 
     def holding(self, strings: Strings) -> dict[str, list[array[int]]]:
         """For each of `strings` the index holds within some run, the postings of every run
@@ -134,7 +162,6 @@ def grade_indexed(
     in_active: Callable[[int], bool],
     written: Sequence[object],
     elided: Sequence[ElidedRange],
-    own_facts: Sequence[tuple[int, object]],
     shown: str,
     goal: str,
 ) -> ActionGrounding:
@@ -142,8 +169,8 @@ def grade_indexed(
     log's model-visible facts. The history before the call is the facts of the active history
     as the context saw it (`in_active`) and the items in `written` (a compaction's, a fork's
     inheritance), and every fact inside the `elided` ranges (in seq order, apart, as a context
-    lists them): the model-visible ones, and the service's own, given in `own_facts` as (seq,
-    item). `shown` is the text of what the context sent."""
+    lists them): the model-visible ones, and the service's own, which `index` must hold
+    (`OccurrenceIndex.add_own_facts`). `shown` is the text of what the context sent."""
     goal_identifiers = extract_identifiers(goal)
     candidates = sorted(
         identifier
@@ -165,12 +192,10 @@ def grade_indexed(
         return next((at for seq in found if (at := range_of(seq)) is not None), None)
 
     in_written = strings.within(items_text(written))
-    own = [(seq, strings.within(item_text(item))) for seq, item in own_facts]
     needed = frozenset(
         identifier
         for identifier in graded
         if identifier in in_written
-        or any(identifier in held for _, held in own)
         or any(
             in_active(seq) or range_of(seq) is not None
             for found in postings.get(identifier, ())
@@ -180,8 +205,7 @@ def grade_indexed(
     visible = frozenset(strings.within(shown) & needed)
     recallable: dict[str, int] = {}
     for identifier in needed - visible:
-        at = [range_of(seq) for seq, held in own if identifier in held]
-        at += [first_range(found) for found in postings.get(identifier, ())]
+        at = [first_range(found) for found in postings.get(identifier, ())]
         first = min((found for found in at if found is not None), default=None)
         if first is not None:
             recallable[identifier] = first

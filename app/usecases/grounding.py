@@ -132,8 +132,13 @@ def _read_for_grading(
         ElidedRange(int(entry["first_seq"]), int(entry["last_seq"]), str(entry["form"]))
         for entry in assembly.response.get("elided", ())
     ]
+    # The service's own facts inside the elided ranges, read the first time only: the index
+    # keeps them (a session that compacts has a compaction fact in every range it compacted).
+    index = occurrence_index(active.logged, lock=threading.Lock)
     own = [seq for entry in elided for seq in active.logged.internal(entry.first, entry.last)]
-    own_facts = repository.fact_items(db, session_id=session.id, seqs=own)
+    index.add_own_facts(
+        repository.fact_items(db, session_id=session.id, seqs=index.own_facts_missing(own))
+    )
     shown = _shown_text(
         answer_of(
             assembly.response,
@@ -150,11 +155,10 @@ def _read_for_grading(
     def grade() -> ActionGrounding:
         return grade_indexed(
             action.items,
-            index=occurrence_index(active.logged, lock=threading.Lock),
+            index=index,
             in_active=in_active,
             written=[active.items[position] for position in active.written],
             elided=elided,
-            own_facts=own_facts,
             shown=shown,
             goal=active.goal.text if active.goal is not None else "",
         )
