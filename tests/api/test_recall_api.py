@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import random
 import threading
+import uuid
 from typing import Any
 
 import psycopg
 from fastapi.testclient import TestClient
+from sqlalchemy import make_url
 
 from app.main import create_app
 from app.settings import Settings
@@ -262,35 +264,40 @@ def test_a_search_the_slow_engine_runs_stops_at_its_cpu_bound_and_goes_on_from_i
 
 
 def test_a_search_holds_no_transaction_while_its_pattern_runs(
-    client: TestClient, postgres_url: str, session_id: str
+    postgres_url: str, session_id: str
 ) -> None:
     """The audit saw every pooled connection idle in transaction under slow searches, and other
-    tenants answered 503. The facts are read, the transaction ended, then the pattern runs."""
-    _session(
-        client, session_id, [user_msg("x"), tool_call("c1"), tool_output("c1", _audit_output())]
-    )
-    done = threading.Event()
-    answers: list[int] = []
+    tenants answered 503. The facts are read, the transaction ended, then the pattern runs.
+    The service's connections carry an application name of their own, so that only they are
+    watched (the test database is shared by the run)."""
+    watched = f"contextd-recall-{uuid.uuid4().hex[:8]}"
+    url = make_url(postgres_url).update_query_dict({"application_name": watched})
+    settings = Settings(database_url=url.render_as_string(hide_password=False))
+    with TestClient(create_app(settings)) as client:
+        items = [user_msg("x"), tool_call("c1"), tool_output("c1", _audit_output())]
+        _session(client, session_id, items)
+        done = threading.Event()
+        answers: list[int] = []
 
-    def search() -> None:
-        body = {"seq": 3, "pattern": AUDIT_PATTERN, "max_matches": 200}
-        answers.append(client.post(f"/sessions/{session_id}/recall", json=body).status_code)
-        done.set()
+        def search() -> None:
+            body = {"seq": 3, "pattern": AUDIT_PATTERN, "max_matches": 200}
+            answers.append(client.post(f"/sessions/{session_id}/recall", json=body).status_code)
+            done.set()
 
-    states: list[str] = []
-    worker = threading.Thread(target=search)
-    with psycopg.connect(_admin_conninfo(postgres_url), autocommit=True) as watcher:
-        worker.start()
-        while not done.is_set():
-            states += [
-                state
-                for (state,) in watcher.execute(
-                    "SELECT state FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND pid <> pg_backend_pid()"
-                )
-            ]
-            done.wait(0.02)
-    worker.join()
+        states: list[str] = []
+        worker = threading.Thread(target=search)
+        with psycopg.connect(_admin_conninfo(postgres_url), autocommit=True) as watcher:
+            worker.start()
+            while not done.is_set():
+                states += [
+                    state
+                    for (state,) in watcher.execute(
+                        "SELECT state FROM pg_stat_activity WHERE application_name = %s",
+                        (watched,),
+                    )
+                ]
+                done.wait(0.02)
+        worker.join()
     assert answers == [200]
     assert states  # watched while the search ran
     assert "idle in transaction" not in states
