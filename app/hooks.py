@@ -34,8 +34,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-import threading
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
@@ -47,6 +45,7 @@ import orjson
 
 from app.domain.errors import RuleBroken
 from app.settings import Settings
+from app.tenant_slots import TenantSlots
 
 log = logging.getLogger("contextd")
 
@@ -193,16 +192,15 @@ class HookCallFailed(Exception):
 
 
 class HookCaller:
-    """The service's hook calls, under the limits of its settings, and each tenant's count of
-    calls in flight (behind a lock: nothing requires every call to come from one thread)."""
+    """The service's hook calls, under the limits of its settings, and each tenant's calls in
+    flight."""
 
     def __init__(self, settings: Settings) -> None:
         self._deadline = settings.hook_timeout_seconds
         self._max_answer_bytes = settings.hook_max_answer_bytes
         self._max_in_flight = settings.hook_max_concurrent_per_tenant
         self._allowed = tuple(settings.hook_allowed_networks)
-        self._in_flight: Counter[int] = Counter()
-        self._lock = threading.Lock()
+        self._in_flight = TenantSlots()
 
     async def call(
         self,
@@ -219,21 +217,15 @@ class HookCaller:
         if not url:
             return HookResult(event, "not_configured")
         failed: HookOutcome = "failed_closed" if fail_closed else "failed_open"
-        with self._lock:
-            if self._in_flight[tenant_id] >= self._max_in_flight:
+        with self._in_flight.taken(tenant_id, limit=self._max_in_flight) as taken:
+            if not taken:
                 log.warning("%s hook of tenant %d not called: limit reached", event, tenant_id)
                 return HookResult(event, failed, detail=NOT_CALLED, reason="not_called")
-            self._in_flight[tenant_id] += 1
-        try:
-            answer = await self._answer(url, body={"event": event, **payload})
-        except HookCallFailed as exc:
-            log.warning("%s hook of tenant %d failed: %s", event, tenant_id, exc)
-            return HookResult(event, failed, detail=exc.detail, reason=exc.reason)
-        finally:
-            with self._lock:
-                self._in_flight[tenant_id] -= 1
-                if not self._in_flight[tenant_id]:
-                    del self._in_flight[tenant_id]
+            try:
+                answer = await self._answer(url, body={"event": event, **payload})
+            except HookCallFailed as exc:
+                log.warning("%s hook of tenant %d failed: %s", event, tenant_id, exc)
+                return HookResult(event, failed, detail=exc.detail, reason=exc.reason)
         if answer is None:
             return HookResult(event, "vetoed", detail="hook answered 409")
         if answer.get("veto") is True:

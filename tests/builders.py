@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -32,3 +33,15 @@ def tool_output(call_id: str, output: str) -> dict[str, Any]:
 def long_text(tokens: int) -> str:
     """Prose of at least `tokens` tokens in o200k_base and cl100k_base (a word each)."""
     return " note" * tokens
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A logged fact as the fold reads it (`app.domain.facts.LoggedFact`)."""
+
+    seq: int
+    type: str
+    item: dict[str, Any]
+    provenance: dict[str, Any]
+    phase: str | None
+    tokens: int

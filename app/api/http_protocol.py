@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from http import HTTPStatus
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -32,9 +33,6 @@ def _bounds() -> tuple[int, float]:
     """This process's head bounds, from its environment (as `app.main:app` reads its settings)."""
     settings = Settings()
     return settings.max_header_bytes, settings.header_timeout_seconds
-
-
-_REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
@@ -124,7 +122,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         body = encode_json({"error": {"code": code, "message": message, "details": None}})
         head = (
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-            b"connection: close\r\n\r\n" % (status, _REASONS[status], len(body))
+            b"connection: close\r\n\r\n" % (status, HTTPStatus(status).phrase.encode(), len(body))
         )
         self._stop_waiting()
         self.transport.write(head + body)

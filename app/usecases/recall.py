@@ -5,10 +5,7 @@ tool call. Bounds beyond the service's caps are capped, and the answer states th
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 
 from sqlalchemy.orm import Session
@@ -26,6 +23,7 @@ from app.domain.recall import (
 from app.metrics import record_recall
 from app.settings import Settings
 from app.storage import repository
+from app.tenant_slots import TenantSlots
 from app.tokens import token_counter
 
 __all__ = ["recall"]
@@ -50,29 +48,8 @@ def _texts(db: Session, session_pk: int, first: int, last: int) -> Iterator[tupl
         after = rows[-1].seq
 
 
-_searching: Counter[int] = Counter()
+_searching = TenantSlots()
 """Recall searches under way in this process, by tenant."""
-_searching_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _search_slot(tenant_id: int, *, limit: int) -> Iterator[None]:
-    """One of the tenant's `limit` concurrent searches, or `TenantBusy`."""
-    with _searching_lock:
-        if _searching[tenant_id] >= limit:
-            raise TenantBusy(
-                f"this tenant has {limit} recall searches under way, as many as it may at once"
-                " (CTX_RECALL_MAX_CONCURRENT_PER_TENANT); retry after the given seconds",
-                details={"limit": limit},
-            )
-        _searching[tenant_id] += 1
-    try:
-        yield
-    finally:
-        with _searching_lock:
-            _searching[tenant_id] -= 1
-            if not _searching[tenant_id]:
-                del _searching[tenant_id]
 
 
 def _cpu_bound(seconds: float) -> Callable[[], bool]:
@@ -113,7 +90,14 @@ def recall(
             if fact
             else _texts(db, session_pk, first, last)
         )
-        with _search_slot(tenant_id, limit=settings.recall_max_concurrent_per_tenant):
+        limit = settings.recall_max_concurrent_per_tenant
+        with _searching.taken(tenant_id, limit=limit) as taken:
+            if not taken:
+                raise TenantBusy(
+                    f"this tenant has {limit} recall searches under way, as many as it may at"
+                    " once (CTX_RECALL_MAX_CONCURRENT_PER_TENANT); retry after the given seconds",
+                    details={"limit": limit},
+                )
             found = search(
                 pattern,
                 texts,

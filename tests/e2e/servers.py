@@ -5,7 +5,10 @@ nothing here touches the shared PostgreSQL cluster itself."""
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -13,7 +16,17 @@ import httpx
 
 from bench.servers import Server, TcpProxy, running, with_port
 
-__all__ = ["Server", "SlowHook", "TcpProxy", "read_log", "running", "with_port"]
+__all__ = [
+    "Server",
+    "SlowHook",
+    "TcpProxy",
+    "raw_answer",
+    "read_log",
+    "read_until_closed",
+    "running",
+    "send_while_reading",
+    "with_port",
+]
 
 
 class SlowHook:
@@ -71,3 +84,45 @@ def read_log(client: httpx.Client, session_id: str) -> list[dict[str, Any]]:
             return items
         after = body["next_after_seq"]
     raise AssertionError("paging did not end")
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it ends the connection: closes it, or resets it (a
+    server closing with unread bytes from the client resets). A generous socket timeout is the
+    test's only safety net, never its measure."""
+    sock.settimeout(60)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def send_while_reading(sock: socket.socket, chunks: Sequence[bytes], *, pause: float) -> bytes:
+    """Sends `chunks` one at a time, `pause` seconds apart, while reading the answer as it
+    comes, until the server ends the connection: bytes still going out after the server closed
+    (which make it reset the connection) cannot overtake its answer. The answer."""
+    answers: list[bytes] = []
+    reader = threading.Thread(target=lambda: answers.append(read_until_closed(sock)))
+    reader.start()
+    for chunk in chunks:
+        reader.join(pause)
+        if not reader.is_alive():
+            break
+        try:
+            sock.sendall(chunk)
+        except OSError:
+            break
+    reader.join()
+    return answers[0]
+
+
+def raw_answer(raw: bytes) -> tuple[int, dict[str, str], dict[str, object]]:
+    """An HTTP/1.1 answer read off a socket: its status, headers (lower-case names) and JSON
+    body."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in header_lines)
+    return int(status_line.split()[1]), {k.lower(): v for k, v in headers.items()}, json.loads(body)

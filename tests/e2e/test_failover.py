@@ -34,8 +34,8 @@ import psycopg
 import pytest
 
 from bench.common import free_port
-from bench.servers import TcpProxy, running
 from tests.builders import user_msg
+from tests.e2e.servers import TcpProxy, read_log, running
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 SESSIONS = 4
@@ -148,19 +148,6 @@ class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _log(base: str, session: str) -> list[dict[str, object]]:
-    """The session's whole log, page by page."""
-    entries: list[dict[str, object]] = []
-    after: int | None = 0
-    while after is not None:
-        page = httpx.get(
-            f"{base}/sessions/{session}/items", params={"after_seq": after, "limit": 1000}
-        ).json()
-        entries += page["items"]
-        after = page["next_after_seq"]
-    return entries
-
-
 def _appender(base: str, session: str, tally: Tally) -> None:
     """Appends one item at a time, each under its own idempotency key, retried until it is
     acknowledged: a runtime that never gives up on a write."""
@@ -231,7 +218,8 @@ def test_a_failover_to_a_synchronous_standby_loses_nothing(
                 tally.stop.set()
                 for thread in appenders:
                     thread.join(timeout=60)
-                logs = {session: _log(server.base, session) for session in tally.acked}
+                with httpx.Client(base_url=server.base) as client:
+                    logs = {session: read_log(client, session) for session in tally.acked}
         finally:
             tally.stop.set()
             proxy.resume()

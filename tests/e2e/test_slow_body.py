@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.e2e.servers import Server, running
+from tests.e2e.servers import (
+    Server,
+    raw_answer,
+    read_until_closed,
+    running,
+    send_while_reading,
+)
 
 DEADLINE = {"CTX_BODY_TIMEOUT_SECONDS": "1"}
 
@@ -23,32 +28,11 @@ def server(postgres_url: str) -> Iterator[Server]:
         yield started
 
 
-def _read_until_closed(sock: socket.socket) -> bytes:
-    """Everything the server sends until it ends the connection: closes it, or resets it (a
-    server closing with unread bytes from the client resets). A generous socket timeout is the
-    test's only safety net, never its measure."""
-    sock.settimeout(60)
-    received = b""
-    try:
-        while chunk := sock.recv(65536):
-            received += chunk
-    except ConnectionResetError:
-        pass
-    return received
-
-
 def _head(session_id: str, length: int) -> bytes:
     return (
         f"POST /sessions/{session_id}/items HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
     ).encode()
-
-
-def _answer(raw: bytes) -> tuple[int, dict[str, str], dict[str, object]]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode().split("\r\n")
-    headers = dict(line.split(": ", 1) for line in header_lines)
-    return int(status_line.split()[1]), {k.lower(): v for k, v in headers.items()}, json.loads(body)
 
 
 EXPECTED = {
@@ -76,7 +60,7 @@ def test_a_body_that_stalls_is_answered_408_and_the_connection_closed(server: Se
     session_id = _session(server)
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(_head(session_id, 100) + b"{")
-        status, headers, body = _answer(_read_until_closed(sock))
+        status, headers, body = raw_answer(read_until_closed(sock))
 
     assert (status, headers["connection"], body) == (408, "close", EXPECTED)
     assert _facts(server, session_id) == 0
@@ -87,22 +71,10 @@ def test_a_body_that_trickles_is_held_to_one_deadline_for_the_whole_body(server:
     payload = json.dumps({"items": [{"role": "user", "content": "x" * 200}]}).encode()
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(_head(session_id, len(payload)))
-        answers: list[bytes] = []
-        # The answer is read as it comes, so that the bytes still trickling after the server
-        # closed (which make it reset the connection) cannot overtake it.
-        reader = threading.Thread(target=lambda: answers.append(_read_until_closed(sock)))
-        reader.start()
-        for byte in payload:  # a byte every 0.2 s: each well inside any per-chunk timeout
-            reader.join(0.2)
-            if not reader.is_alive():
-                break
-            try:
-                sock.sendall(bytes([byte]))
-            except OSError:
-                break
-        reader.join()
+        # A byte every 0.2 s: each well inside any per-chunk timeout.
+        answer = send_while_reading(sock, [bytes([byte]) for byte in payload], pause=0.2)
 
-    status, headers, body = _answer(answers[0])
+    status, headers, body = raw_answer(answer)
     assert (status, headers["connection"], body) == (408, "close", EXPECTED)
     assert _facts(server, session_id) == 0
 

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.e2e.servers import Server, running
+from tests.e2e.servers import (
+    Server,
+    raw_answer,
+    read_until_closed,
+    running,
+    send_while_reading,
+)
 
 BOUNDS = {"CTX_HEADER_TIMEOUT_SECONDS": "1", "CTX_MAX_HEADER_BYTES": "65536"}
 
@@ -23,26 +28,6 @@ BOUNDS = {"CTX_HEADER_TIMEOUT_SECONDS": "1", "CTX_MAX_HEADER_BYTES": "65536"}
 def server(postgres_url: str) -> Iterator[Server]:
     with running(postgres_url, workers=1, **BOUNDS) as started:
         yield started
-
-
-def _read_until_closed(sock: socket.socket) -> bytes:
-    """Everything the server sends until it ends the connection. A generous socket timeout is
-    the test's only safety net, never its measure."""
-    sock.settimeout(60)
-    received = b""
-    try:
-        while chunk := sock.recv(65536):
-            received += chunk
-    except ConnectionResetError:
-        pass
-    return received
-
-
-def _answer(raw: bytes) -> tuple[int, dict[str, str], dict[str, object]]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status_line, *header_lines = head.decode().split("\r\n")
-    headers = dict(line.split(": ", 1) for line in header_lines)
-    return int(status_line.split()[1]), {k.lower(): v for k, v in headers.items()}, json.loads(body)
 
 
 TOO_LARGE = {
@@ -63,46 +48,24 @@ TOO_LATE = {
 
 def test_a_two_mebibyte_header_is_answered_431_and_the_connection_closed(server: Server) -> None:
     head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * (2 << 20)
+    chunks = [head[start : start + 16_384] for start in range(0, len(head), 16_384)]
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        answers: list[bytes] = []
-        # Read as it comes: the rest of the head, still going out when the server closes, makes
-        # it reset the connection, which must not overtake the answer.
-        reader = threading.Thread(target=lambda: answers.append(_read_until_closed(sock)))
-        reader.start()
-        for start in range(0, len(head), 16_384):
-            if not reader.is_alive():
-                break
-            try:
-                sock.sendall(head[start : start + 16_384])
-            except OSError:
-                break
-        reader.join()
-    status, headers, body = _answer(answers[0])
+        status, headers, body = raw_answer(send_while_reading(sock, chunks, pause=0))
     assert (status, headers["connection"], body) == (431, "close", TOO_LARGE)
 
 
 def test_a_trickled_head_is_answered_408_at_the_deadline(server: Server) -> None:
     head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        answers: list[bytes] = []
-        reader = threading.Thread(target=lambda: answers.append(_read_until_closed(sock)))
-        reader.start()
-        for byte in head:  # a byte every 0.1 s: each well inside any per-read timeout
-            reader.join(0.1)
-            if not reader.is_alive():
-                break
-            try:
-                sock.sendall(bytes([byte]))
-            except OSError:
-                break
-        reader.join()
-    status, headers, body = _answer(answers[0])
+        # A byte every 0.1 s: each well inside any per-read timeout.
+        answer = send_while_reading(sock, [bytes([byte]) for byte in head], pause=0.1)
+    status, headers, body = raw_answer(answer)
     assert (status, headers["connection"], body) == (408, "close", TOO_LATE)
 
 
 def test_a_connection_that_sends_nothing_is_closed_at_the_deadline(server: Server) -> None:
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        status, _, body = _answer(_read_until_closed(sock))
+        status, _, body = raw_answer(read_until_closed(sock))
     assert (status, body) == (408, TOO_LATE)
 
 
@@ -121,5 +84,5 @@ def test_heads_in_time_are_served_with_bodies_larger_than_the_head_bound(server:
     ).encode()
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(head + payload)
-        status, _, body = _answer(_read_until_closed(sock))
+        status, _, body = raw_answer(read_until_closed(sock))
     assert (status, body["last_seq"]) == (201, 1)

@@ -13,12 +13,8 @@ from sqlalchemy import make_url
 
 from app.main import create_app
 from app.settings import Settings
-from bench.servers import TcpProxy
 from tests.builders import user_msg
-
-
-def _through(proxy: TcpProxy, url: str) -> str:
-    return make_url(url).set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+from tests.e2e.servers import TcpProxy, with_port
 
 
 def test_an_append_whose_answer_is_lost_says_it_may_have_been_applied(
@@ -27,7 +23,7 @@ def test_an_append_whose_answer_is_lost_says_it_may_have_been_applied(
     database = make_url(postgres_url)
     proxy = TcpProxy((database.host or "127.0.0.1", database.port or 5432))
     proxy.start()
-    settings = Settings(database_url=_through(proxy, postgres_url), db_timeout_seconds=1)
+    settings = Settings(database_url=with_port(postgres_url, proxy.port), db_timeout_seconds=1)
     body: dict[str, Any] = {"items": [user_msg("deploy the fix")], "idempotency_key": "k-1"}
     try:
         with TestClient(create_app(settings)) as client:

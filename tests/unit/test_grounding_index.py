@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -29,19 +28,10 @@ from app.domain.grounding import (
 )
 from app.domain.grounding_index import ElidedRange, grade_indexed, occurrence_index
 from app.domain.items import is_model_output, item_type
+from tests.builders import Fact
 from tests.conftest import TRAJECTORIES, load_trajectory
 
 FORMS = ("dropped", "cleared", "truncated", "summarized", "excluded")
-
-
-@dataclass(frozen=True)
-class Fact:
-    seq: int
-    type: str
-    item: dict[str, Any]
-    provenance: dict[str, Any]
-    phase: str | None
-    tokens: int
 
 
 def _log(items: list[dict[str, Any]], rng: random.Random) -> list[Fact]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from app.domain.session_view import (
 )
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import is_state_fragment, render_goal
+from tests.builders import Fact
 from tests.unit.test_normalize_properties import (
     damaged_histories,
     items,
@@ -191,16 +191,6 @@ def test_a_view_of_another_epoch_starts_again() -> None:
 
 
 # The fold: facts of every kind, folded one at a time and from scratch.
-
-
-@dataclass(frozen=True)
-class Fact:
-    seq: int
-    type: str
-    item: dict[str, Any]
-    provenance: dict[str, Any]
-    phase: str | None
-    tokens: int
 
 
 def _random_log(rng: random.Random, length: int) -> list[Fact]:
