@@ -50,6 +50,15 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def postgres_timeline(postgres_url: str) -> int:
+    """The timeline the test PostgreSQL server writes on, which each fact records."""
+    with psycopg.connect(_admin_conninfo(postgres_url)) as db:
+        row = db.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()
+    assert row is not None
+    return int(row[0][:8], 16)
+
+
+@pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'contextd.db'}"
     migrate(url)

@@ -205,6 +205,7 @@ def list_items(
                 tokens=fact.tokens,
                 metadata=fact.provenance,
                 original=_original(fact.seq, fact.original),
+                timeline=fact.timeline,
             )
             for fact in page
         ],

@@ -139,6 +139,13 @@ class AppendResponse(BaseModel):
     excluded: list[ExcludedItem] = Field(
         description="Appended items kept in the log but excluded from model-visible history."
     )
+    timeline: int | None = Field(
+        default=None,
+        description="The PostgreSQL timeline that wrote these items (a promoted standby writes "
+        "on a higher one). Keep it with the seqs: an item that later reads back at one of them "
+        "with another timeline is not this one (the append was lost in an asynchronous failover "
+        "and its seq given again). Null on SQLite.",
+    )
 
 
 class LoggedItem(BaseModel):
@@ -155,6 +162,10 @@ class LoggedItem(BaseModel):
         "became, `{format, message, parts}` with the message exactly as sent; on the others, "
         "`{format, part, message_seq}`. Null for items appended as `responses` (`item` is "
         "exactly as sent)."
+    )
+    timeline: int | None = Field(
+        description="The PostgreSQL timeline that wrote the item (see the append's "
+        "`timeline`). Null on SQLite and for items written before timelines were recorded."
     )
 
 

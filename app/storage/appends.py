@@ -245,7 +245,8 @@ _LINEAGE_UNGRADED = ungraded_as_of_seq(
 def _append_statement(rows: Select[Any]) -> tuple[str, dict[str, Any]]:
     """The append statement writing `rows`, compiled once: its text, and the values its
     definition binds itself (a sharding bound, a limit)."""
-    inserted = insert(Fact).from_select(_FACT_COLUMNS, rows).cte("inserted")
+    inserted = insert(Fact).from_select(_FACT_COLUMNS, rows).returning(Fact.timeline)
+    inserted_cte = inserted.cte("inserted")
     statement = select(
         _NAMED.c.id,
         _NAMED.c.last_seq,
@@ -254,7 +255,9 @@ def _append_statement(rows: Select[Any]) -> tuple[str, dict[str, Any]]:
         select(_BUMPED.c.after_seq).scalar_subquery().label("after_seq"),
         _KEY_USED.label("key_used"),
         case((bindparam("grade", type_=Boolean), _LINEAGE_UNGRADED)).label("ungraded_as_of_seq"),
-    ).add_cte(inserted)
+        # One statement, one timeline: the server's default gave every row the same.
+        select(inserted_cte.c.timeline).limit(1).scalar_subquery().label("timeline"),
+    ).add_cte(inserted_cte)
     compiled = statement.compile(dialect=PGDialect_psycopg())  # type: ignore[no-untyped-call]
     return str(compiled), {
         name: value for name, value in compiled.params.items() if value is not None
@@ -348,10 +351,13 @@ class SessionBatch:
         """The append, when the answer says the batch was written; None when it was not: the
         key's batch is to be replayed (`key_used`) or a keyed batch must take the locked way.
         Raises `SequenceConflict` for an `expected_last_seq` that is not the session's last."""
-        session_pk, last_seq, _, session_unit, after_seq, key_used, ungraded = found
+        session_pk, last_seq, _, session_unit, after_seq, key_used, ungraded, timeline = found
         if after_seq is not None:
             return SessionAppend(
-                AppendResult.written(after_seq + 1, facts), session_pk, session_unit, ungraded
+                AppendResult.written(after_seq + 1, facts, timeline=timeline),
+                session_pk,
+                session_unit,
+                ungraded,
             )
         if not key_used and self.expected_last_seq not in (None, last_seq):
             raise SequenceConflict(expected=self.expected_last_seq, actual=last_seq)
@@ -435,7 +441,7 @@ def _append_in_one_statement(db: Session, batch: SessionBatch) -> SessionAppend 
         encoding = recount
     assert found is not None  # `recount` raises for none
     appended = batch.written(found, facts)
-    session_pk, _, _, session_unit, _, key_used, _ = found
+    session_pk, _, _, session_unit, _, key_used, _, _ = found
     if appended is not None or not key_used:
         return appended
     assert batch.idempotency_key is not None  # a key is used only when one was given

@@ -62,16 +62,22 @@ class AppendResult:
     facts: tuple[AppendedFact, ...]
     replayed: bool
     """True when the idempotency key had been seen: nothing was written."""
+    timeline: int | None = None
+    """The database timeline that wrote the facts (`Fact.timeline`): one batch, one
+    transaction, one timeline."""
 
     @classmethod
-    def written(cls, first_seq: int, facts: Sequence[NewFact]) -> AppendResult:
-        """`facts`, written from `first_seq` on."""
+    def written(
+        cls, first_seq: int, facts: Sequence[NewFact], *, timeline: int | None
+    ) -> AppendResult:
+        """`facts`, written from `first_seq` on, on `timeline`."""
         return cls(
             facts=tuple(
                 AppendedFact(first_seq + offset, fact.type, fact.tokens)
                 for offset, fact in enumerate(facts)
             ),
             replayed=False,
+            timeline=timeline,
         )
 
 
@@ -343,6 +349,7 @@ def replay_batch(
             Fact.provenance,
             Fact.unit,
             Fact.phase,
+            Fact.timeline,
         )
         .where(Fact.session_id == session_pk, Fact.idempotency_key == idempotency_key)
         .order_by(Fact.seq)
@@ -356,7 +363,9 @@ def replay_batch(
             key=idempotency_key, first_seq=earlier[0].seq, last_seq=earlier[-1].seq
         )
     return AppendResult(
-        facts=tuple(AppendedFact(f.seq, f.type, f.tokens) for f in earlier), replayed=True
+        facts=tuple(AppendedFact(f.seq, f.type, f.tokens) for f in earlier),
+        replayed=True,
+        timeline=earlier[0].timeline,
     )
 
 
@@ -408,12 +417,12 @@ def append_facts(
         for offset, fact in enumerate(facts)
     ]
     try:
-        db.execute(insert(Fact), rows)
+        timelines = db.scalars(insert(Fact).returning(Fact.timeline), rows).all()
     except IntegrityError as exc:
         raise SequenceConflict(expected=session.last_seq, actual=session.last_seq + 1) from exc
     session.last_seq = first_seq + len(rows) - 1
     db.flush()
-    return AppendResult.written(first_seq, facts)
+    return AppendResult.written(first_seq, facts, timeline=timelines[0])
 
 
 def append_conclusion(

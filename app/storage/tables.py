@@ -137,6 +137,11 @@ class Fact(Base):
     recorded_at: Mapped[datetime]
     original: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     """For an item sent as Chat or Anthropic: its message as sent (see `facts.client_batch`)."""
+    timeline: Mapped[int | None]
+    """The PostgreSQL timeline that wrote the fact, set by the server (the column's default,
+    migration `20261206_0014`): a promoted standby writes on a new one, so a seq given again
+    after an asynchronous failover is told apart by it. NULL on SQLite and for facts written
+    before it was recorded."""
 
 
 class AssemblyRow(Base):

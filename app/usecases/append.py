@@ -225,6 +225,7 @@ def _appended(
         last_seq=result.facts[-1].seq,
         items=[AppendedItem(seq=f.seq, type=f.type, tokens=f.tokens) for f in result.facts],
         excluded=excluded,
+        timeline=result.timeline,
     )
     # The append looked in the database (where any process stores its assemblies) for the
     # lineage's assembly still to grade: without one, grading would find nothing either.

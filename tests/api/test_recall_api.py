@@ -299,8 +299,11 @@ def test_a_search_holds_no_transaction_while_its_pattern_runs(
                 done.wait(0.02)
         worker.join()
     assert answers == [200]
-    assert states  # watched while the search ran
-    assert "idle in transaction" not in states
+    assert len(states) >= 8  # watched while the search ran
+    # The read of the facts is a transaction of its own, and a sample may catch it between two
+    # statements; the pattern's run, most of the search, must find none open (holding the
+    # transaction through it, every sample did).
+    assert states.count("idle in transaction") <= len(states) // 4, states
 
 
 def test_a_tenant_searching_at_its_limit_gets_429_and_another_tenant_is_served(

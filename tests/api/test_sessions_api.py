@@ -74,7 +74,7 @@ def test_session_without_id_gets_a_derived_one(client: TestClient) -> None:
 
 
 def test_append_returns_sequence_types_and_exact_tokens(
-    client: TestClient, session_id: str
+    client: TestClient, session_id: str, postgres_timeline: int
 ) -> None:
     _create(client, session_id)
     items = [
@@ -102,9 +102,11 @@ def test_append_returns_sequence_types_and_exact_tokens(
             {"seq": 1, "type": "message", "reason": "system_message"},
             {"seq": 5, "type": "vendor_event", "reason": "unknown_type"},
         ],
+        "timeline": postgres_timeline,
     }
     page = client.get(f"/sessions/{session_id}/items", params={"after_seq": 0, "limit": 2}).json()
     assert [entry["item"] for entry in page["items"]] == items[:2]
+    assert [entry["timeline"] for entry in page["items"]] == [postgres_timeline] * 2
     assert page["next_after_seq"] == 2
     rest = client.get(f"/sessions/{session_id}/items", params={"after_seq": 2}).json()
     assert [entry["item"] for entry in rest["items"]] == items[2:]

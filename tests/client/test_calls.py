@@ -48,7 +48,9 @@ def test_operations_answer(ctx: ContextdClient) -> None:
     assert "contextd_" in ctx.metrics()
 
 
-def test_sessions_and_the_raw_log(ctx: ContextdClient, session_id: str) -> None:
+def test_sessions_and_the_raw_log(
+    ctx: ContextdClient, session_id: str, postgres_timeline: int
+) -> None:
     created = ctx.create_session(
         session_id=session_id, model="gpt-4o", context_window=50_000, metadata={"team": "a"}
     )
@@ -89,6 +91,7 @@ def test_sessions_and_the_raw_log(ctx: ContextdClient, session_id: str) -> None:
             tokens=appended_at.tokens,
             metadata={"harness_authored": False},
             original=None,
+            timeline=postgres_timeline,
         )
         for seq, item, appended_at in zip([1, 2, 3], batch, logged, strict=True)
     ]
@@ -97,6 +100,7 @@ def test_sessions_and_the_raw_log(ctx: ContextdClient, session_id: str) -> None:
         last_seq=3,
         items=[models.AppendedItem(seq=i.seq, type=i.type, tokens=i.tokens) for i in logged],
         excluded=[],
+        timeline=postgres_timeline,
     )
     assert ctx.list_items(session_id, after_seq=1, limit=1) == models.ItemsPageResponse(
         items=logged[1:2], next_after_seq=2

@@ -47,6 +47,7 @@ def test_an_append_whose_answer_was_lost_is_retried_with_its_key_and_lands_once(
     proxy: AnswerDroppingProxy,
     session_id: str,
     given_key: str | None,
+    postgres_timeline: int,
 ) -> None:
     direct.create_session(session_id=session_id)
     direct.append_items(session_id, items=[user_msg("before")])
@@ -63,6 +64,7 @@ def test_an_append_whose_answer_was_lost_is_retried_with_its_key_and_lands_once(
         last_seq=4,
         items=[models.AppendedItem(seq=e.seq, type=e.type, tokens=e.tokens) for e in log[1:]],
         excluded=[],
+        timeline=postgres_timeline,
     )
     # The first answer (the batch written) was lost; the retry was answered as a repeat.
     assert proxy.answers == [("HTTP/1.1 201 Created", True), ("HTTP/1.1 200 OK", False)]

@@ -7,7 +7,11 @@ and never answers), at the default database timeout and at 1 s.
 
 Every acknowledged item is in the log exactly once, every session dense, no answer is a 500,
 and each appender meets at most two failures: the append in flight when the primary died, and
-one more while the pools find the new primary.
+one more while the pools find the new primary. Each fact records the timeline that wrote it:
+the old primary's, then the promoted standby's.
+
+With an asynchronous standby, what it had not received when the primary died is lost although
+acknowledged, and its seqs are given again; the timeline tells a client which.
 
 The clusters run as the `postgres` user (PostgreSQL refuses root), in directories of their
 own; the test is skipped where the server binaries or that user are missing.
@@ -28,6 +32,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -61,8 +66,16 @@ class Cluster:
     def __post_init__(self) -> None:
         self.log = self.data.parent / f"{self.data.name}.log"
 
-    def start(self) -> None:
-        _as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "start")
+    def start(self, *options: str) -> None:
+        """Starts the server, with `options` on its command line."""
+        _as_postgres(
+            str(BIN / "pg_ctl"),
+            *("-D", str(self.data), "-l", str(self.log), "-w", "start"),
+            *(("-o", " ".join(options)) if options else ()),
+        )
+
+    def conninfo(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
 
     def pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])
@@ -81,8 +94,7 @@ class Cluster:
         """The standby becomes the primary and, with no standby of its own, stops waiting for
         one (what an HA manager does on a failover, else every commit would wait for ever)."""
         _as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-w", "promote")
-        conninfo = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-        with psycopg.connect(conninfo, autocommit=True) as db:
+        with psycopg.connect(self.conninfo(), autocommit=True) as db:
             db.execute("ALTER SYSTEM SET synchronous_standby_names = ''")
             db.execute("SELECT pg_reload_conf()")
 
@@ -93,18 +105,24 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def replicated() -> Iterator[tuple[Cluster, Cluster]]:
-    """A primary and a synchronous standby of it, on loopback, with a `contextd` database."""
+def replicated(
+    *, synchronous: bool = True, link: TcpProxy | None = None
+) -> Iterator[tuple[Cluster, Cluster]]:
+    """A primary and a standby of it, on loopback, with a `contextd` database. The standby is
+    synchronous (a commit waits for it) or not, and streams from the primary through `link`
+    when given (a proxy, started, whose upstream is the port the primary is to take), so that
+    a test can cut it."""
     root = Path(tempfile.mkdtemp(prefix="contextd-failover-"))
     postgres = pwd.getpwnam("postgres")
     os.chown(root, postgres.pw_uid, postgres.pw_gid)
-    primary = Cluster(root / "primary", free_port())
+    primary = Cluster(root / "primary", link.upstream[1] if link else free_port())
     standby = Cluster(root / "standby", free_port())
     try:
         _as_postgres(str(BIN / "initdb"), "-D", str(primary.data), "-A", "trust", "-U", "postgres")
+        waits_for = "*" if synchronous else ""
         (primary.data / "postgresql.auto.conf").write_text(
             f"port = {primary.port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\n"
-            "wal_level = replica\nmax_wal_senders = 4\nsynchronous_standby_names = '*'\n"
+            f"wal_level = replica\nmax_wal_senders = 4\nsynchronous_standby_names = '{waits_for}'\n"
             "fsync = off\n"
         )
         (primary.data / "pg_hba.conf").write_text(
@@ -118,6 +136,8 @@ def replicated() -> Iterator[tuple[Cluster, Cluster]]:
         )
         with (standby.data / "postgresql.auto.conf").open("a") as conf:
             conf.write(f"port = {standby.port}\n")
+            if link is not None:
+                conf.write(f"primary_conninfo = 'host=127.0.0.1 port={link.port} user=postgres'\n")
         standby.start()
         _as_postgres(
             str(BIN / "createdb"),
@@ -236,8 +256,182 @@ def test_a_failover_to_a_synchronous_standby_loses_nothing(
         if session in tally.unacked and len(items) == len(expected) + 1:
             expected.append(user_msg(tally.unacked[session]))
         assert items == expected, session
+        # Written on the old primary's timeline, then on the promoted standby's.
+        assert [entry["timeline"] for entry in logged] == sorted(
+            entry["timeline"] for entry in logged
+        )
+        assert {entry["timeline"] for entry in logged} == {1, 2}
     # The calls in flight when the primary died fail, and at most one more each while the
     # pools find the new primary: a bound on attempts, not on time (the seconds it takes are in
     # docs/operations.md).
     failures = sum(status not in (200, 201) for status in tally.statuses)
     assert failures <= 2 * SESSIONS, tally.statuses.count(503)
+
+
+def _caught_up(primary: Cluster, standby: Cluster) -> None:
+    """Waits until the standby has replayed everything the primary has written."""
+    with (
+        psycopg.connect(primary.conninfo(), autocommit=True) as writer,
+        psycopg.connect(standby.conninfo(), autocommit=True) as reader,
+    ):
+        written = writer.execute("SELECT pg_current_wal_lsn()").fetchone()
+        for _ in range(600):
+            replayed = reader.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", written
+            ).fetchone()
+            if replayed == (True,):
+                return
+            time.sleep(0.05)
+    raise AssertionError("the standby did not catch up")
+
+
+def _append_until_acked(client: httpx.Client, session: str, text: str) -> dict[str, Any]:
+    for _ in range(600):
+        with contextlib.suppress(httpx.TransportError):
+            answer = client.post(f"/sessions/{session}/items", json={"items": [user_msg(text)]})
+            assert answer.status_code in (201, 503), answer.text
+            if answer.status_code == 201:
+                acked: dict[str, Any] = answer.json()
+                return acked
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} was never acknowledged")
+
+
+def test_a_failover_to_an_asynchronous_standby_loses_its_lag_and_the_timeline_tells() -> None:
+    """What the synchronous standby is for. The replication link is cut, appends go on (an
+    asynchronous standby does not hold a commit back), then the primary dies and the standby is
+    promoted: the appends it never received are lost although they were acknowledged, and the
+    next appends take their seqs. Each acknowledged seq either reads back as acknowledged, on
+    the timeline its answer named, or reads back on another timeline: the loss is visible to a
+    client that kept the timeline, never a silent change of content."""
+    link = TcpProxy(("127.0.0.1", free_port()))
+    link.start()
+    try:
+        with replicated(synchronous=False, link=link) as (primary, standby):
+            url = (
+                "postgresql+psycopg://postgres@/contextd"
+                f"?host=127.0.0.1:{primary.port}&host=127.0.0.1:{standby.port}"
+                "&target_session_attrs=read-write"
+            )
+            subprocess.run(
+                [sys.executable, "-m", "app.cli", "migrate"],
+                env={**os.environ, "CTX_DATABASE_URL": url},
+                check=True,
+                capture_output=True,
+            )
+            acked: list[tuple[int, int, str]] = []
+            with running(url) as server, httpx.Client(base_url=server.base, timeout=30) as client:
+                client.post("/sessions", json={"session_id": "s"}).raise_for_status()
+
+                def append(text: str) -> None:
+                    answer = _append_until_acked(client, "s", text)
+                    acked.append((int(answer["first_seq"]), int(answer["timeline"]), text))
+
+                for n in range(10):
+                    append(f"replicated {n}")
+                _caught_up(primary, standby)
+                link.stall()
+                for n in range(10):
+                    append(f"lost {n}")
+                primary.kill()
+                standby.promote()
+                for n in range(10):
+                    append(f"after {n}")
+                # The worker threads' pool finds its connections to the dead host on its first
+                # reads, each a 503; the reads are retried as a runtime would.
+                for _ in range(100):
+                    if client.get("/sessions/s").status_code == 200:
+                        break
+                    time.sleep(0.05)
+                logged = {entry["seq"]: entry for entry in read_log(client, "s")}
+    finally:
+        link.resume()
+        link.stop()
+    assert [seq for seq, _, _ in acked[:20]] == list(range(1, 21))
+    assert {timeline for _, timeline, _ in acked[:20]} == {1}
+    # The lost appends' seqs were given again, on the new primary's timeline.
+    assert [(seq, timeline) for seq, timeline, _ in acked[20:]] == [(s, 2) for s in range(11, 21)]
+    assert [logged[seq]["timeline"] for seq in sorted(logged)] == [1] * 10 + [2] * 10
+    for seq, timeline, text in acked:
+        entry = logged[seq]
+        if entry["timeline"] == timeline:
+            assert entry["item"] == user_msg(text)  # as acknowledged
+        else:
+            assert text.startswith("lost")  # lost, and told by the timeline
+
+
+def test_the_compose_standby_profile_scripts_make_a_synchronous_standby() -> None:
+    """`docker-compose.yml`'s `standby` profile, its scripts run here as the profile runs them:
+    `deploy/postgres/pg_hba.conf` on the primary, `deploy/standby/primary.sh` against it, then
+    `deploy/standby/standby.sh` as the standby's server. A commit on the primary waits for the
+    standby, which replays it; once promoted, the standby waits for no standby of its own."""
+    deploy = Path(__file__).parents[2] / "deploy"
+    root = Path(tempfile.mkdtemp(prefix="contextd-compose-standby-"))
+    postgres = pwd.getpwnam("postgres")
+    for script in (deploy / "standby").glob("*.sh"):
+        shutil.copy(script, root / script.name)
+    shutil.copy(deploy / "postgres" / "pg_hba.conf", root / "pg_hba.conf")
+    os.chown(root, postgres.pw_uid, postgres.pw_gid)
+    primary = Cluster(root / "primary", free_port())
+    standby = Cluster(root / "standby", free_port())
+    path = f"{BIN}:{os.environ['PATH']}"
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        _as_postgres(str(BIN / "initdb"), "-D", str(primary.data), "-A", "trust", "-U", "postgres")
+        primary.start(
+            f"-p {primary.port}",
+            "-c listen_addresses=127.0.0.1",
+            "-c unix_socket_directories=''",
+            f"-c hba_file={root / 'pg_hba.conf'}",
+        )
+        subprocess.run(
+            ["sh", str(root / "primary.sh")],
+            env={
+                "PATH": path,
+                "PGHOST": "127.0.0.1",
+                "PGPORT": str(primary.port),
+                "PGUSER": "postgres",
+                "PGDATABASE": "postgres",
+                "REPLICATOR_PASSWORD": "a secret",
+            },
+            check=True,
+            capture_output=True,
+        )
+        standby_environment = {
+            "PATH": path,
+            "PGDATA": str(standby.data),
+            "PGPORT": str(standby.port),
+            "PRIMARY_HOST": "127.0.0.1",
+            "PRIMARY_PORT": str(primary.port),
+            "PGPASSWORD": "a secret",
+        }
+        server = subprocess.Popen(
+            ["runuser", "-u", "postgres", "--", "env"]
+            + [f"{name}={value}" for name, value in standby_environment.items()]
+            + ["sh", str(root / "standby.sh")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(600):
+            with contextlib.suppress(psycopg.OperationalError):
+                psycopg.connect(standby.conninfo(), autocommit=True).close()
+                break
+            time.sleep(0.05)
+        with psycopg.connect(primary.conninfo(), autocommit=True) as db:
+            db.execute("CREATE TABLE written (n integer)")
+            db.execute("INSERT INTO written VALUES (1)")  # returns once the standby has it
+            states = db.execute("SELECT sync_state FROM pg_stat_replication").fetchall()
+        assert states == [("sync",)]
+        with psycopg.connect(standby.conninfo(), autocommit=True) as db:
+            assert db.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
+            _caught_up(primary, standby)
+            assert db.execute("SELECT n FROM written").fetchall() == [(1,)]
+            db.execute("SELECT pg_promote()")
+            assert db.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+            assert db.execute("SHOW synchronous_standby_names").fetchone() == ("",)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+        primary.stop()
+        shutil.rmtree(root, ignore_errors=True)

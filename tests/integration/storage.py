@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from app.domain.facts import NewFact, item_fact
@@ -14,6 +14,16 @@ from app.storage import repository
 from app.storage.database import create_session_factory
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
+
+
+def server_timeline(engine: Engine) -> int | None:
+    """The timeline the database writes on now, as a fact records it (None on SQLite: no
+    replication)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    with engine.connect() as connection:
+        wal_file = connection.scalar(text("SELECT pg_walfile_name(pg_current_wal_lsn())"))
+    return int(wal_file[:8], 16)
 
 
 def new_session(engine: Engine, name: str, *, tenant: str = "storage-tests") -> int:

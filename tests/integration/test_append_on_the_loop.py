@@ -95,8 +95,10 @@ def _append(
     return appends.append_on_the_loop(pool, batch)
 
 
-def _written(first_seq: int, *items: dict[str, Any]) -> repository.AppendResult:
-    return repository.AppendResult.written(first_seq, facts_of(list(items))("o200k_base"))
+def _written(timeline: int, first_seq: int, *items: dict[str, Any]) -> repository.AppendResult:
+    """`items` as written from `first_seq` on, on `timeline`."""
+    facts = facts_of(list(items))("o200k_base")
+    return repository.AppendResult.written(first_seq, facts, timeline=timeline)
 
 
 def _logged(engine: Engine, session_pk: int) -> list[tuple[int, Any, str | None]]:
@@ -106,7 +108,7 @@ def _logged(engine: Engine, session_pk: int) -> list[tuple[int, Any, str | None]
 
 
 def test_the_loop_writes_what_the_threads_way_writes_and_leaves_it_replays_and_conflicts(
-    engine: Engine, postgres_url: str, session_id: str
+    engine: Engine, postgres_url: str, session_id: str, postgres_timeline: int
 ) -> None:
     settings = Settings(database_url=postgres_url)
     session_pk = new_session(engine, session_id)
@@ -126,9 +128,11 @@ def test_the_loop_writes_what_the_threads_way_writes_and_leaves_it_replays_and_c
 
     first, second, replay, conflict, missing = _on_a_loop(engine, settings, work)
 
-    assert first == appends.SessionAppend(_written(1, user_msg("one")), session_pk, None, None)
+    assert first == appends.SessionAppend(
+        _written(postgres_timeline, 1, user_msg("one")), session_pk, None, None
+    )
     assert second == appends.SessionAppend(
-        _written(2, user_msg("two"), user_msg("three")), session_pk, None, None
+        _written(postgres_timeline, 2, user_msg("two"), user_msg("three")), session_pk, None, None
     )
     assert replay is None  # the threads' way replays it
     assert isinstance(conflict, SequenceConflict)
@@ -222,7 +226,7 @@ def test_a_batch_that_finds_the_loops_connections_all_in_use_takes_a_worker_thre
 
 
 def test_an_append_cancelled_by_the_server_fails_as_sqlalchemy_and_keeps_its_connection(
-    postgres_url: str, session_id: str
+    postgres_url: str, session_id: str, postgres_timeline: int
 ) -> None:
     settings = Settings(database_url=postgres_url, db_timeout_seconds=0.5, db_pool_size=1)
     engine = create_db_engine(settings)
@@ -250,12 +254,12 @@ def test_an_append_cancelled_by_the_server_fails_as_sqlalchemy_and_keeps_its_con
         False,
         psycopg.errors.QueryCanceled,
     )
-    assert after.result == _written(1, user_msg("after"))
+    assert after.result == _written(postgres_timeline, 1, user_msg("after"))
     assert backend == still  # the one connection the pool holds, kept
 
 
 def test_an_append_to_a_stalled_database_is_a_disconnect_at_the_deadline(
-    postgres_url: str, session_id: str
+    postgres_url: str, session_id: str, postgres_timeline: int
 ) -> None:
     database = make_url(postgres_url)
     proxy = TcpProxy((database.host or "127.0.0.1", database.port or 5432))
@@ -282,7 +286,7 @@ def test_an_append_to_a_stalled_database_is_a_disconnect_at_the_deadline(
         proxy.stop()
         engine.dispose()
 
-    assert before.result == _written(1, user_msg("before"))
+    assert before.result == _written(postgres_timeline, 1, user_msg("before"))
     assert isinstance(stalled, OperationalError), stalled
     assert (stalled.connection_invalidated, str(stalled.orig)) == (
         True,
@@ -294,7 +298,7 @@ def test_an_append_to_a_stalled_database_is_a_disconnect_at_the_deadline(
 
 
 def test_a_disconnect_found_by_an_append_replaces_the_pools_dead_connections(
-    postgres_url: str, session_id: str
+    postgres_url: str, session_id: str, postgres_timeline: int
 ) -> None:
     settings = Settings(database_url=postgres_url, db_pool_size=4)  # two on the loop
     engine = create_db_engine(settings)
@@ -330,7 +334,7 @@ def test_a_disconnect_found_by_an_append_replaces_the_pools_dead_connections(
     assert isinstance(refused, OperationalError), refused
     assert refused.connection_invalidated
     assert [append.result for append in appended] == [
-        _written(1, user_msg("new 1")),
-        _written(2, user_msg("new 2")),
+        _written(postgres_timeline, 1, user_msg("new 1")),
+        _written(postgres_timeline, 2, user_msg("new 2")),
     ]
     assert not set(replaced) & set(backends)

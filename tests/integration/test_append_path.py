@@ -34,7 +34,12 @@ from app.usecases.assemble import assemble, stored_assembly
 from app.usecases.plan_record import ReceivedRequest
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 from tests.e2e.servers import TcpProxy, with_port
-from tests.integration.storage import append_items, facts_of, new_session, storage_tenant
+from tests.integration.storage import (
+    append_items,
+    facts_of,
+    new_session,
+    storage_tenant,
+)
 
 TENANT = "storage-tests"
 
@@ -121,7 +126,7 @@ def _behind_a_held_lock(
 
 
 def test_a_keyed_batch_committed_while_the_same_key_waited_is_replayed_not_written_twice(
-    engine: Engine, session_id: str
+    engine: Engine, session_id: str, postgres_timeline: int
 ) -> None:
     session_pk = new_session(engine, session_id)
     _append(engine, session_id, [user_msg("before")])
@@ -139,6 +144,7 @@ def test_a_keyed_batch_committed_while_the_same_key_waited_is_replayed_not_writt
             repository.AppendedFact(3, "message", 1),
         ),
         replayed=True,
+        timeline=postgres_timeline,
     )
     assert _logged(engine, session_pk) == [
         (1, user_msg("before"), None),
@@ -169,7 +175,7 @@ def test_an_expected_last_seq_overtaken_while_waiting_is_refused_and_writes_noth
 
 
 def test_an_unkeyed_batch_waiting_for_the_lock_goes_after_the_one_holding_it(
-    engine: Engine, session_id: str
+    engine: Engine, session_id: str, postgres_timeline: int
 ) -> None:
     session_pk = new_session(engine, session_id)
 
@@ -184,6 +190,7 @@ def test_an_unkeyed_batch_waiting_for_the_lock_goes_after_the_one_holding_it(
             repository.AppendedFact(3, "message", 1),
         ),
         replayed=False,
+        timeline=postgres_timeline,
     )
     assert [seq for seq, _, _ in _logged(engine, session_pk)] == [1, 2, 3]
 
@@ -340,7 +347,7 @@ def _outcome(call: Callable[[], Any]) -> Any:
 def _written(first_seq: int, *items: dict[str, Any]) -> tuple[repository.AppendedFact, ...]:
     """`items` as written from `first_seq` on, counted in the sessions' encoding."""
     facts = facts_of(list(items))("o200k_base")
-    return repository.AppendResult.written(first_seq, facts).facts
+    return repository.AppendResult.written(first_seq, facts, timeline=None).facts
 
 
 def _driver(pooled: PoolProxiedConnection) -> psycopg.Connection[Any]:
@@ -441,7 +448,7 @@ def test_a_disconnect_found_by_an_append_replaces_the_pools_older_connections(
 
 
 def test_an_append_in_the_callers_transaction_is_undone_with_it(
-    engine: Engine, session_id: str
+    engine: Engine, session_id: str, postgres_timeline: int
 ) -> None:
     session_pk = new_session(engine, session_id)
     with create_session_factory(engine)() as db:
@@ -462,5 +469,7 @@ def test_an_append_in_the_callers_transaction_is_undone_with_it(
     again = _append(engine, session_id, [user_msg("kept")], key="undone")
 
     assert appended.result.facts == _written(1, user_msg("undone"))
-    assert again.result == repository.AppendResult(_written(1, user_msg("kept")), replayed=False)
+    assert again.result == repository.AppendResult(
+        _written(1, user_msg("kept")), replayed=False, timeline=postgres_timeline
+    )
     assert _logged(engine, session_pk) == [(1, user_msg("kept"), "undone")]

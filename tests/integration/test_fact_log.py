@@ -19,7 +19,7 @@ from app.storage import repository
 from app.storage.database import alembic_config, create_db_engine, create_session_factory
 from app.storage.tables import Base, Fact, SessionRow
 from tests.builders import tool_call, user_msg
-from tests.integration.storage import append_items, new_session
+from tests.integration.storage import append_items, new_session, server_timeline
 
 
 @pytest.fixture
@@ -75,6 +75,17 @@ def test_expected_last_seq_mismatch_conflicts_and_writes_nothing(
         assert [f.seq for f in repository.read_facts(db, session_id=session_pk)] == [1]
 
 
+def test_each_fact_records_the_timeline_that_wrote_it(engine: Engine, session_id: str) -> None:
+    session_pk = new_session(engine, session_id)
+    with create_session_factory(engine)() as db:
+        written = append_items(db, session_pk, [user_msg("a"), user_msg("b")])
+        db.commit()
+        timeline = server_timeline(engine)
+        assert written.timeline == timeline
+        facts = repository.read_facts(db, session_id=session_pk)
+        assert [(fact.seq, fact.timeline) for fact in facts] == [(1, timeline), (2, timeline)]
+
+
 def test_idempotency_key_replays_original_result(engine: Engine, session_id: str) -> None:
     session_pk = new_session(engine, session_id)
     with create_session_factory(engine)() as db:
@@ -83,7 +94,9 @@ def test_idempotency_key_replays_original_result(engine: Engine, session_id: str
         db.commit()
         replay = append_items(db, session_pk, pair, idempotency_key="turn-1", unit="u")
         db.commit()
-        assert replay == repository.AppendResult(facts=original.facts, replayed=True)
+        assert replay == repository.AppendResult(
+            facts=original.facts, replayed=True, timeline=server_timeline(engine)
+        )
         for other in ([user_msg("other")], [*pair, user_msg("c")], pair[:1]):
             with pytest.raises(IdempotencyMismatch):
                 append_items(db, session_pk, other, idempotency_key="turn-1", unit="u")

@@ -502,11 +502,23 @@ def test_docker_compose_services() -> None:
     depends = services["contextd"]["depends_on"]
     assert depends["migrate"]["condition"] == "service_completed_successfully"
     assert "CTX_API_KEYS" in services["contextd"]["environment"]
-    for service in ("prometheus", "grafana"):
-        for volume in services[service]["volumes"]:
+    for service, definition in services.items():
+        for volume in definition.get("volumes", ()):
             source = volume.split(":")[0]
             if source.startswith("./"):
                 assert (ROOT / source).exists(), f"{service} mounts missing {source}"
+    # The standby runs only under its profile; everything else runs without one.
+    profiled = {name for name, definition in services.items() if "profiles" in definition}
+    assert profiled == {"standby-setup", "postgres-standby"}
+    assert all(services[name]["profiles"] == ["standby"] for name in profiled)
+    setup = services["postgres-standby"]["depends_on"]["standby-setup"]
+    assert setup["condition"] == "service_completed_successfully"
+    # Both the migration and the service take the database URL given (both hosts, with the
+    # standby), the single primary otherwise.
+    assert (
+        services["migrate"]["environment"]["CTX_DATABASE_URL"]
+        == services["contextd"]["environment"]["CTX_DATABASE_URL"]
+    )
 
 
 @pytest.mark.parametrize(

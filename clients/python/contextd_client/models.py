@@ -566,6 +566,10 @@ class LoggedItem(BaseModel):
     """
     For an item appended as `chat` or `anthropic`: on the first item a message became, `{format, message, parts}` with the message exactly as sent; on the others, `{format, part, message_seq}`. Null for items appended as `responses` (`item` is exactly as sent).
     """
+    timeline: Annotated[int | None, Field(title="Timeline")]
+    """
+    The PostgreSQL timeline that wrote the item (see the append's `timeline`). Null on SQLite and for items written before timelines were recorded.
+    """
 
 
 class LossCheck(BaseModel):
@@ -1109,6 +1113,10 @@ class AppendResponse(BaseModel):
     excluded: Annotated[list[ExcludedItem], Field(title="Excluded")]
     """
     Appended items kept in the log but excluded from model-visible history.
+    """
+    timeline: Annotated[int | None, Field(title="Timeline")] = None
+    """
+    The PostgreSQL timeline that wrote these items (a promoted standby writes on a higher one). Keep it with the seqs: an item that later reads back at one of them with another timeline is not this one (the append was lost in an asynchronous failover and its seq given again). Null on SQLite.
     """
 
 

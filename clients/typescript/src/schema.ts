@@ -589,6 +589,11 @@ export interface components {
              * @description Appended items kept in the log but excluded from model-visible history.
              */
             excluded: components["schemas"]["ExcludedItem"][];
+            /**
+             * Timeline
+             * @description The PostgreSQL timeline that wrote these items (a promoted standby writes on a higher one). Keep it with the seqs: an item that later reads back at one of them with another timeline is not this one (the append was lost in an asynchronous failover and its seq given again). Null on SQLite.
+             */
+            timeline?: number | null;
         };
         /** AppendedItem */
         AppendedItem: {
@@ -1438,6 +1443,11 @@ export interface components {
             original: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Timeline
+             * @description The PostgreSQL timeline that wrote the item (see the append's `timeline`). Null on SQLite and for items written before timelines were recorded.
+             */
+            timeline: number | null;
         };
         /** LossCheck */
         LossCheck: {
