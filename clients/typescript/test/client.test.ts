@@ -106,13 +106,17 @@ describe("ContextdClient", () => {
         tokens: logged[index]?.tokens,
         metadata: { harness_authored: false },
         original: null,
+        timeline: appended.timeline,
       })),
     );
+    // On PostgreSQL, the timeline that wrote the batch: the same on every item of it.
+    expect(appended.timeline).toBeGreaterThanOrEqual(1);
     expect(appended).toEqual({
       first_seq: 1,
       last_seq: 3,
       items: logged.map(({ seq, type, tokens }) => ({ seq, type, tokens })),
       excluded: [],
+      timeline: appended.timeline,
     });
     expect(await ctx.listItems(id, { afterSeq: 1, limit: 1 })).toEqual({
       items: logged.slice(1, 2),
