@@ -142,7 +142,11 @@ def get_session(
     responses={
         200: {"model": AppendResponse, "description": "Idempotent replay; nothing written."},
         **rule_responses(
-            "too_many_items", "reserved_item_type", "unstorable_value", "idempotency_mismatch"
+            "too_many_items",
+            "reserved_item_type",
+            "unstorable_value",
+            "idempotency_mismatch",
+            "malformed_item",
         ),
     },
 )

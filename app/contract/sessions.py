@@ -5,7 +5,7 @@ the contract."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, model_validator
 from pydantic_core import PydanticCustomError
@@ -118,6 +118,13 @@ class AppendRequest(RequestModel):
     unit: Label | None = None
     phase: Label | None = None
     metadata: AppendMetadata = Field(default_factory=AppendMetadata)
+    malformed: Literal["exclude", "refuse"] = Field(
+        default="exclude",
+        description="What becomes of an item of a known type whose fields no provider could "
+        "take (a message without `role`, a call whose `arguments` are not text): `exclude` "
+        "appends it, kept in the log and out of every context, and `excluded` says what is "
+        "wrong; `refuse` answers 422 `malformed_item` naming it, and writes nothing.",
+    )
 
 
 class AppendedItem(BaseModel):
@@ -130,6 +137,11 @@ class ExcludedItem(BaseModel):
     seq: int
     type: str
     reason: str
+    detail: str | None = Field(
+        default=None,
+        description="For a `malformed` item, what is wrong with it, in words (`message without "
+        "role`, `function_call arguments is an object, not text`); null for the other reasons.",
+    )
 
 
 class AppendResponse(BaseModel):

@@ -131,6 +131,9 @@ RULES: dict[str, str] = {
     "hook_address_refused": "A hook URL names an address hooks may reach (no private network "
     "unless the service allows it).",
     "idempotency_mismatch": "An idempotency key names one batch: a retry repeats it exactly.",
+    "malformed_item": "With `malformed: refuse`, every item of a known type has the fields a "
+    "provider reads in the shape every format needs (a message's `role` and `content`, a call's "
+    "`name` and `arguments`, an output's `output`).",
 }
 """Rules a request can break although its schema holds, because the schema language cannot
 state them (they relate two fields, or need the service's settings or a parser): each is

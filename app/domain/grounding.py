@@ -39,17 +39,20 @@ SKIPPED_KEYS = frozenset(
 MIN_LENGTH = 4
 STRIPPED = "./-"
 
-_EXTENSIONS = (
+FILE_EXTENSIONS = (
     "py|pyi|pyx|ipynb|ts|tsx|js|jsx|mjs|cjs|json|jsonl|md|rst|txt|log|yaml|yml|toml|ini|cfg|conf"
     "|env|lock|sh|bash|zsh|ps1|sql|csv|tsv|xml|html|htm|css|scss|rs|go|java|kt|kts|scala|swift"
     "|c|h|cc|cpp|cxx|hpp|hh|cs|rb|php|pl|lua|r|m|mm|vue|svelte|proto|gradle|mk|cmake|tf|hcl"
+    "|dart|patch|diff|out|err"
 )
+"""The extensions that make a bare word a file name (`debug.log`): source, config, doc and log
+files, as alternatives of a regular expression."""
 PATH = re.compile(r"(?<![\w./-])[\w./-]*/[\w./-]*", re.ASCII)
 """A whole run of path characters that holds a `/`."""
 PATTERNS = (
     PATH,
     # A bare file name with a common source, config or doc extension.
-    re.compile(rf"(?<![\w.-])[\w.-]*\.(?:{_EXTENSIONS})(?!\w)", re.ASCII),
+    re.compile(rf"(?<![\w.-])[\w.-]*\.(?:{FILE_EXTENSIONS})(?!\w)", re.ASCII),
     # snake_case: a word of a letter or `_`, then an inner `_`, holding a letter.
     re.compile(r"(?<!\w)(?=\w*[A-Za-z])[A-Za-z_]\w*_\w*", re.ASCII),
     # camelCase and PascalCase: a word with a capital after its first character, and a lower.

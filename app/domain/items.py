@@ -137,28 +137,64 @@ Refusal = Literal[
 ]
 
 
-def _is_content(value: object) -> bool:
-    """Text, or a list of content parts (objects): what a message or an output may carry."""
-    return isinstance(value, str) or (
-        isinstance(value, list) and all(isinstance(part, dict) for part in value)
-    )
+_JSON_NAMES = {dict: "an object", list: "a list", str: "text", bool: "a boolean", int: "a number"}
 
 
-def _is_well_formed(item: Item, kind: str) -> bool:
-    """Whether the fields a provider reads have the shape every format needs: a message's
-    content and an output's output are text or parts, a call's name and arguments (or input)
-    text. Other fields pass as they are."""
+def _json_name(value: object) -> str:
+    """What a JSON value is, in words (`null`, `a number`, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return "a number"
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def _content_fault(value: object) -> str | None:
+    """What keeps `value` from being text or a list of content parts (objects), what a message
+    or an output may carry; None when it is one."""
+    if isinstance(value, str):
+        return None
+    if isinstance(value, list):
+        for n, part in enumerate(value):
+            if not isinstance(part, dict):
+                return f"part {n} is {_json_name(part)}, not an object"
+        return None
+    return f"is {_json_name(value)}, not text or a list of parts"
+
+
+def _text_fault(item: Item, field: str) -> str | None:
+    value = item.get(field)
+    if isinstance(value, str):
+        return None
+    return f"without {field}" if value is None else f"{field} is {_json_name(value)}, not text"
+
+
+def malformation(item: Item, kind: str) -> str | None:
+    """What is wrong, in words, with the fields a provider reads of a known item (`message
+    without role`, `function_call arguments is an object, not text`); None when they have the
+    shape every format needs: a message's content and an output's output text or parts, a
+    call's name and arguments (or input) text. Other fields pass as they are."""
     match kind:
         case "message":
-            return isinstance(item.get("role"), str) and _is_content(item.get("content"))
+            if (fault := _text_fault(item, "role")) is not None:
+                return f"message {fault}"
+            if "content" not in item:
+                return "message without content"
+            fault = _content_fault(item["content"])
+            return None if fault is None else f"message content {fault}"
         case "function_call_output" | "custom_tool_call_output":
-            return _is_content(item.get("output"))
-        case "function_call":
-            return isinstance(item.get("name"), str) and isinstance(item.get("arguments"), str)
-        case "custom_tool_call":
-            return isinstance(item.get("name"), str) and isinstance(item.get("input"), str)
+            if "output" not in item:
+                return f"{kind} without output"
+            fault = _content_fault(item["output"])
+            return None if fault is None else f"{kind} output {fault}"
+        case "function_call" | "custom_tool_call":
+            argument = "arguments" if kind == "function_call" else "input"
+            for field in ("name", argument):
+                if (fault := _text_fault(item, field)) is not None:
+                    return f"{kind} {fault}"
+            return None
         case _:
-            return True
+            return None
 
 
 def admission_reason(item: object, *, harness_authored: bool) -> Refusal | None:
@@ -166,7 +202,7 @@ def admission_reason(item: object, *, harness_authored: bool) -> Refusal | None:
 
     System messages travel as instructions, not history; configuration updates are admitted
     only when the harness wrote them; unknown types, and known ones whose fields have the wrong
-    shape (`_is_well_formed`), stay in the log but are never shown.
+    shape (`malformation` says how), stay in the log but are never shown.
     """
     if not isinstance(item, dict):
         return "not_an_object"
@@ -177,6 +213,6 @@ def admission_reason(item: object, *, harness_authored: bool) -> Refusal | None:
         return "not_harness_authored"
     if kind not in KNOWN_TYPES:
         return "unknown_type"
-    if not _is_well_formed(item, kind):
+    if malformation(item, kind) is not None:
         return "malformed"
     return None

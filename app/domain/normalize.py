@@ -47,6 +47,7 @@ from app.domain.items import (
     admission_reason,
     item_tokens,
     item_type,
+    malformation,
 )
 from app.domain.truncation import TruncationMode, TruncationPolicy, truncate_tool_output
 
@@ -158,6 +159,13 @@ class ExcludedItem:
     index: int
     type: str
     reason: ExclusionReason
+    detail: str | None = None
+    """For a `malformed` item, what is wrong with it (`items.malformation`)."""
+
+    @property
+    def explained(self) -> str:
+        """The reason, with its detail when there is one: `malformed (message without role)`."""
+        return self.reason if self.detail is None else f"{self.reason} ({self.detail})"
 
 
 @dataclass(frozen=True)
@@ -251,10 +259,11 @@ def normalize_history(
     """Repair `items` so that the module invariants hold, and report every repair.
 
     `item_metadata[i]` describes `items[i]`: `harness_authored` (admits a configuration update)
-    and `truncation_token_limit` (a token budget for that tool output, replacing the policy and
-    its margin). `seqs[i]` is the fact `items[i]` is in a session's log: a truncated output
-    names it, so that the model knows where to read the whole output. Bad input never raises:
-    it is excluded or passed through, and reported.
+    and `truncation_token_limit` (the tokens of text kept of that tool output, replacing the
+    policy and its margin; the marker comes on top, as for the policy's limit). `seqs[i]` is
+    the fact `items[i]` is in a session's log: a truncated output names it, so that the model
+    knows where to read the whole output. Bad input never raises: it is excluded or passed
+    through, and reported.
     """
     part = normalize_part(
         list(enumerate(items)),
@@ -345,7 +354,8 @@ def normalize_part(
         if reason is None:
             admitted.append((index, item))
         else:
-            excluded.append(ExcludedItem(index=index, type=kind, reason=reason))
+            detail = malformation(item, kind) if reason == "malformed" else None
+            excluded.append(ExcludedItem(index=index, type=kind, reason=reason, detail=detail))
 
     # Owners and answers: the first call and the first output per key win. Orphans and repeats
     # are set aside before batches are formed, so that removing them never reads as a move.
@@ -505,6 +515,7 @@ def normalize_part(
                 mode=mode,
                 count_tokens=count,
                 reference=None if seq is None else f"fact seq {seq}",
+                marks_on_top=True,
             )
             if cut is not output:
                 cut_item = {**new_item, "output": cut}

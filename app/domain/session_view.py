@@ -264,7 +264,8 @@ class HistoryView:
         return self.tail.row_of.get(source)
 
     def excluded_reason(self, source: int) -> str | None:
-        """Why normalization excluded the active item at `source`; None when it did not."""
+        """Why normalization excluded the active item at `source`, with the detail where there
+        is one (`ExcludedItem.explained`); None when it did not."""
         if source < self.boundary:
             return self.settled.excluded_at.get(source)
         return self.tail.excluded_at.get(source)
@@ -434,7 +435,7 @@ def _advance(
             row.entry(item_ordinal) for item_ordinal, (_, row) in enumerate(offered, start=first)
         ),
         row_of={source: offset + k for k, source in enumerate(part.sources) if source is not None},
-        excluded_at={entry.index: entry.reason for entry in part.report.excluded},
+        excluded_at={entry.index: entry.explained for entry in part.report.excluded},
     )
     return HistoryView(active.epoch, len(active.items), boundary, pending, settled, lengths, tail)
 
@@ -524,7 +525,7 @@ def _settle(
     for entry in report.excluded:
         if entry.index < point:
             settled.excluded.append(entry)
-            settled.excluded_at[entry.index] = entry.reason
+            settled.excluded_at[entry.index] = entry.explained
     settled.deduplicated.extend(
         entry
         for entry in report.deduplicated_outputs

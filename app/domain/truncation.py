@@ -14,6 +14,11 @@ Invariants:
   of the first character followed by the widest marker. The marker is inside the budget so that
   truncating again is a no-op (a truncated text already fits), and a text no larger than the
   floor is left whole because no cut could make it smaller.
+- A *limit* on the content (`marks_on_top`: a history's truncation policy, an append's
+  `truncation_token_limit`) is a budget of the limit plus the widest marker (and, for a list,
+  the widest notice): the text kept is the limit's, and what says where the rest went comes on
+  top, however long the reference it names. A text within the limit plus the marker is left
+  whole, since cutting it would not make it smaller.
 - In a list-form output the text parts share one running budget: parts that fit are kept, the
   first part that does not is cut to the remainder (or omitted when even a cut cannot fit), the
   rest are omitted, and one notice part (whose widest size is reserved in the budget) says how
@@ -92,23 +97,33 @@ def truncate_text(
     mode: TruncationMode,
     count_tokens: CountTokens,
     reference: str | None = None,
+    marks_on_top: bool = False,
 ) -> str:
-    """`text` itself when it fits `budget`, else its head and tail around an omission marker."""
+    """`text` itself when it fits `budget`, else its head and tail around an omission marker.
+    With `marks_on_top`, `budget` limits the text kept and the marker comes on top of it."""
     if _utf8_length(text) <= budget:
         return text
     measure = _measure_for(mode, count_tokens)
+    # `content`: the most of the text's own size the cut keeps; `target`: the most it takes
+    # with its marker.
+    content = budget
+    if marks_on_top:
+        budget += measure(omission_marker(_WIDEST_COUNT, mode, reference))
     size = measure(text)
     if size <= budget or len(text) <= 1:
         return text
     target = max(budget, measure(text[:1] + omission_marker(_WIDEST_COUNT, mode, reference)))
     if size <= target:
         return text
+    if not marks_on_top:
+        content = target
 
     length = len(text)
     best: str | None = None
     # `lo` kept characters is the fallback (one head character); `hi` is known not to fit.
     lo, hi = 1, length
-    guess = length * (target - measure(omission_marker(size, mode, reference))) // size
+    aim = min(content, target - measure(omission_marker(size, mode, reference)))
+    guess = length * aim // size
     for _ in range(_MAX_PROBES):
         kept_chars = min(max(guess, lo + 1), hi - 1)
         if kept_chars <= lo:
@@ -118,14 +133,17 @@ def truncate_text(
         kept = measure(head + tail)
         candidate = f"{head}{omission_marker(max(1, size - kept), mode, reference)}{tail}"
         candidate_size = measure(candidate)
-        if kept <= target and candidate_size <= target:
+        if kept <= content and candidate_size <= target:
             lo, best = kept_chars, candidate
-            if candidate_size >= target - target // _PRECISION:
+            if candidate_size >= target - target // _PRECISION or (
+                marks_on_top and kept >= content - content // _PRECISION
+            ):
                 break
         else:
             hi = kept_chars
         # Scale the cut by how far this probe landed from the budget (secant step).
-        guess = kept_chars * (target - (candidate_size - kept)) // max(kept, 1)
+        aim = min(content, target - (candidate_size - kept))
+        guess = kept_chars * aim // max(kept, 1)
     if best is None:
         best = f"{text[:1]}{omission_marker(max(1, size - measure(text[:1])), mode, reference)}"
     return best
@@ -146,18 +164,29 @@ def truncate_tool_output(
     mode: TruncationMode,
     count_tokens: CountTokens,
     reference: str | None = None,
+    marks_on_top: bool = False,
 ) -> str | list[Any]:
     """`output` itself when it fits `budget`, else a new, truncated output of the same form whose
-    markers name `reference` when given."""
+    markers name `reference` when given. With `marks_on_top`, `budget` limits the text kept and
+    the marker and notice come on top of it."""
     if isinstance(output, str):
         return truncate_text(
-            output, budget=budget, mode=mode, count_tokens=count_tokens, reference=reference
+            output,
+            budget=budget,
+            mode=mode,
+            count_tokens=count_tokens,
+            reference=reference,
+            marks_on_top=marks_on_top,
         )
     if sum(_utf8_length(part["text"]) for part in output if _is_text_part(part)) <= budget:
         return output
     measure = _measure_for(mode, count_tokens)
     sizes = [measure(part["text"]) if _is_text_part(part) else 0 for part in output]
     reserve = measure(omitted_parts_notice(_WIDEST_COUNT, reference))
+    # With the marks on top, the part cut keeps the limit's remainder of text, its marker on top.
+    marker = measure(omission_marker(_WIDEST_COUNT, mode, reference)) if marks_on_top else 0
+    if marks_on_top:
+        budget += reserve + marker
     target = max(budget, reserve)
     if sum(sizes) <= target:
         return output
@@ -178,10 +207,11 @@ def truncate_tool_output(
             exhausted = True
             cut = truncate_text(
                 part["text"],
-                budget=remaining,
+                budget=remaining - marker,
                 mode=mode,
                 count_tokens=count_tokens,
                 reference=reference,
+                marks_on_top=marks_on_top,
             )
             # Below its floor a part cannot be cut to fit; dropping it keeps the output in budget.
             if cut is not part["text"] and measure(cut) <= remaining:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app.contract.sessions import AppendedItem, AppendRequest, AppendResponse, ExcludedItem
 from app.domain.errors import PayloadTooLarge, RuleBroken
 from app.domain.facts import NewFact, client_batch, item_fact
-from app.domain.items import admission_reason, is_model_output
+from app.domain.items import admission_reason, is_model_output, item_type, malformation
 from app.domain.json_encoding import encode_json
 from app.metrics import record_append
 from app.settings import Settings
@@ -97,6 +97,17 @@ def batch_of(body: AppendRequest, settings: Settings) -> Batch:
                 f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
             )
     items, originals = client_batch(body.items, body.format, field="items")
+    if body.malformed == "refuse":
+        for index, item in enumerate(items):
+            if (fault := malformation(item, item_type(item))) is not None:
+                # Another format's message may become several items: the item is named as
+                # converted, with its place in the request where it has one.
+                where = f"item {index}" if body.format == "responses" else f"converted item {index}"
+                raise RuleBroken(
+                    "malformed_item",
+                    f"{where} is malformed: {fault}; nothing was written",
+                    details=[{"loc": ["body", "items", index], "msg": fault}],
+                )
     return Batch(items, originals, body.metadata.model_dump(exclude_none=True))
 
 
@@ -216,7 +227,12 @@ def _appended(
         )
     harness_authored = body.metadata.harness_authored
     excluded = [
-        ExcludedItem(seq=fact.seq, type=fact.type, reason=reason)
+        ExcludedItem(
+            seq=fact.seq,
+            type=fact.type,
+            reason=reason,
+            detail=malformation(item, fact.type) if reason == "malformed" else None,
+        )
         for fact, item in zip(result.facts, batch.items, strict=False)
         if (reason := admission_reason(item, harness_authored=harness_authored)) is not None
     ]

@@ -551,3 +551,28 @@ def test_why_nothing_was_written_is_stated(client: TestClient, session_id: str) 
         (False, "stateless"),
         (False, "noop"),
     ]
+
+
+@pytest.mark.parametrize("strategy", ["summary", "handoff", "notes"])
+def test_a_path_up_a_directory_the_agent_wrote_to_survives_the_compaction(
+    client: TestClient, session_id: str, strategy: str
+) -> None:
+    """Issue 43: `../debug.log`, written by the agent, was in none of the three products: a
+    relative path up a directory was no touched file, and `.log` no file name. A command is
+    shown by its first line; the path is on its second."""
+    client.post("/sessions", json={"session_id": session_id})
+    items: list[dict[str, Any]] = [user_msg("find why the export crashes")]
+    for n in range(12):
+        command = (
+            "cd /testbed\npython export.py 2>&1 | tee ../debug.log"
+            if n == 2
+            else f"grep -rn 'def step_{n}' src/"
+        )
+        items += [
+            tool_call(f"c{n}", "bash", json.dumps({"command": command})),
+            tool_output(f"c{n}", f"src/steps.py:{n}: def step_{n}(): pass\n" * 40),
+        ]
+    assert client.post(f"/sessions/{session_id}/items", json={"items": items}).status_code == 201
+    result = _compact(client, session_id=session_id, strategy=strategy, params={"keep_recent": 1})
+    assert result["loss_check"]["missing"] == []
+    assert "../debug.log" in json.dumps(result["history"])

@@ -15,6 +15,7 @@ from app.domain.normalize import (
     find_pairing_violations,
     synthetic_output_id,
 )
+from app.tokens import token_counter
 from tests.builders import assistant_msg, system_msg, tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
@@ -64,7 +65,7 @@ def test_normalize_repairs_a_broken_history_and_reports_every_repair(client: Tes
         **EMPTY_REPORT,
         "synthesized_outputs": [{"call_id": "c1", "id": synthesized["id"], "index": 2}],
         "removed_orphans": [{"call_id": "ghost", "index": 3}],
-        "excluded": [{"index": 0, "type": "message", "reason": "system_message"}],
+        "excluded": [{"index": 0, "type": "message", "reason": "system_message", "detail": None}],
     }
     assert result["untranslated"] == []
     again = _normalize(client, items=result["items"])
@@ -107,7 +108,8 @@ def test_normalize_moves_late_output_and_truncates_long_output(client: TestClien
     ]
     [truncated] = result["report"]["truncated_outputs"]
     assert truncated["call_id"] == "c1"
-    assert truncated["kept_tokens"] <= 120 < truncated["original_tokens"]
+    assert truncated["kept_tokens"] < truncated["original_tokens"]
+    assert kept_text_tokens(kept) <= 120  # the limit, with its margin: the marker on top
 
 
 def test_normalize_strips_images_only_when_unsupported(client: TestClient) -> None:
@@ -211,7 +213,7 @@ def test_session_history_is_a_projection_and_the_log_keeps_everything(
     ]
     assert outputs[0] == big
     assert outputs[1] != big
-    assert history["report"]["truncated_outputs"][0]["kept_tokens"] <= 50
+    assert kept_text_tokens(outputs[1]) <= 50
     assert history["compaction_id"] is None
     via_normalize = _normalize(client, session_id=session_id)
     assert {k: v for k, v in history.items() if k != "compaction_id"} == via_normalize
@@ -219,6 +221,46 @@ def test_session_history_is_a_projection_and_the_log_keeps_everything(
     assert raw[-1]["item"] == tool_output("c2", big)
     detail = client.get(f"/sessions/{session_id}").json()
     assert detail["active_tokens"] == history["tokens"]
+
+
+count_o200k = token_counter("o200k_base")
+
+
+def kept_text_tokens(cut: str) -> int:
+    """The tokens of what a truncated output kept of its text: its head and tail, not its
+    marker."""
+    head, rest = cut.split("[…", 1)
+    return count_o200k(head + rest.split("…]", 1)[1])
+
+
+def test_a_per_item_limit_keeps_that_much_text_and_names_the_fact_on_top(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43: with `truncation_token_limit: 16` the output kept 13 bytes, 7 of head and 6 of
+    tail, the marker naming the fact counted inside the limit."""
+    client.post("/sessions", json={"session_id": session_id})
+    text = "".join(f"line {n}: value={n * 7919 % 10007}\n" for n in range(400))
+    appended = client.post(
+        f"/sessions/{session_id}/items",
+        json={"items": [user_msg("go"), tool_call("c1")]},
+    )
+    assert appended.status_code == 201
+    limited = client.post(
+        f"/sessions/{session_id}/items",
+        json={"items": [tool_output("c1", text)], "metadata": {"truncation_token_limit": 16}},
+    )
+    assert limited.status_code == 201
+    (output,) = [
+        item["output"]
+        for item in client.get(f"/sessions/{session_id}/history").json()["items"]
+        if item["type"] == "function_call_output"
+    ]
+    head, rest = output.split("[…", 1)
+    marker, tail = rest.split("…]", 1)
+    assert (text.startswith(head), text.endswith(tail)) == (True, True)
+    assert 15 <= kept_text_tokens(output) <= 16
+    omitted = count_o200k(text) - count_o200k(head + tail)
+    assert marker == f" {omitted} tokens omitted; the whole output is fact seq 3 "
 
 
 def test_normalize_bad_input_is_a_clear_4xx(client: TestClient) -> None:
@@ -258,8 +300,13 @@ def test_malformed_items_are_excluded_and_reported_without_a_500(client: TestCli
         items[3],
     ]
     assert result["report"]["excluded"] == [
-        {"index": 0, "type": "function_call", "reason": "call_without_call_id"},
-        {"index": 2, "type": "function_call_output", "reason": "malformed"},
+        {"index": 0, "type": "function_call", "reason": "call_without_call_id", "detail": None},
+        {
+            "index": 2,
+            "type": "function_call_output",
+            "reason": "malformed",
+            "detail": "function_call_output output is an object, not text or a list of parts",
+        },
     ]
 
 

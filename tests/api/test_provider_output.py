@@ -383,10 +383,20 @@ def test_content_of_the_wrong_shape_is_kept_out_of_every_format_and_reported(
     assert client.post("/sessions", json={"session_id": session_id}).status_code == 201
     appended = client.post(f"/sessions/{session_id}/items", json={"items": items})
     assert appended.status_code == 201, appended.text
+    # Each says what is wrong with it (issue 43: it said "malformed" and nothing else).
     malformed = [
-        {"seq": seq, "type": kind, "reason": "malformed"}
-        for seq, kind in ((2, "message"), (3, "message"), (4, "message"))
-    ] + [{"seq": 6, "type": "function_call_output", "reason": "malformed"}]
+        {"seq": seq, "type": kind, "reason": "malformed", "detail": detail}
+        for seq, kind, detail in (
+            (2, "message", "message content is a number, not text or a list of parts"),
+            (3, "message", "message content is an object, not text or a list of parts"),
+            (4, "message", "message content part 0 is a number, not an object"),
+            (
+                6,
+                "function_call_output",
+                "function_call_output output is an object, not text or a list of parts",
+            ),
+        )
+    ]
     assert appended.json()["excluded"] == malformed
     # The log keeps them exactly as sent.
     logged = client.get(f"/sessions/{session_id}/items").json()["items"]
@@ -405,7 +415,8 @@ def test_content_of_the_wrong_shape_is_kept_out_of_every_format_and_reported(
             "form": "excluded",
             "tokens_full": 1,
             "tokens_shown": 0,
-            "reason": "normalization: malformed",
+            "reason": "normalization: malformed (message content part 0 is a number, not an "
+            "object)",
         }
     ]
 

@@ -99,8 +99,8 @@ def test_append_returns_sequence_types_and_exact_tokens(
             {"seq": 5, "type": "vendor_event", "tokens": 0},
         ],
         "excluded": [
-            {"seq": 1, "type": "message", "reason": "system_message"},
-            {"seq": 5, "type": "vendor_event", "reason": "unknown_type"},
+            {"seq": 1, "type": "message", "reason": "system_message", "detail": None},
+            {"seq": 5, "type": "vendor_event", "reason": "unknown_type", "detail": None},
         ],
         "timeline": postgres_timeline,
     }
@@ -130,6 +130,29 @@ def test_append_with_stale_expected_last_seq_conflicts_and_writes_nothing(
         "details": {"expected": 0, "actual": 1},
     }
     assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 1
+
+
+def test_a_batch_asked_to_refuse_malformed_items_is_refused_whole_naming_the_fault(
+    client: TestClient, session_id: str
+) -> None:
+    _create(client, session_id)
+    items = [user_msg("one"), {"type": "message", "content": "no role"}, user_msg("three")]
+    refused = client.post(
+        f"/sessions/{session_id}/items", json={"items": items, "malformed": "refuse"}
+    )
+    assert refused.status_code == 422
+    assert refused.json()["error"] == {
+        "code": "malformed_item",
+        "message": "item 1 is malformed: message without role; nothing was written",
+        "details": [{"loc": ["body", "items", 1], "msg": "message without role"}],
+    }
+    assert client.get(f"/sessions/{session_id}").json()["last_seq"] == 0
+    # By default it is appended, kept out of every context, and says why.
+    excluded = client.post(f"/sessions/{session_id}/items", json={"items": items})
+    assert excluded.status_code == 201
+    assert excluded.json()["excluded"] == [
+        {"seq": 2, "type": "message", "reason": "malformed", "detail": "message without role"}
+    ]
 
 
 def test_repeated_idempotency_key_returns_original_response(

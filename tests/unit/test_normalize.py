@@ -103,9 +103,12 @@ def audio_part() -> dict[str, Any]:
 
 
 def report(**lists: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """A whole report dict: the lists given, every other list empty."""
+    """A whole report dict: the lists given, every other list empty; an excluded entry given
+    without a `detail` has none."""
     empty: dict[str, list[dict[str, Any]]] = NormalizeReport().as_dict()
     assert set(lists) <= set(empty)
+    if "excluded" in lists:
+        lists["excluded"] = [{"detail": None, **entry} for entry in lists["excluded"]]
     return {**empty, **lists}
 
 
@@ -430,7 +433,7 @@ def test_normalize_truncates_long_tool_output_and_reports_exact_counts() -> None
         custom_output("b"),
     ]
     result = normalize(items, truncation=TruncationPolicy(limit=10))  # budget 12
-    cut = "abcdefghij[… 21 tokens omitted …]qrstuvwxyz"
+    cut = "abcdefghijklmnopqrstuvwx[… 14 tokens omitted …]cdefghijklmnopqrstuvwxyz"
     assert result.items == (
         tool_call("a"),
         tool_output("a", cut),
@@ -438,7 +441,7 @@ def test_normalize_truncates_long_tool_output_and_reports_exact_counts() -> None
         custom_output("b"),
     )
     assert result.report.as_dict() == report(
-        truncated_outputs=[{"call_id": "a", "original_tokens": 26, "kept_tokens": 12}]
+        truncated_outputs=[{"call_id": "a", "original_tokens": 26, "kept_tokens": 19}]
     )
 
 
@@ -449,10 +452,10 @@ def test_normalize_truncates_in_bytes_when_the_policy_says_so() -> None:
     )
     assert result.items == (
         tool_call("a"),
-        tool_output("a", "abcdefg[… 90 bytes omitted …]tuvwxyz"),
+        tool_output("a", "abcdefghijklmnopqrst[… 64 bytes omitted …]ghijklmnopqrstuvwxyz"),
     )
     assert result.report.as_dict() == report(
-        truncated_outputs=[{"call_id": "a", "original_tokens": 26, "kept_tokens": 10}]
+        truncated_outputs=[{"call_id": "a", "original_tokens": 26, "kept_tokens": 17}]
     )
 
 
@@ -465,10 +468,10 @@ def test_normalize_uses_the_per_item_token_limit_without_margin() -> None:
         tool_output("b", long_text),
     ]
     result = normalize(items, item_metadata=[None, {"truncation_token_limit": 12}])
-    cut = "abcdefghij[… 21 tokens omitted …]qrstuvwxyz"
+    cut = "abcdefghijklmnopqrstuvwx[… 14 tokens omitted …]cdefghijklmnopqrstuvwxyz"
     assert result.items == (tool_call("a"), tool_output("a", cut), tool_call("b"), items[3])
     assert result.report.as_dict() == report(
-        truncated_outputs=[{"call_id": "a", "original_tokens": 26, "kept_tokens": 12}]
+        truncated_outputs=[{"call_id": "a", "original_tokens": 26, "kept_tokens": 19}]
     )
 
 
@@ -506,14 +509,26 @@ def test_normalize_keeps_payloads_of_the_wrong_shape_out_and_reports_them() -> N
             for c, index in (("a", 1), ("b", 3), ("c", 5))
         ],
         excluded=[
-            {"index": index, "type": kind, "reason": "malformed"}
-            for index, kind in (
-                (1, "function_call_output"),
-                (3, "function_call_output"),
-                (5, "function_call_output"),
-                (6, "message"),
-                (7, "message"),
-                (8, "function_call"),
+            {"index": index, "type": kind, "reason": "malformed", "detail": detail}
+            for index, kind, detail in (
+                (
+                    1,
+                    "function_call_output",
+                    "function_call_output output is an object, not text or a list of parts",
+                ),
+                (
+                    3,
+                    "function_call_output",
+                    "function_call_output output is null, not text or a list of parts",
+                ),
+                (
+                    5,
+                    "function_call_output",
+                    "function_call_output output part 1 is a number, not an object",
+                ),
+                (6, "message", "message content is a number, not text or a list of parts"),
+                (7, "message", "message without role"),
+                (8, "function_call", "function_call arguments is an object, not text"),
             )
         ],
     )
@@ -562,7 +577,8 @@ def test_normalize_applies_every_repair_in_one_pass() -> None:
         tool_output("b"),
         tool_output(
             "a",
-            f"{ALPHABET}abcdefgh[… 35 tokens omitted …]stuvwxyz{ALPHABET}",
+            f"{ALPHABET}abcdefghijklmnopqrstuv[… 28 tokens omitted …]"
+            f"efghijklmnopqrstuvwxyz{ALPHABET}",
         ),
         assistant_msg("hm"),
     )
@@ -575,7 +591,7 @@ def test_normalize_applies_every_repair_in_one_pass() -> None:
         ],
         deduplicated_outputs=[{"call_id": "a", "index": 8}],
         stripped_media=[{"index": 0, "kind": "image"}],
-        truncated_outputs=[{"call_id": "a", "original_tokens": 52, "kept_tokens": 24}],
+        truncated_outputs=[{"call_id": "a", "original_tokens": 52, "kept_tokens": 31}],
         excluded=[
             {"index": 0, "type": "message", "reason": "system_message"},
             {"index": 10, "type": "turn_marker", "reason": "unknown_type"},

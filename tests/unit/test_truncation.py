@@ -196,3 +196,56 @@ def test_truncate_tool_output_again_changes_nothing(budget: int) -> None:
     once = truncate_tool_output(output, budget=budget, mode="tokens", count_tokens=quarter_bytes)
     twice = truncate_tool_output(once, budget=budget, mode="tokens", count_tokens=quarter_bytes)
     assert twice is once
+
+
+@pytest.mark.parametrize("limit", [1, 5, 16, 40, 200])
+@pytest.mark.parametrize("mode", ["tokens", "bytes"])
+@pytest.mark.parametrize("reference", [None, "fact seq 1234567"])
+def test_a_limit_with_the_marks_on_top_bounds_the_text_kept_not_the_marker(
+    limit: int, mode: TruncationMode, reference: str | None
+) -> None:
+    """Issue 43: a per-item limit of 16 kept 13 bytes, its marker counted inside it. The text
+    kept is the limit's (within the search's precision), its marker on top; again, a no-op."""
+    text = "line of output 😀 ünïcode\n" * 40
+    measure = quarter_bytes if mode == "tokens" else (lambda t: len(t.encode()))
+    once = truncate_text(
+        text,
+        budget=limit,
+        mode=mode,
+        count_tokens=quarter_bytes,
+        reference=reference,
+        marks_on_top=True,
+    )
+    head, marker_and_tail = once.split("[…", 1)
+    marker, tail = marker_and_tail.split("…]", 1)
+    assert text.startswith(head)
+    assert text.endswith(tail)
+    assert marker == omission_marker(measure(text) - measure(head + tail), mode, reference)[2:-2]
+    assert limit - limit // 64 - 1 <= measure(head + tail) <= limit
+    again = truncate_text(
+        once,
+        budget=limit,
+        mode=mode,
+        count_tokens=quarter_bytes,
+        reference=reference,
+        marks_on_top=True,
+    )
+    assert again is once
+
+
+def test_a_list_with_the_marks_on_top_keeps_the_limit_of_text_and_says_what_went() -> None:
+    output = [text_part("a" * 40), image_part(), text_part("b" * 400), text_part("c" * 40)]
+    cut = truncate_tool_output(
+        output, budget=25, mode="tokens", count_tokens=quarter_bytes, marks_on_top=True
+    )
+    # 10 tokens of the first part, the 15 left of the second, then a notice for the third.
+    assert cut == [
+        text_part("a" * 40),
+        image_part(),
+        text_part(f"{'b' * 30}[… 85 tokens omitted …]{'b' * 30}"),
+        text_part(omitted_parts_notice(1)),
+    ]
+    again = truncate_tool_output(
+        cut, budget=25, mode="tokens", count_tokens=quarter_bytes, marks_on_top=True
+    )
+    assert again is cut

@@ -1,18 +1,18 @@
 """Extraction: what a range of history shows, read mechanically, and the records built from it.
 
-Touched files are paths named in call arguments or inputs (a token with a known file extension,
-or an absolute or ./-relative path; written file contents and URLs do not count) and the project
-frame where the last traceback of an output failed; paths an output merely lists (`ls`, `grep`)
-are not touches. An error signature is the final exception line of a traceback, an `error:` /
-`fatal:` line or a `FAILED` line; a bare non-zero exit is a command outcome, not an error (grep
-and diff exit 1 routinely). An error counts as resolved when a later run of the same call,
-within the same range, succeeds; records say "not seen resolved". A shell command (the
-`command` of a shell tool's call, or a local shell call) is identified by its first line, which
-is what a record shows of it.
+Touched files are paths named in call arguments or inputs (a token with a known file extension, or
+an absolute, `./`, `../` or `~/`-relative path; written file contents and URLs do not count) and the
+project frame where the last traceback of an output failed; paths an output merely lists (`ls`,
+`grep`) are not touches. An error signature is the final exception line of a traceback, an `error:`
+/ `fatal:` line or a `FAILED` line; a bare non-zero exit is a command outcome, not an error (grep
+and diff exit 1 routinely). An error counts as resolved when a later run of the same call, within
+the same range, succeeds; records say "not seen resolved". A shell command (the `command` of a shell
+tool's call, or a local shell call) is identified by its first line, which is what a record shows of
+it.
 
-Lists are in source order and deduplicated. Merged into an earlier record they follow its
-entries, and a capped list keeps the newest `MAX_*` of them; the state and next steps are the
-latest ones seen.
+Lists are in source order and deduplicated. Merged into an earlier record they follow its entries,
+and a capped list keeps the newest `MAX_*` of them; the state and next steps are the latest ones
+seen.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from app.domain.compaction.model import (
     Summary,
 )
 from app.domain.compaction.product import is_compaction_product
+from app.domain.grounding import FILE_EXTENSIONS
 from app.domain.history import HistoryEntry
 from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type, visible_text
 
@@ -50,12 +51,7 @@ _SIGNATURE_CHARS = 300
 _STATE_CHARS = 600
 
 _TOKEN = re.compile(r"[\w~./-]+")
-_FILE_NAME = re.compile(
-    r"[\w-][\w.-]*\.(?:py|pyi|pyx|ipynb|js|jsx|mjs|cjs|ts|tsx|json|jsonl|ya?ml|toml|ini|cfg|"
-    r"md|rst|txt|csv|tsv|html?|css|scss|xml|sql|sh|bash|zsh|c|h|cc|cpp|hpp|rs|go|java|"
-    r"kt|rb|php|swift|gradle|mk|cmake|proto|tf|lua|pl|vue|svelte|dart|cs|scala)",
-    re.IGNORECASE,
-)
+_FILE_NAME = re.compile(rf"[\w-][\w.-]*\.(?:{FILE_EXTENSIONS})", re.IGNORECASE)
 _URL = re.compile(r"\w+://\S+")
 _PATH_KEYS = frozenset(
     {"path", "file_path", "filepath", "filename", "file_name", "file", "notebook_path"}
@@ -149,7 +145,9 @@ def _paths_in(text: str) -> Iterator[str]:
         name = token.rstrip("/").rsplit("/", 1)[-1]
         if (
             _FILE_NAME.fullmatch(name)
-            or (token.startswith(("/", "./", "../", "~/")) and token.count("/") >= 2 and name)
+            or (token.startswith("/") and token.count("/") >= 2 and name)
+            # Relative to here, up or home, a path however short (`../debug.log`, `./run`).
+            or (token.startswith(("./", "../", "~/")) and name not in ("", ".", ".."))
             or (token.endswith("/") and token.count("/") >= 2)
         ):
             yield token

@@ -78,6 +78,10 @@ class AppendRequest(BaseModel):
     unit: Annotated[Unit | None, Field(title="Unit")] = None
     phase: Annotated[Phase | None, Field(title="Phase")] = None
     metadata: AppendMetadata | None = None
+    malformed: Annotated[Literal["exclude", "refuse"], Field(title="Malformed")] = "exclude"
+    """
+    What becomes of an item of a known type whose fields no provider could take (a message without `role`, a call whose `arguments` are not text): `exclude` appends it, kept in the log and out of every context, and `excluded` says what is wrong; `refuse` answers 422 `malformed_item` naming it, and writes nothing.
+    """
 
 
 class AppendedItem(BaseModel):
@@ -511,6 +515,10 @@ class ExcludedItem(BaseModel):
     seq: Annotated[int, Field(title="Seq")]
     type: Annotated[str, Field(title="Type")]
     reason: Annotated[str, Field(title="Reason")]
+    detail: Annotated[str | None, Field(title="Detail")] = None
+    """
+    For a `malformed` item, what is wrong with it, in words (`message without role`, `function_call arguments is an object, not text`); null for the other reasons.
+    """
 
 
 class ForkRequest(BaseModel):

@@ -32,6 +32,10 @@ class AppendRequest(TypedDict):
     unit: NotRequired[str | None]
     phase: NotRequired[str | None]
     metadata: NotRequired[AppendMetadata]
+    malformed: NotRequired[Literal["exclude", "refuse"]]
+    """
+    What becomes of an item of a known type whose fields no provider could take (a message without `role`, a call whose `arguments` are not text): `exclude` appends it, kept in the log and out of every context, and `excluded` says what is wrong; `refuse` answers 422 `malformed_item` naming it, and writes nothing.
+    """
 
 
 class AppendedItem(TypedDict):
@@ -261,6 +265,10 @@ class ExcludedItem(TypedDict):
     seq: int
     type: str
     reason: str
+    detail: NotRequired[str | None]
+    """
+    For a `malformed` item, what is wrong with it, in words (`message without role`, `function_call arguments is an object, not text`); null for the other reasons.
+    """
 
 
 class ForkRequest(TypedDict):

@@ -575,6 +575,13 @@ export interface components {
             /** Phase */
             phase?: string | null;
             metadata?: components["schemas"]["AppendMetadata"];
+            /**
+             * Malformed
+             * @description What becomes of an item of a known type whose fields no provider could take (a message without `role`, a call whose `arguments` are not text): `exclude` appends it, kept in the log and out of every context, and `excluded` says what is wrong; `refuse` answers 422 `malformed_item` naming it, and writes nothing.
+             * @default exclude
+             * @enum {string}
+             */
+            malformed?: "exclude" | "refuse";
         };
         /** AppendResponse */
         AppendResponse: {
@@ -1345,6 +1352,11 @@ export interface components {
             type: string;
             /** Reason */
             reason: string;
+            /**
+             * Detail
+             * @description For a `malformed` item, what is wrong with it, in words (`message without role`, `function_call arguments is an object, not text`); null for the other reasons.
+             */
+            detail?: string | null;
         };
         /**
          * ForkRequest
@@ -2657,6 +2669,7 @@ export interface operations {
              *     - `reserved_item_type`: Item types starting with `contextd.` are written by the service only.
              *     - `unstorable_value`: Text holds no NUL character, and an item's `type` is at most 64 characters.
              *     - `idempotency_mismatch`: An idempotency key names one batch: a retry repeats it exactly.
+             *     - `malformed_item`: With `malformed: refuse`, every item of a known type has the fields a provider reads in the shape every format needs (a message's `role` and `content`, a call's `name` and `arguments`, an output's `output`).
              */
             422: {
                 headers: {
