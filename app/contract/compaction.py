@@ -76,6 +76,12 @@ class CompactRequest(RequestModel):
     )
     dry_run: bool = False
     encoding: Encoding | None = None
+    fallback: bool = Field(
+        default=False,
+        description="Session mode: when `strategy` finds nothing to do or frees less than "
+        "`CTX_COMPACTION_MIN_GAIN`, use the strategy the session's advice recommends instead "
+        "(`strategy` in the answer, `requested_strategy` the one asked for).",
+    )
 
 
 class WorkingSetEntry(BaseModel):
@@ -143,6 +149,12 @@ class CompactResponse(BaseModel):
         description="Why nothing was written: `dry_run`, `stateless` (items given), `noop` "
         "(nothing to compact) or `too_little_gain` (the plan frees less than "
         "`CTX_COMPACTION_MIN_GAIN` of the active history)."
+    )
+    recommended_strategy: str | None = Field(
+        default=None,
+        description="When the requested strategy found nothing to do or freed too little: the "
+        "strategy the session's advice recommends now, which would (null when it is the one "
+        "requested or none is advised). With `fallback`, it is the one planned.",
     )
 
 

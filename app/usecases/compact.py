@@ -73,19 +73,19 @@ def compact(
     summary_text, summarizer = _client_summary(body)
     params = _params(body.params)
     loaded: LoadedHistory | None = None
+    window: SessionWindow | None = None
     hooks = SessionHooks()
     if body.session_id is not None:
         session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
         hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
         loaded = load_history(db, session, encoding=body.encoding)
+        window = session_window(settings, session)
         count_tokens = token_counter(loaded.encoding)
         if params.target_tokens is None:
             graded = groundings.recent_groundings(
                 db, tenant_id=tenant_id, session_pk=session.id, limit=GRADED_CALLS
             )
-            target = _low_watermark_target(
-                loaded, session_window(settings, session), groundings=graded
-            )
+            target = _low_watermark_target(loaded, window, groundings=graded)
             params = replace(params, target_tokens=target)
         inp = _session_input(loaded, strategy=body.strategy, params=params)
         # Everything the plan needs is read: end the transaction, so that no connection is
@@ -99,9 +99,26 @@ def compact(
     reason = _not_applied(
         body, result, stateless=loaded is None, min_gain=settings.compaction_min_gain
     )
+    recommended = None
+    if (
+        loaded is not None
+        and window is not None
+        and (result.is_noop or not result.frees_at_least(settings.compaction_min_gain))
+    ):
+        advised = loaded.advice(window).recommended_strategy
+        if advised is not None and advised != body.strategy:
+            recommended = advised
+            if body.fallback:
+                # A runtime told to use one strategy would otherwise post it again on every
+                # step while the pressure stays (and the service cuts the history instead).
+                inp = replace(inp, strategy=advised)
+                result = plan_compaction(inp, count_tokens=count_tokens)
+                reason = _not_applied(
+                    body, result, stateless=False, min_gain=settings.compaction_min_gain
+                )
     if params.summarizer == "llm" and reason in ("noop", "too_little_gain"):
         summarizer["used"] = None  # nothing worth summarizing: the summarizer is not called
-    elif params.summarizer == "llm" and body.strategy in PRODUCT_STRATEGIES and not body.dry_run:
+    elif params.summarizer == "llm" and inp.strategy in PRODUCT_STRATEGIES and not body.dry_run:
         inp, summarizer = _with_llm_summary(inp, settings=settings)
         result = plan_compaction(inp, count_tokens=count_tokens)
         reason = _not_applied(
@@ -117,6 +134,7 @@ def compact(
             summarizer=summarizer,
             prompt=prompt,
             goal=inp.goal,
+            recommended=recommended,
         )
     hook = _pre_compact(
         hooks,
@@ -150,6 +168,7 @@ def compact(
         summarizer=summarizer,
         prompt=prompt,
         goal=inp.goal,
+        recommended=recommended,
     )
 
 
@@ -360,6 +379,7 @@ def _respond(
     summarizer: dict[str, Any],
     prompt: str | None,
     goal: str | None,
+    recommended: str | None = None,
 ) -> CompactResponse:
     output_format = body.output_format or body.format
     summary = result.summary.as_dict() if result.summary else None
@@ -400,4 +420,5 @@ def _respond(
         dry_run=body.dry_run,
         applied=compaction_id is not None,
         not_applied_because=not_applied_because,
+        recommended_strategy=recommended,
     )

@@ -576,3 +576,41 @@ def test_a_path_up_a_directory_the_agent_wrote_to_survives_the_compaction(
     result = _compact(client, session_id=session_id, strategy=strategy, params={"keep_recent": 1})
     assert result["loss_check"]["missing"] == []
     assert "../debug.log" in json.dumps(result["history"])
+
+
+def test_a_strategy_that_cannot_apply_names_the_one_that_would_and_falls_back_when_asked(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43: `clear_tool_results` with three large outputs, all among the newest three, is a
+    no-op on every step; the adapters posted it again and again while the service cut the
+    history instead."""
+    created = client.post("/sessions", json={"session_id": session_id, "context_window": 12_000})
+    assert created.json()["usable_window"] == 6_000
+    items: list[dict[str, Any]] = [user_msg("find why the export crashes")]
+    for n in range(3):
+        output = " ".join(f"row{n}x{k}" for k in range(1_130))
+        items += [
+            tool_call(f"c{n}", "bash", json.dumps({"command": f"dump {n}"})),
+            tool_output(f"c{n}", output),
+        ]
+    assert client.post(f"/sessions/{session_id}/items", json={"items": items}).status_code == 201
+    advice = client.get(f"/sessions/{session_id}/compaction-advice").json()
+    assert advice["should_compact"]
+    recommended = advice["recommended_strategy"]
+    assert recommended not in (None, "clear_tool_results")
+
+    asked = _compact(client, session_id=session_id, strategy="clear_tool_results")
+    assert (asked["applied"], asked["not_applied_because"]) == (False, "noop")
+    assert asked["recommended_strategy"] == recommended
+
+    fell_back = _compact(
+        client, session_id=session_id, strategy="clear_tool_results", fallback=True
+    )
+    assert fell_back["applied"], fell_back["not_applied_because"]
+    assert (fell_back["strategy"], fell_back["requested_strategy"]) == (
+        recommended,
+        "clear_tool_results",
+    )
+    assert fell_back["tokens_after"] < fell_back["tokens_before"]
+    after = client.get(f"/sessions/{session_id}/compaction-advice").json()
+    assert not after["should_compact"]

@@ -172,3 +172,61 @@ def test_a_world_state_update_leaves_the_bytes_before_it_in_place(
     assert second["cache"]["reused_prefix_tokens"] == sum(
         i["tokens"] for i in second["items"][:changed]
     )
+
+
+def test_when_whole_calls_do_not_fit_the_task_and_the_newest_calls_show_cut(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43: a window of 8,000 (4,000 usable), a 4-token task, three calls whose outputs
+    are 4,199 tokens each, then a short assistant message: the context was 79 tokens (the goal,
+    a notice, the assistant message and the goal again), the task and every output dropped."""
+    created = client.post("/sessions", json={"session_id": session_id, "context_window": 8_000})
+    assert created.json()["usable_window"] == 4_000
+    task = user_msg("Fix the export.")
+    items: list[dict[str, Any]] = [task]
+    for number in range(1, 4):
+        items += _turn(number, 4_199)
+    items.append({"type": "message", "role": "assistant", "content": "Three runs, one error."})
+    _append(client, session_id, items)
+    body = _assemble(client, session_id)
+    shown = body["messages"]
+    texts = [visible_text(item) for item in shown]
+    assert task in shown
+    calls = [item for item in shown if item["type"] == "function_call"]
+    outputs = [item for item in shown if item["type"] == "function_call_output"]
+    assert [call["call_id"] for call in calls] == ["call-1", "call-2", "call-3"]
+    assert [output["call_id"] for output in outputs] == ["call-1", "call-2", "call-3"]
+    for output, seq in zip(outputs, (3, 5, 7), strict=True):
+        whole = items[seq - 1]["output"]
+        head, rest = output["output"].split("[…", 1)
+        assert whole.startswith(head)
+        assert rest.endswith(whole[-20:])
+        assert f"the whole output is fact seq {seq} …]" in rest
+    assert "Three runs, one error." in "\n".join(texts)
+    # The window is used, not left nine tenths empty.
+    assert 3_000 <= body["total_tokens"] <= 4_000
+
+
+def test_a_stable_cut_never_drops_the_latest_user_message_the_window_holds(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43: the history was cut at a stable point past the user's request although the
+    request would fit. The cut now stops at the latest user message, which stays put while its
+    turn goes on."""
+    _session(client, session_id)
+    _append(client, session_id, [user_msg("Fix the export.")])
+    for number in range(1, 25):
+        _append(client, session_id, _turn(number, 500))
+    request = user_msg("Now make the import UTF-8 too.")
+    _append(client, session_id, [request])
+    after_request = 0
+    for number in range(25, 40):
+        turn = _turn(number, 500)
+        _append(client, session_id, turn)
+        after_request += sum(count(visible_text(item)) for item in turn)
+        body = _assemble(client, session_id)
+        # The request, what came after it, the goal and a notice fit: the request is shown.
+        if after_request + 200 <= USABLE:
+            assert request in body["messages"], number
+        assert body["total_tokens"] <= USABLE
+    assert request not in body["messages"]  # until it no longer fits

@@ -137,6 +137,34 @@ def test_the_context_is_compacted_first_when_advised(server: Server, session_id:
         assert (window.tokenizer.samples, window.tokenizer.calibrated) == (1, True)
 
 
+def test_a_configured_strategy_that_cannot_apply_falls_back_to_the_recommended_one(
+    server: Server, session_id: str
+) -> None:
+    """Issue 43: told `clear_tool_results`, with every large output among the newest three, the
+    link posted a no-op on every step while the pressure stayed."""
+    options = LinkOptions(compact_strategy="clear_tool_results", session={"context_window": 12_000})
+    entries = [Entry((user_msg("find why the export crashes"),))]
+    for n in range(3):
+        output = " ".join(f"row{n}x{k}" for k in range(1_130))
+        entries += [
+            Entry((tool_call(f"c{n}", arguments=f'{{"cmd": "dump {n}"}}'),)),
+            Entry((tool_output(f"c{n}", output),)),
+        ]
+    with ContextdClient(server.base, api_key=API_KEY) as client:
+        link = ContextLink(client, session_id, options=options)
+        link.record(entries)
+        recommended = client.compaction_advice(session_id).recommended_strategy
+        assert recommended not in (None, "clear_tool_results")
+        context = link.context()
+        [compaction] = link.compactions
+        assert (compaction.requested_strategy, compaction.strategy) == (
+            "clear_tool_results",
+            recommended,
+        )
+        assert compaction.applied
+        assert not context.advice.should_compact
+
+
 def test_compaction_can_be_left_to_the_caller(server: Server, session_id: str) -> None:
     options = LinkOptions(compact=False, session={"context_window": 8_000})
     with ContextdClient(server.base, api_key=API_KEY) as client:

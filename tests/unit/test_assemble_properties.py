@@ -337,18 +337,31 @@ def test_every_real_text_splits_into_the_same_words_either_way() -> None:
 
 
 def stable_history_start(
-    cuts: Sequence[int], tokens: Sequence[int], *, fitting_start: int, step: int
+    items: Sequence[Item],
+    cuts: Sequence[int],
+    tokens: Sequence[int],
+    *,
+    fitting_start: int,
+    step: int,
 ) -> int:
     """The oracle: where a history that no longer fits is cut, found from its start. Stable
     points are the first of the history's cuts at or after every `step` tokens counted from the
-    start; the history starts at the first at or after `fitting_start`, else there."""
+    start; the history starts at the first at or after `fitting_start`, else there; and at the
+    latest at the latest user message, when that lies at or after `fitting_start`."""
+    users = [
+        position
+        for position, item in enumerate(items)
+        if item.get("type", "message") == "message" and item.get("role") == "user"
+    ]
+    latest_user = max((cut for cut in cuts if users and cut <= users[-1]), default=None)
+    keep_user = latest_user is not None and latest_user >= fitting_start
     position, passed, next_mark = 0, 0, step
     for cut in cuts:
         passed += sum(tokens[position:cut])
         position = cut
         if passed >= next_mark:
             if fitting_start <= cut < len(tokens):
-                return cut
+                return min(cut, latest_user) if keep_user and latest_user is not None else cut
             next_mark = (passed // step + 1) * step
     return fitting_start
 
@@ -367,6 +380,7 @@ def test_the_history_read_from_its_newest_end_is_cut_where_the_whole_would_be(
     if inp.history_cut_step is not None and fit.fitting_start > 0:
         tokens = [words(visible_text(item)) for item in items]
         assert fit.start == stable_history_start(
+            items,
             history_cuts(items),
             tokens,
             fitting_start=fit.fitting_start,
@@ -406,5 +420,5 @@ def test_a_trajectory_too_long_for_its_budget_starts_at_the_stable_point_of_the_
             fit = decide(inp, count=words).history
             assert 0 < fit.fitting_start <= fit.start
             assert fit.start == stable_history_start(
-                cuts, tokens, fitting_start=fit.fitting_start, step=inp.history_cut_step or 0
+                items, cuts, tokens, fitting_start=fit.fitting_start, step=inp.history_cut_step or 0
             )

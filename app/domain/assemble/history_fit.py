@@ -17,8 +17,17 @@ Invariants of `fit_history`:
   put across calls until the kept history no longer fits, then jumps a whole step, and the
   calls in between share their prefix. The history starts at the first stable point at or
   after the oldest entry the budget could keep (`_stable_start`), else at that entry.
-- With `keep_newest`, only the newest group's tool outputs are ever truncated, each naming the
-  fact that holds it whole; every other entry is shown as it came.
+- The stable point never lies past the latest user message when the budget keeps it: the
+  history then starts there at the latest (that message does not move while its turn goes on,
+  so it is as stable a start as any, and the user's own words are not cut to save the cache).
+- With `keep_newest`, tool outputs are truncated head and tail, each naming the fact that holds
+  it whole, in two cases only. The newest group's, when it does not fit on its own. And when the
+  group that ends the walk is too large to fit while at least `UNUSED_SHARE` of the history's
+  room is left, and every output back to the latest user message can keep `MIN_OUTPUT_TOKENS`
+  (`_fit_partly`): that group and the older ones back to the message are shown with their
+  outputs cut to steps of a fixed ladder, so that the next calls cut them the same way. Such a
+  history starts at that user message, itself a stable start. Every other entry is shown as it
+  came.
 """
 
 from __future__ import annotations
@@ -36,7 +45,12 @@ from app.domain.assemble.model import (
 )
 from app.domain.history import EntryItems, HistoryEntry, cuts_from_end, history_cuts
 from app.domain.items import OUTPUT_TYPES, CountTokens, Item, item_tokens, item_type
-from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
+from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs, truncate_tool_output
+
+UNUSED_SHARE = 4
+"""Groups beyond the one that ends the walk are shown cut (`_fit_partly`) only when that group
+leaves at least 1/`UNUSED_SHARE` of the history's room unused: a history that fills its window
+with whole groups is not traded for cut ones."""
 
 
 def atomic_groups(items: Sequence[Item]) -> tuple[range, ...]:
@@ -132,6 +146,100 @@ def _shrink_newest(
     return changed
 
 
+def _cuttable(entry: HistoryEntry) -> bool:
+    """Whether `entry` is a tool output truncation can cut (its output text or parts)."""
+    return item_type(entry.item) in OUTPUT_TYPES and isinstance(
+        entry.item.get("output"), str | list
+    )
+
+
+def _is_user_message(entry: HistoryEntry) -> bool:
+    return item_type(entry.item) == "message" and entry.item.get("role") == "user"
+
+
+def _reference(entry: HistoryEntry) -> str | None:
+    return f"fact seq {entry.seq}" if entry.seq is not None else None
+
+
+def _ladder_step(sizes: Sequence[int], *, room: int, least: int = MIN_OUTPUT_TOKENS) -> int:
+    """The highest step `least` × 2^k to which cutting every one of `sizes` fits `room` (each
+    size over the step cut to it); `least` when none higher does."""
+    step = least
+    largest = max(sizes, default=0)
+    while step < largest and sum(min(size, 2 * step) for size in sizes) <= room:
+        step *= 2
+    return step
+
+
+def _fit_partly(
+    entries: _Entries,
+    stopped: range,
+    older: Iterator[range],
+    *,
+    room: int,
+    count: CountTokens,
+) -> tuple[list[range], dict[int, tuple[Item, int]]] | None:
+    """The groups from `stopped` (the group that ended the walk) back to the latest user
+    message, with their tool outputs cut so that together they fit `room`: the older outputs
+    to the highest step of the ladder `MIN_OUTPUT_TOKENS` × 2^k at which all fit, the outputs
+    of `stopped` (the newest of them) to the highest step at which they fit what the others
+    leave. Steps, not shares of what is left: the same outputs are cut the same way on the next
+    calls, as long as the turn leaves the same steps. Returns the groups (newest first) and the
+    cut items with their tokens; None when the way back to the latest user message cannot keep
+    `MIN_OUTPUT_TOKENS` of every output within `room`. Reads older groups only while that
+    least still fits."""
+    history = entries.history
+
+    def least(group: range) -> int:
+        return sum(
+            min(entries.tokens(k), MIN_OUTPUT_TOKENS)
+            if _cuttable(history[k])
+            else entries.tokens(k)
+            for k in group
+        )
+
+    floor = least(stopped)
+    taken = [stopped]
+    reached = any(_is_user_message(history[k]) for k in stopped)
+    for group in () if reached else older:
+        floor += least(group)
+        if floor > room:
+            break
+        taken.append(group)
+        if any(_is_user_message(history[k]) for k in group):
+            reached = True
+            break
+    if floor > room or not reached:
+        return None
+    newest = [k for k in stopped if _cuttable(history[k])]
+    outputs = [k for group in taken[1:] for k in group if _cuttable(history[k])]
+    fixed = sum(entries.tokens(k) for group in taken for k in group if not _cuttable(history[k]))
+    newest_least = sum(min(entries.tokens(k), MIN_OUTPUT_TOKENS) for k in newest)
+    cut: dict[int, tuple[Item, int]] = {}
+
+    def cut_to(k: int, step: int) -> int:
+        """Cuts output `k` to `step` when over it; its tokens as shown."""
+        if entries.tokens(k) <= step:
+            return entries.tokens(k)
+        item = history[k].item
+        output = truncate_tool_output(
+            item["output"],
+            budget=step,
+            mode="tokens",
+            count_tokens=count,
+            reference=_reference(history[k]),
+        )
+        shown = {**item, "output": output}
+        cut[k] = (shown, item_tokens(shown, count))
+        return cut[k][1]
+
+    step = _ladder_step([entries.tokens(k) for k in outputs], room=room - fixed - newest_least)
+    left = room - fixed - sum(cut_to(k, step) for k in outputs)
+    newest_step = _ladder_step([entries.tokens(k) for k in newest], room=left)
+    total = room - left + sum(cut_to(k, newest_step) for k in newest)
+    return (taken, cut) if total <= room else None
+
+
 @dataclass(frozen=True)
 class HistoryFit:
     """Which of the history an assembly keeps, and the assembly's totals with it counted.
@@ -194,6 +302,8 @@ def fit_history(
     reason: DropReason | None = None
     groups = entries.groups()
     walked: list[range] = []
+    stopped: range | None = None  # the group that ended the walk for want of tokens
+    room = None if budget.max_tokens is None else budget.max_tokens - total_tokens
     suffix = 0  # tokens of the entries from `start` on, as the history has them (uncut)
     for newest, span in enumerate(groups, start=1):
         walked.append(span)
@@ -215,13 +325,39 @@ def fit_history(
             )
             span_tokens = sum(shown[k][1] if k in shown else entries.tokens(k) for k in span)
         if not fits(span_tokens, budget.max_tokens, used=total_tokens):
-            reason = "max_tokens"
+            reason, stopped = "max_tokens", span
             break
         start = span.start
         suffix += uncut
         total_tokens += span_tokens
         if inp.history_counts_toward_max_items:
             counted_items += len(span)
+    partly = None
+    if (
+        inp.keep_newest
+        and stopped is not None
+        and room is not None
+        and budget.max_tokens is not None
+        and (budget.max_tokens - total_tokens) * UNUSED_SHARE >= room
+    ):
+        partly = _fit_partly(
+            entries, stopped, groups, room=budget.max_tokens - total_tokens, count=count
+        )
+        if partly is not None and inp.history_counts_toward_max_items:
+            added = sum(len(group) for group in partly[0])
+            if not fits(added, budget.max_items, used=counted_items):
+                partly = None
+    if partly is not None:
+        taken, cut = partly
+        for k in stopped or ():
+            shown.pop(k, None)  # `_shrink_newest`'s cut of it, if any, gives way to this one
+        shown.update(cut)
+        for group in taken:
+            suffix += sum(entries.tokens(k) for k in group)
+            total_tokens += sum(shown[k][1] if k in shown else entries.tokens(k) for k in group)
+            if inp.history_counts_toward_max_items:
+                counted_items += len(group)
+        start = taken[-1].start
     fitting_start = start
     whole = (
         inp.history_tokens
@@ -229,7 +365,16 @@ def fit_history(
         else suffix + sum(entries.tokens(k) for k in range(start))
     )
     cut_tokens = 0
-    if start > 0 and inp.history_cut_step is not None:
+    if start > 0 and inp.history_cut_step is not None and partly is None:
+        # The latest user message the budget keeps is where the history starts at the latest.
+        latest_user = next(
+            (
+                span.start
+                for span in walked
+                if span.start >= fitting_start and any(_is_user_message(history[k]) for k in span)
+            ),
+            None,
+        )
         start = _stable_start(
             entries,
             walked,
@@ -239,6 +384,8 @@ def fit_history(
             suffix=suffix,
             step=inp.history_cut_step,
         )
+        if latest_user is not None:
+            start = min(start, latest_user)
         cut_tokens = sum(entries.tokens(k) for k in range(fitting_start, start))
         cut_shown = sum(
             shown[k][1] if k in shown else entries.tokens(k) for k in range(fitting_start, start)

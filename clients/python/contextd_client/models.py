@@ -343,6 +343,10 @@ class CompactRequest(BaseModel):
     """
     dry_run: Annotated[bool, Field(title="Dry Run")] = False
     encoding: Annotated[Literal["o200k_base", "cl100k_base"] | None, Field(title="Encoding")] = None
+    fallback: Annotated[bool, Field(title="Fallback")] = False
+    """
+    Session mode: when `strategy` finds nothing to do or frees less than `CTX_COMPACTION_MIN_GAIN`, use the strategy the session's advice recommends instead (`strategy` in the answer, `requested_strategy` the one asked for).
+    """
 
 
 HighWatermark = TypeAliasType(
@@ -1569,6 +1573,10 @@ class CompactResponse(BaseModel):
     ]
     """
     Why nothing was written: `dry_run`, `stateless` (items given), `noop` (nothing to compact) or `too_little_gain` (the plan frees less than `CTX_COMPACTION_MIN_GAIN` of the active history).
+    """
+    recommended_strategy: Annotated[str | None, Field(title="Recommended Strategy")] = None
+    """
+    When the requested strategy found nothing to do or freed too little: the strategy the session's advice recommends now, which would (null when it is the one requested or none is advised). With `fallback`, it is the one planned.
     """
 
 

@@ -164,6 +164,10 @@ class CompactRequest(TypedDict):
     """
     dry_run: NotRequired[bool]
     encoding: NotRequired[Literal["o200k_base", "cl100k_base"] | None]
+    fallback: NotRequired[bool]
+    """
+    Session mode: when `strategy` finds nothing to do or frees less than `CTX_COMPACTION_MIN_GAIN`, use the strategy the session's advice recommends instead (`strategy` in the answer, `requested_strategy` the one asked for).
+    """
 
 
 class CompactionOptions(TypedDict):
@@ -1052,6 +1056,10 @@ class CompactResponse(TypedDict):
     not_applied_because: Literal["dry_run", "stateless", "noop", "too_little_gain"] | None
     """
     Why nothing was written: `dry_run`, `stateless` (items given), `noop` (nothing to compact) or `too_little_gain` (the plan frees less than `CTX_COMPACTION_MIN_GAIN` of the active history).
+    """
+    recommended_strategy: NotRequired[str | None]
+    """
+    When the requested strategy found nothing to do or freed too little: the strategy the session's advice recommends now, which would (null when it is the one requested or none is advised). With `fallback`, it is the one planned.
     """
 
 

@@ -153,8 +153,11 @@ class LinkOptions:
         return body
 
     def compact_body(self, session_id: str, advice: models.AdviceBody) -> p.CompactRequest:
+        """The compaction to post when advised: the configured strategy, falling back to the
+        one the service recommends when the configured one cannot apply (posted again on every
+        step, a no-op would leave the pressure where it is)."""
         strategy = self.compact_strategy or advice.recommended_strategy or "summary"
-        return {"session_id": session_id, "strategy": cast(Strategy, strategy)}
+        return {"session_id": session_id, "strategy": cast(Strategy, strategy), "fallback": True}
 
     def usage_body(self, usage: Usage, assembly_id: str | None) -> p.UsageRequest:
         body: p.UsageRequest = {

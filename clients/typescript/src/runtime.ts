@@ -236,8 +236,10 @@ export class ContextLink {
         this.options.compactStrategy ??
         (assembly.advice.recommended_strategy as Strategy | null | undefined) ??
         "summary";
+      // A configured strategy that cannot apply falls back to the recommended one: posted
+      // again on every step, a no-op would leave the pressure where it is.
       const compaction = await this.client.compact(
-        { session_id: this.sessionId, strategy },
+        { session_id: this.sessionId, strategy, fallback: true },
         this.options.call,
       );
       this.compactions.push(compaction);

@@ -1011,6 +1011,12 @@ export interface components {
             dry_run?: boolean;
             /** Encoding */
             encoding?: ("o200k_base" | "cl100k_base") | null;
+            /**
+             * Fallback
+             * @description Session mode: when `strategy` finds nothing to do or frees less than `CTX_COMPACTION_MIN_GAIN`, use the strategy the session's advice recommends instead (`strategy` in the answer, `requested_strategy` the one asked for).
+             * @default false
+             */
+            fallback?: boolean;
         } & (unknown & unknown);
         /** CompactResponse */
         CompactResponse: {
@@ -1090,6 +1096,11 @@ export interface components {
              * @description Why nothing was written: `dry_run`, `stateless` (items given), `noop` (nothing to compact) or `too_little_gain` (the plan frees less than `CTX_COMPACTION_MIN_GAIN` of the active history).
              */
             not_applied_because: ("dry_run" | "stateless" | "noop" | "too_little_gain") | null;
+            /**
+             * Recommended Strategy
+             * @description When the requested strategy found nothing to do or freed too little: the strategy the session's advice recommends now, which would (null when it is the one requested or none is advised). With `fallback`, it is the one planned.
+             */
+            recommended_strategy?: string | null;
         };
         /**
          * CompactedIdentifiers

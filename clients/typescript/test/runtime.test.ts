@@ -157,6 +157,33 @@ describe("ContextLink", () => {
     expect([window.tokenizer.samples, window.tokenizer.calibrated]).toEqual([1, true]);
   });
 
+  test("a configured strategy that cannot apply falls back to the recommended one", async () => {
+    const ctx = client();
+    const id = sessionId("ts-fallback");
+    const link = new ContextLink(ctx, id, {
+      compactStrategy: "clear_tool_results",
+      session: { context_window: 12_000 },
+    });
+    const made: Entry[] = [{ items: [userMsg("find why the export crashes")], format: "responses" }];
+    for (let n = 0; n < 3; n += 1) {
+      const output = Array.from({ length: 1_130 }, (_, k) => `row${n}x${k}`).join(" ");
+      made.push(
+        { items: [toolCall(`c${n}`, "shell", `{"cmd": "dump ${n}"}`)], format: "responses" },
+        { items: [toolOutput(`c${n}`, output)], format: "responses" },
+      );
+    }
+    await link.record(made);
+    const recommended = (await ctx.compactionAdvice(id)).recommended_strategy;
+    expect([null, "clear_tool_results"]).not.toContain(recommended);
+
+    const assembly = await link.context();
+
+    expect(
+      link.compactions.map((each) => [each.requested_strategy, each.strategy, each.applied]),
+    ).toEqual([["clear_tool_results", recommended, true]]);
+    expect(assembly.advice.should_compact).toBe(false);
+  });
+
   test("compaction can be left to the caller", async () => {
     const link = new ContextLink(client(), sessionId("ts-no-compact"), {
       compact: false,
