@@ -614,3 +614,42 @@ def test_a_strategy_that_cannot_apply_names_the_one_that_would_and_falls_back_wh
     assert fell_back["tokens_after"] < fell_back["tokens_before"]
     after = client.get(f"/sessions/{session_id}/compaction-advice").json()
     assert not after["should_compact"]
+
+
+def test_an_opening_larger_than_the_window_is_cut_once_not_compacted_on_every_call(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43: a SWE-agent-style opening (a demonstration of thousands of tokens, then the
+    task) larger than the window made every call compact (12 in 12 calls): each record carried
+    the opening whole, so the product was over the window again. The record now carries a
+    request that long head and tail, naming the fact that holds it whole."""
+    client.post("/sessions", json={"session_id": session_id, "context_window": 8_000})
+    demonstration = "Here is a demonstration of how to solve a task:\n" + "\n".join(
+        f"step {n}: open file_{n}.py and edit line {n * 3}; run pytest tests/test_{n}.py"
+        for n in range(260)
+    )
+    task = "We're currently solving the following issue: the export writes Latin-1."
+    opening = user_msg(f"{demonstration}\n\n{task}")
+    appended = client.post(f"/sessions/{session_id}/items", json={"items": [opening]})
+    assert appended.status_code == 201
+    compactions: list[dict[str, Any]] = []
+    for n in range(12):
+        items = [
+            tool_call(f"c{n}", "bash", json.dumps({"command": f"cat src/mod_{n}.py"})),
+            tool_output(f"c{n}", " ".join(f"line{n}x{k}" for k in range(70))),
+        ]
+        client.post(f"/sessions/{session_id}/items", json={"items": items})
+        advice = client.post("/assemble", json={"session_id": session_id}).json()["advice"]
+        if advice["should_compact"]:
+            compactions.append(
+                _compact(client, session_id=session_id, strategy=advice["recommended_strategy"])
+            )
+    # The first advice comes while the opening is still the newest turn, which no strategy
+    # compacts (a no-op); then two compactions in eleven calls, where every call was one.
+    applied = [compaction for compaction in compactions if compaction["applied"]]
+    assert len(compactions) <= 3
+    assert len(applied) <= 2
+    record = json.dumps(applied[0]["history"], ensure_ascii=False)
+    assert json.dumps(task)[1:-1] in record
+    assert "characters omitted; the whole message is fact seq 1 …]" in record
+    assert applied[0]["loss_check"] == {"missing": [], "fell_back": False}

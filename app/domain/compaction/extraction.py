@@ -89,6 +89,30 @@ _NEXT_CUE = re.compile(
 )
 
 
+REQUEST_CHARS = 2_000
+"""A user request longer than this is carried in records head and tail, half each, the middle
+named by its fact seq (`shown_request`): an opening that holds a demonstration of thousands of
+tokens would otherwise be carried whole by every record, and a record larger than the window is
+compacted again on every call."""
+
+
+def shown_request(seq: int | None, text: str) -> str:
+    """The user request `text` (fact `seq`) as records carry it and the loss check looks for it:
+    whole up to `REQUEST_CHARS` characters, else its head and tail around a marker that names
+    the fact holding it whole."""
+    if len(text) <= REQUEST_CHARS:
+        return text
+    half = REQUEST_CHARS // 2
+    where = f"; the whole message is fact seq {seq}" if seq is not None else ""
+    return f"{text[:half]}[… {len(text) - 2 * half} characters omitted{where} …]{text[-half:]}"
+
+
+def request_needle(text: str) -> str:
+    """What every form of the user request `text` shows, verbatim or as records carry it: the
+    whole of a short one, the head of a long one (what the loss check looks for)."""
+    return text if len(text) <= REQUEST_CHARS else text[: REQUEST_CHARS // 2]
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -396,7 +420,9 @@ def summarize_builtin(
     return Summary(
         goal=goal if goal is not None else before.goal,
         user_requests=merged(
-            before.user_requests, [text for _, text in scan.user_requests if text != goal], cap=None
+            before.user_requests,
+            [shown_request(seq, text) for seq, text in scan.user_requests if text != goal],
+            cap=None,
         ),
         decisions=merged(before.decisions, _decisions(scan), cap=MAX_DECISIONS),
         files=merged(before.files, list(scan.paths), cap=None),
@@ -420,7 +446,11 @@ def take_notes(scan: _Scan, *, goal: str | None, previous: Notes | None) -> Note
         if sentence.endswith("?")
     ]
     facts = [
-        *(f"The user said: {text}" for _, text in scan.user_requests if text != goal),
+        *(
+            f"The user said: {shown_request(seq, text)}"
+            for seq, text in scan.user_requests
+            if text != goal
+        ),
         *(f"File touched: {path}" for path in scan.paths),
         *(f"Verification: {line}" for line in _verification(scan)[-MAX_VERIFICATION:]),
         *(f"Error not seen resolved: {sig}" for _, sig in scan.unresolved()[-MAX_ERRORS:]),

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.domain.compaction.extraction import identifiers, scan_entries
+from app.domain.compaction.extraction import identifiers, request_needle, scan_entries
 from app.domain.compaction.model import Identifier
 from app.domain.history import HistoryEntry
 from app.domain.items import visible_text
@@ -40,7 +40,7 @@ def required_facts(
         # A later request kept verbatim supersedes it; an unknown order (no seq) does not.
         superseded = bool(kept) and kept[-1] is not None and seq is not None and kept[-1] > seq
         if text and not superseded:
-            facts.append(RequiredFact("latest user request", text))
+            facts.append(RequiredFact("latest user request", request_needle(text)))
     facts.extend(RequiredFact(f"file {path}", path) for path in scan.paths)
     if unresolved := scan.unresolved():
         facts.append(RequiredFact(f"error {unresolved[-1][1]}", unresolved[-1][1]))
