@@ -1,7 +1,10 @@
 """Compaction on every public trajectory × every strategy, at a target of 25% of the tokens.
 
 Prints per strategy: tokens before/after, the runs whose new history is within the target and,
-of the others, how many the answer says why (`over_target`: must be all), the
+of the others, how many the answer says why (`over_target`: must be all); the runs within 1.2x
+of the larger of the target and the pinned minimum (the invariants and the newest unit with each
+output at its least, `MIN_OUTPUT_TOKENS`: what no strategy gives up), and the largest such
+ratio; the
 share of histories with valid pairing (must be 100%), the share of histories whose loss-check
 facts (goal, latest request, touched files, latest unresolved error) are all still findable,
 fallbacks, the time per compaction (in-process core), and identifier survival: of the file paths,
@@ -32,9 +35,10 @@ from app.domain.compaction import (
     identifiers,
     plan_compaction,
 )
-from app.domain.history import HistoryEntry
-from app.domain.items import visible_text
+from app.domain.history import HistoryEntry, history_cuts
+from app.domain.items import OUTPUT_TYPES, CountTokens, item_type, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
+from app.domain.truncation import MIN_OUTPUT_TOKENS
 from app.domain.world_state import render_goal
 from app.tokens import token_counter
 from bench.common import load_trajectories
@@ -52,6 +56,20 @@ def named_seqs(text: str) -> set[int]:
     }
 
 
+def pinned_minimum(inp: CompactionInput, count_tokens: CountTokens) -> int:
+    """What no strategy gives up: the invariants, and the newest unit (between the last two
+    `history_cuts`) with each tool output at its least."""
+    items = [entry.item for entry in inp.history]
+    newest = items[history_cuts(items)[-2] if len(history_cuts(items)) > 1 else 0 :]
+    least = sum(
+        min(count_tokens(visible_text(item)), MIN_OUTPUT_TOKENS)
+        if item_type(item) in OUTPUT_TYPES
+        else count_tokens(visible_text(item))
+        for item in newest
+    )
+    return sum(count_tokens(visible_text(item)) for item in inp.invariants) + least
+
+
 def survival(found: Counter[IdentifierKind], kept: Counter[IdentifierKind]) -> str:
     """Identifiers, share kept, and share kept by kind."""
     total = sum(found.values())
@@ -67,12 +85,14 @@ def main() -> None:
     print(
         f"{'strategy':<20} {'before':>9} {'after':>9} {'after %':>8} {'goal ok':>8} "
         f"{'paired':>7} {'facts ok':>9} {'fallback':>8} {'ms p50':>7} "
-        f"{'idents':>7} {'ids ok':>7} {'paths':>7} {'cmds':>7} {'errors':>7}"
+        f"{'idents':>7} {'ids ok':>7} {'paths':>7} {'cmds':>7} {'errors':>7} "
+        f"{'within':>7} {'why':>5} {'≤1.2x':>6} {'worst':>6} {'touched':>8} {'+recall':>8}"
     )
     all_found: Counter[IdentifierKind] = Counter()
     all_kept: Counter[IdentifierKind] = Counter()
     for strategy in get_args(Strategy):
         before = after = goals = paired = facts_ok = fallbacks = within = explained = 0
+        near, worst = 0, 0.0
         paths = paths_visible = paths_reachable = 0
         found: Counter[IdentifierKind] = Counter()
         kept: Counter[IdentifierKind] = Counter()
@@ -104,6 +124,9 @@ def main() -> None:
             target = inp.params.target_tokens or 0
             within += result.tokens_after <= target
             explained += result.tokens_after > target and result.over_target is not None
+            ratio = result.tokens_after / max(target, pinned_minimum(inp, count_tokens))
+            near += ratio <= 1.2
+            worst = max(worst, ratio)
             if result.covered is not None:
                 first, last = result.covered
                 covered = [e for e in entries if e.seq is not None and first <= e.seq <= last]
@@ -123,7 +146,7 @@ def main() -> None:
             f"{strategy:<20} {before:>9} {after:>9} {after / before:>8.0%} {goals / n:>8.0%} "
             f"{paired / n:>7.0%} {facts_ok / n:>9.0%} {fallbacks:>8} "
             f"{statistics.median(timings):>7.1f} {survival(found, kept)} {within:>7} "
-            f"{explained:>5} {paths_visible / max(paths, 1):>8.1%} "
+            f"{explained:>5} {near:>6} {worst:>6.2f} {paths_visible / max(paths, 1):>8.1%} "
             f"{paths_reachable / max(paths, 1):>8.1%}"
         )
     print(
