@@ -653,3 +653,38 @@ def test_an_opening_larger_than_the_window_is_cut_once_not_compacted_on_every_ca
     assert json.dumps(task)[1:-1] in record
     assert "characters omitted; the whole message is fact seq 1 …]" in record
     assert applied[0]["loss_check"] == {"missing": [], "fell_back": False}
+
+
+def test_truncate_keeps_a_touched_file_by_its_call_without_the_content_it_wrote(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43: `truncate` missed its target 2.4x on an OpenHands run: the loss check re-loaded
+    the calls that created the touched files whole, file contents and all. A re-loaded call now
+    keeps its path and the head and tail of what it wrote, naming the fact that holds it."""
+    client.post("/sessions", json={"session_id": session_id})
+    written = "".join(f"const item{n} = loadTodo({n});\n" for n in range(400))
+    create = json.dumps({"command": "create", "path": "/workspace/app.js", "file_text": written})
+    items: list[dict[str, Any]] = [
+        user_msg("build the todo app"),
+        tool_call("c0", "str_replace_editor", create),
+        tool_output("c0", "File created successfully at: /workspace/app.js"),
+    ]
+    for n in range(1, 10):
+        items += [
+            tool_call(f"c{n}", "execute_bash", json.dumps({"command": f"npm test -- {n}"})),
+            tool_output(f"c{n}", f"test run {n}: " + "ok " * 300),
+        ]
+    assert client.post(f"/sessions/{session_id}/items", json={"items": items}).status_code == 201
+    result = _compact(
+        client, session_id=session_id, strategy="truncate", params={"target_tokens": 1_500}
+    )
+    assert result["applied"], result["not_applied_because"]
+    # The draft lacked the file; the loss check re-loaded the call that created it.
+    assert result["loss_check"] == {"missing": ["file /workspace/app.js"], "fell_back": False}
+    assert result["tokens_after"] <= 1.2 * 1_500, result["over_target_because"]
+    [call] = [i for i in result["history"] if i["type"] == "function_call" and i["call_id"] == "c0"]
+    arguments = json.loads(call["arguments"])  # still the same JSON object
+    assert (arguments["command"], arguments["path"]) == ("create", "/workspace/app.js")
+    assert arguments["file_text"].startswith(written[:300])
+    assert arguments["file_text"].endswith(written[-300:])
+    assert "characters written; the whole call is fact seq 2 …]" in arguments["file_text"]

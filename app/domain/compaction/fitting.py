@@ -1,14 +1,19 @@
-"""Tool outputs cut down to fit: head and tail when the newest turns are over the target, an
-excerpt when the loss check re-loads an older output for a few of its lines.
+"""Tool outputs cut down to fit: head and tail when the newest turns are over the target, an excerpt
+when the loss check re-loads an older output for a few of its lines; and the content an older call
+wrote, when the loss check re-loads the call for its path.
 
-Invariants: only an output that is clearable (not cleared yet, with a fact seq) is cut, and
-every cut output names the fact seq that holds it whole; calls, messages and call_ids are never
-touched, so pairing holds; a cut is used only when it is smaller and still shows what it was
-cut for, otherwise the output stays as it was.
+Invariants: only an output that is clearable (not cleared yet, with a fact seq) is cut, and every
+cut output names the fact seq that holds it whole; of a call re-loaded by the loss check, only the
+long text values of its arguments (what it wrote) are ever cut, head and tail, the arguments staying
+the same JSON object with its short values (the path) whole, the cut naming the fact seq and keeping
+every needle the call showed; messages and call_ids are never touched, so pairing holds; a cut is
+used only when it is smaller and still shows what it was cut for, otherwise the item stays as it
+was.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from app.domain.compaction.clearing import is_clearable
@@ -16,10 +21,12 @@ from app.domain.compaction.context import Context
 from app.domain.compaction.extraction import seq_range
 from app.domain.compaction.model import CompactionResult
 from app.domain.history import HistoryEntry
-from app.domain.items import visible_text
+from app.domain.items import item_type, visible_text
 from app.domain.truncation import shrink_outputs
 
 _EXCERPT_LINE_CHARS = 300
+_WRITTEN_CHARS = 600
+"""Content a re-loaded call wrote is kept up to this many characters, half head, half tail."""
 
 
 def excerpt(ctx: Context, entry: HistoryEntry, needles: Sequence[str]) -> HistoryEntry:
@@ -42,6 +49,45 @@ def excerpt(ctx: Context, entry: HistoryEntry, needles: Sequence[str]) -> Histor
     if not all(needle in text for needle in held) or ctx.size(text) >= ctx.size(output):
         return entry
     return HistoryEntry(entry.seq, {**entry.item, "output": text}, verbatim=False)
+
+
+def without_written_content(
+    ctx: Context, entry: HistoryEntry, needles: Sequence[str]
+) -> HistoryEntry:
+    """A function call the loss check re-loads, with the long text values of its arguments
+    (over `_WRITTEN_CHARS`: the content it wrote into a file, a heredoc in a shell command) cut
+    head and tail, naming the fact that holds the call whole; the call as it was when its
+    arguments are no JSON object, nothing is that long, or the cut would lose a needle it shows
+    or not be smaller."""
+    arguments = entry.item.get("arguments")
+    if item_type(entry.item) != "function_call" or not isinstance(arguments, str):
+        return entry
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return entry
+    if not isinstance(parsed, dict):
+        return entry
+    half = _WRITTEN_CHARS // 2
+    cut = {
+        key: (
+            f"{value[:half]}[… {len(value) - 2 * half} characters written; the whole call is"
+            f" fact seq {entry.seq} …]{value[-half:]}"
+            if isinstance(value, str) and len(value) > _WRITTEN_CHARS
+            else value
+        )
+        for key, value in parsed.items()
+    }
+    if cut == parsed:
+        return entry
+    item = {**entry.item, "arguments": json.dumps(cut, ensure_ascii=False)}
+    held = [needle for needle in needles if needle in visible_text(entry.item)]
+    text = visible_text(item)
+    if not all(needle in text for needle in held) or ctx.size(text) >= ctx.size(
+        visible_text(entry.item)
+    ):
+        return entry
+    return HistoryEntry(entry.seq, item, verbatim=False)
 
 
 def shrunk_outputs(

@@ -16,7 +16,12 @@ from dataclasses import dataclass, replace
 from app.domain.compaction.clearing import clear, cleared_output, is_clearable
 from app.domain.compaction.context import Context, over_target
 from app.domain.compaction.extraction import seq_range
-from app.domain.compaction.fitting import excerpt, shrink_kept, shrunk_outputs
+from app.domain.compaction.fitting import (
+    excerpt,
+    shrink_kept,
+    shrunk_outputs,
+    without_written_content,
+)
 from app.domain.compaction.loss_check import RequiredFact, missing_facts, required_facts
 from app.domain.compaction.model import DECLARATIONS, CompactionResult, ProductKind
 from app.domain.compaction.product import render_product
@@ -145,7 +150,7 @@ def lossy(ctx: Context, *, kind: ProductKind | None) -> CompactionResult:
                         else cleared_output(e, size=ctx.size(visible_text(e.item)), call_seq=None)
                     )
                     if is_clearable(e)
-                    else e
+                    else without_written_content(ctx, e, [f.needle for f in missing])
                     for e in body[a:b]
                 )
                 options.append((ctx.total(unit), -a, a, unit))
