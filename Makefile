@@ -32,9 +32,10 @@ lock:
 	mv constraints.new constraints.txt
 	rm -rf .venv-lock
 
+# `make run PORT=8201 HOST=0.0.0.0`; unset, CTX_HOST and CTX_PORT (else 127.0.0.1:8000) hold.
 run: $(STAMP)
 	$(BIN)/contextd migrate
-	$(BIN)/contextd serve --host 127.0.0.1 --port 8000
+	$(BIN)/contextd serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 postgres:
 	@pg_isready -q -h $(PG_HOST) -p $(PG_PORT) || \

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from bench.common import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,3 +102,36 @@ def test_a_revoked_key_is_refused_and_the_service_stays_closed(tmp_path: Path) -
         assert fresh.get("/sessions/none").status_code == 401
     assert _contextd("list-keys", database_url=url).stdout.splitlines()[1].split()[3] != "-"
     assert _contextd("revoke-key", "999", database_url=url).returncode == 1
+
+
+@pytest.mark.parametrize("how", ["make variable", "environment"])
+def test_make_run_serves_on_the_port_it_is_given(tmp_path: Path, how: str) -> None:
+    """Issue 46: `make run` served on 8000 whatever `CTX_PORT` said."""
+    port = free_port()
+    env = {**os.environ, "CTX_DATABASE_URL": f"sqlite:///{tmp_path / 'run.db'}"}
+    env.pop("PORT", None)
+    if how == "environment":
+        env["CTX_PORT"] = str(port)
+    command = ["make", "--no-print-directory", "run"]
+    if how == "make variable":
+        command.append(f"PORT={port}")
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # make, migrate and the server: one group to stop
+    )
+    try:
+        for _ in range(600):
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            assert process.poll() is None, "make run ended"
+            time.sleep(0.05)
+        else:
+            raise AssertionError("nothing served on the given port")
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
