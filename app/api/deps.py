@@ -185,6 +185,13 @@ def _resolve_tenant(request: Request, db: Session) -> int:
             return _resolve(db, known, cache_key=key_hash, tenant_name=tenant_name)
     tenant = repository.find_tenant_by_key_hash(db, key_hash)
     if tenant is None:
+        if not settings.api_keys and not _has_stored_keys(request, db):
+            raise Unauthorized(
+                "unknown API key: this service has no keys (it serves without one, as tenant "
+                f"{OPEN_TENANT!r}); send no Authorization header, or create a key with "
+                "`contextd create-key`",
+                error="invalid_token",
+            )
         raise Unauthorized("unknown API key", error="invalid_token")
     known.put(key_hash, tenant)
     return tenant

@@ -20,6 +20,12 @@ class NotFound(ContextdError):
     code = "not_found"
 
 
+def session_not_found(external_id: str) -> NotFound:
+    """The 404 for a session the tenant has not created (or another tenant's): it says how to
+    create one."""
+    return NotFound(f"session {external_id!r} not found; create it with POST /sessions")
+
+
 class Conflict(ContextdError):
     code = "conflict"
 

@@ -75,7 +75,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from app.domain.errors import NotFound, SequenceConflict
+from app.domain.errors import SequenceConflict, session_not_found
 from app.domain.facts import NewFact
 from app.domain.names import is_session_id
 from app.storage.database import dump_json
@@ -338,7 +338,7 @@ class SessionBatch:
         `encoding`, was not written for being counted in another (remembered for the next
         batch); None when the answer stands. Raises `NotFound` for no session."""
         if found is None:
-            raise NotFound(f"session {self.session_id!r} not found")
+            raise session_not_found(self.session_id)
         found_encoding: str = found[2]
         if found_encoding == encoding:
             return None
@@ -375,7 +375,7 @@ def append_to_session(db: Session, batch: SessionBatch) -> SessionAppend:
     goes the locked way (SQLite's always), in a transaction the caller commits.
     """
     if not is_session_id(batch.session_id):
-        raise NotFound(f"session {batch.session_id!r} not found")
+        raise session_not_found(batch.session_id)
     if db.get_bind().engine.dialect.name == "postgresql":
         appended = _append_in_one_statement(db, batch)
         if appended is not None:
@@ -404,7 +404,7 @@ async def append_on_the_loop(pool: LoopPool, batch: SessionBatch) -> SessionAppe
     locked way, no connection of `pool` free: `LoopPoolBusy`): it runs the statement again,
     which then answers as it does."""
     if not is_session_id(batch.session_id):
-        raise NotFound(f"session {batch.session_id!r} not found")
+        raise session_not_found(batch.session_id)
     encoding = batch.first_encoding()
     while True:
         facts = batch.facts_for(encoding)

@@ -76,7 +76,7 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.elements import SQLCoreOperations
 
 from app.domain.assemble.model import FINGERPRINT_CHARS
-from app.domain.errors import NotFound, StoredPlanMismatch
+from app.domain.errors import NotFound, StoredPlanMismatch, session_not_found
 from app.domain.ids import derive_id, stateless_session_key
 from app.domain.json_delta import delta, patched
 from app.domain.json_encoding import encode_json
@@ -328,7 +328,7 @@ def open_assembly(
     params = {"tenant_id": tenant_id, "external_id": session_id, "unit": unit}
     found = connection.execute(_SESSION_AND_LINEAGE, params).one_or_none()
     if found is None:
-        raise NotFound(f"session {session_id!r} not found")
+        raise session_not_found(session_id)
     snapshot = SessionSnapshot._make(found[:_SNAPSHOT_WIDTH])
     return snapshot, _slot(row_id, *found[_SNAPSHOT_WIDTH:])
 

@@ -35,6 +35,7 @@ from app.domain.errors import (
     NotFound,
     SequenceConflict,
     SessionKeyCollision,
+    session_not_found,
 )
 from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
 from app.domain.ids import DERIVED_SESSION_KEYS_FROM, derive_id, session_key
@@ -288,11 +289,11 @@ def get_session(db: Session, *, tenant_id: int, external_id: str, lock: bool = F
     if not is_session_id(external_id):
         # A path may name what no session can be called (with a NUL the database would
         # refuse, say): it names none.
-        raise NotFound(f"session {external_id!r} not found")
+        raise session_not_found(external_id)
     query = _SESSION_BY_EXTERNAL_ID_LOCKED if lock else _SESSION_BY_EXTERNAL_ID
     row = db.scalar(query, {"tenant_id": tenant_id, "external_id": external_id})
     if row is None:
-        raise NotFound(f"session {external_id!r} not found")
+        raise session_not_found(external_id)
     return row
 
 

@@ -94,7 +94,9 @@ def batch_of(body: AppendRequest, settings: Settings) -> Batch:
         size = len(encode_json(item))
         if size > settings.max_item_bytes:
             raise PayloadTooLarge(
-                f"item {index} is {size} bytes; the limit is {settings.max_item_bytes} bytes"
+                f"items[{index}] (item {index + 1} of the batch) is {size:,} bytes of JSON; the "
+                f"limit is {settings.max_item_bytes:,} bytes (CTX_MAX_ITEM_BYTES); store large "
+                "content elsewhere and append a reference to it"
             )
     items, originals = client_batch(body.items, body.format, field="items")
     if body.malformed == "refuse":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -361,10 +362,35 @@ def test_body_and_item_limits_answer_413_with_the_limit(postgres_url: str, sessi
         body = service.post(f"/sessions/{session_id}/items", json={"items": [user_msg("x" * 3000)]})
         assert body.status_code == 413
         assert "2000 bytes" in body.json()["error"]["message"]
-        item = service.post(f"/sessions/{session_id}/items", json={"items": [user_msg("x" * 900)]})
+        items = [user_msg("fine"), user_msg("x" * 900)]
+        item = service.post(f"/sessions/{session_id}/items", json={"items": items})
         assert item.status_code == 413
-        assert "500 bytes" in item.json()["error"]["message"]
+        # Issue 46: which item, counted both ways, and the setting that raises the limit.
+        size = len(json.dumps(items[1], separators=(",", ":")))
+        assert item.json()["error"]["message"] == (
+            f"items[1] (item 2 of the batch) is {size:,} bytes of JSON; the limit is 500 bytes "
+            "(CTX_MAX_ITEM_BYTES); store large content elsewhere and append a reference to it"
+        )
         assert service.get(f"/sessions/{session_id}").json()["last_seq"] == 0
+
+
+def test_a_key_sent_to_a_service_without_keys_is_told_it_has_none(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 46: an open service answered a request that sent a key with a bare 401."""
+    refused = client.post(
+        "/sessions", json={"session_id": session_id}, headers={"Authorization": "Bearer k1"}
+    )
+    assert refused.status_code == 401
+    assert refused.json()["error"]["message"] == (
+        "unknown API key: this service has no keys (it serves without one, as tenant "
+        "'default'); send no Authorization header, or create a key with `contextd create-key`"
+    )
+    missing = client.get(f"/sessions/{session_id}")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == (
+        f"session {session_id!r} not found; create it with POST /sessions"
+    )
 
 
 def test_database_down_answers_503_with_retry_after() -> None:

@@ -34,7 +34,7 @@ def test_a_missing_session_is_not_found(ctx: ContextdClient) -> None:
         NotFound,
         404,
         "not_found",
-        "session 'no-such-session' not found",
+        "session 'no-such-session' not found; create it with POST /sessions",
         None,
     )
 
@@ -74,6 +74,11 @@ def test_a_session_created_again_differently_is_a_conflict(
 def test_an_invalid_body_fails_validation_with_its_details(ctx: ContextdClient) -> None:
     with pytest.raises(ValidationFailed) as invalid:
         ctx.create_session(session_id="not valid!")
+    # Issue 46: the error says which field and what it should be, not only `.details`.
+    assert str(invalid.value) == (
+        "422 validation_error: the request failed validation; session_id: String should "
+        f"match pattern '{SESSION_ID_PATTERN}'"
+    )
     assert _shape(invalid.value) == (
         ValidationFailed,
         422,

@@ -162,3 +162,5 @@ def test_a_service_that_does_not_listen_is_unreachable_after_the_attempts(kind: 
             with pytest.raises(Unreachable) as unreachable:
                 client.compact(items=[user_msg("hi")], strategy="truncate")
     assert isinstance(unreachable.value.__cause__, httpx.ConnectError)
+    # Issue 46: which service could not be reached, by its address.
+    assert f"POST {base}/compact: ConnectError(" in str(unreachable.value)

@@ -59,8 +59,16 @@ def _wait_before_retry(
     if wait is not None:
         return wait
     if isinstance(failure, httpx.TransportError):
-        raise Unreachable(f"{call.method} {call.path}: {failure!r}") from failure
+        raise Unreachable(f"{call.method} {_where(failure)}: {failure!r}") from failure
     raise failure
+
+
+def _where(failure: httpx.TransportError) -> str:
+    """The URL a call that got no answer was sent to: the host and port say which service."""
+    try:
+        return str(failure.request.url)
+    except RuntimeError:  # an error raised before a request was made
+        return "(no request)"
 
 
 class ContextdClient:

@@ -17,11 +17,28 @@ from pydantic import ValidationError
 from contextd_client.models import ErrorResponse
 
 
+def explained(message: str, details: Any) -> str:
+    """The service's `message`, then each of its `details` (`{loc, msg}`) the message does not
+    already say: a generic "the request failed validation" names no field and no allowed
+    value; its details do."""
+    notes: list[str] = []
+    for detail in details if isinstance(details, list) else []:
+        note = detail.get("msg") if isinstance(detail, dict) else None
+        if not isinstance(note, str) or note in message:
+            continue
+        where = ".".join(str(part) for part in detail.get("loc", []) if part != "body")
+        notes.append(f"{where}: {note}" if where else note)
+    return "; ".join([message, *notes])
+
+
 class ContextdError(Exception):
-    """An error answer of the service (or none at all: `Unreachable`)."""
+    """An error answer of the service (or none at all: `Unreachable`). `str()` of it is the
+    status, the code, the message and what the details add (`explained`); `message` is the
+    service's sentence alone."""
 
     def __init__(self, message: str, *, status: int | None, code: str, details: Any = None) -> None:
-        super().__init__(f"{status} {code}: {message}" if status else f"{code}: {message}")
+        said = explained(message, details)
+        super().__init__(f"{status} {code}: {said}" if status else f"{code}: {said}")
         self.status = status
         self.code = code
         self.message = message

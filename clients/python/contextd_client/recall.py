@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from contextd_client import params as p
-from contextd_client.errors import ContextdError
+from contextd_client.errors import ContextdError, explained
 
 __all__ = [
     "RECALL_TOOL_DESCRIPTION",
@@ -91,13 +91,5 @@ def is_refusal(error: ContextdError) -> bool:
 
 def refusal_output(error: ContextdError) -> str:
     """A refused recall as the tool's output: the service's message, then each detail it does
-    not already say (a generic "the request failed validation" says nothing of which
-    argument), so that the model can correct its call."""
-    notes: list[str] = []
-    for detail in error.details if isinstance(error.details, list) else []:
-        message = detail.get("msg") if isinstance(detail, dict) else None
-        if not isinstance(message, str) or message in error.message:
-            continue
-        where = ".".join(str(part) for part in detail.get("loc", []) if part != "body")
-        notes.append(f"{where}: {message}" if where else message)
-    return "; ".join([error.message, *notes])
+    not already say, so that the model can correct its call (`errors.explained`)."""
+    return explained(error.message, error.details)

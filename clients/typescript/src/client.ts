@@ -73,6 +73,8 @@ interface Answer<T> {
 export class ContextdClient {
   readonly timeouts: Timeouts;
   readonly retries: Retries;
+  /** The service's address, without a trailing slash. */
+  readonly baseUrl: string;
   private readonly http: ReturnType<typeof createClient<paths>>;
   private readonly connection = new Agent({ connections: 1 });
 
@@ -83,8 +85,9 @@ export class ContextdClient {
     if (options.apiKey !== undefined) {
       headers.authorization = `Bearer ${options.apiKey}`;
     }
+    this.baseUrl = (options.baseUrl ?? "http://127.0.0.1:8000").replace(/\/+$/, "");
     this.http = createClient<paths>({
-      baseUrl: (options.baseUrl ?? "http://127.0.0.1:8000").replace(/\/+$/, ""),
+      baseUrl: this.baseUrl,
       headers,
       fetch:
         options.fetch ??
@@ -132,7 +135,9 @@ export class ContextdClient {
         if (failure instanceof ContextdError) {
           throw failure;
         }
-        throw new Unreachable(`${label}: ${String(failure)}`, { cause: failure });
+        throw new Unreachable(`${label} at ${this.baseUrl}: ${describeFailure(failure)}`, {
+          cause: failure,
+        });
       }
       await sleep(wait, undefined, options.signal === undefined ? {} : { signal: options.signal });
     }
@@ -570,4 +575,15 @@ export class ContextdClient {
       options,
     );
   }
+}
+
+/** A call's failure to get an answer, with what caused it: `fetch failed` alone names neither
+ * the refusal nor the address (`connect ECONNREFUSED 127.0.0.1:8000` does). */
+function describeFailure(failure: unknown): string {
+  const said = String(failure);
+  const cause = failure instanceof Error ? failure.cause : undefined;
+  if (cause instanceof Error && !said.includes(cause.message)) {
+    return `${said} (${cause.message})`;
+  }
+  return said;
 }

@@ -12,17 +12,40 @@ import type { components } from "./schema.js";
 /** The service's error body, `{"error": {...}}` unwrapped. */
 export type ErrorBody = components["schemas"]["ErrorBody"];
 
+/** The service's `message`, then each of its `details` (`{loc, msg}`) the message does not
+ * already say: a generic "the request failed validation" names no field and no allowed value;
+ * its details do. */
+export function explained(message: string, details: unknown): string {
+  const notes: string[] = [];
+  for (const detail of Array.isArray(details) ? (details as unknown[]) : []) {
+    if (typeof detail !== "object" || detail === null) {
+      continue;
+    }
+    const { msg, loc } = detail as { msg?: unknown; loc?: unknown };
+    if (typeof msg !== "string" || message.includes(msg)) {
+      continue;
+    }
+    const where = (Array.isArray(loc) ? loc : [])
+      .filter((part) => part !== "body")
+      .map(String)
+      .join(".");
+    notes.push(where === "" ? msg : `${where}: ${msg}`);
+  }
+  return [message, ...notes].join("; ");
+}
+
 export class ContextdError extends Error {
   readonly status: number | null;
   /** The error as the service said it: `message` is its human sentence (`Error.message` adds
-   * the status and code in front). */
+   * the status and code in front, and what the details add: `explained`). */
   readonly body: ErrorBody;
 
   constructor(
     detail: string,
     { status, code, details }: { status: number | null; code: string; details?: unknown },
   ) {
-    super(status === null ? `${code}: ${detail}` : `${status} ${code}: ${detail}`);
+    const said = explained(detail, details);
+    super(status === null ? `${code}: ${said}` : `${status} ${code}: ${said}`);
     this.name = new.target.name;
     this.status = status;
     this.body = { code, message: detail, details: details ?? null };

@@ -21,7 +21,7 @@
  */
 
 import type { Schemas } from "./client.js";
-import type { ContextdError } from "./errors.js";
+import { type ContextdError, explained } from "./errors.js";
 
 export const RECALL_TOOL_NAME = "context_recall";
 export const RECALL_TOOL_DESCRIPTION =
@@ -83,21 +83,5 @@ export function isRefusal(error: ContextdError): boolean {
  * already say (a generic "the request failed validation" says nothing of which argument), so
  * that the model can correct its call. */
 export function refusalOutput(error: ContextdError): string {
-  const message = error.body.message;
-  const notes: string[] = [];
-  for (const detail of Array.isArray(error.details) ? (error.details as unknown[]) : []) {
-    if (typeof detail !== "object" || detail === null) {
-      continue;
-    }
-    const { msg, loc } = detail as { msg?: unknown; loc?: unknown };
-    if (typeof msg !== "string" || message.includes(msg)) {
-      continue;
-    }
-    const where = (Array.isArray(loc) ? loc : [])
-      .filter((part) => part !== "body")
-      .map(String)
-      .join(".");
-    notes.push(where === "" ? msg : `${where}: ${msg}`);
-  }
-  return [message, ...notes].join("; ");
+  return explained(error.body.message, error.details);
 }

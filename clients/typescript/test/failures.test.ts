@@ -140,6 +140,10 @@ describe("errors", () => {
     const { body, status } = invalid as ValidationFailed;
     expect([status, body.code]).toEqual([422, "validation_error"]);
     expect(Array.isArray(body.details)).toBe(true);
+    // Issue 46: the error says which field and what it may be, not only `.details`.
+    expect((invalid as ValidationFailed).message).toMatch(
+      /^422 validation_error: the request failed validation; strategy: Input should be 'clear_tool_results', 'truncate', /,
+    );
 
     const huge = "x".repeat(5 * 1024 * 1024);
     const tooLarge = await rejection(ctx.appendItems(id, { items: [userMsg(huge)] }));
@@ -269,6 +273,10 @@ describe("retries", () => {
 
     expect(error).toBeInstanceOf(Unreachable);
     expect(attempts).toBe(3);
+    // Issue 46: which service could not be reached, and why ("fetch failed" said neither).
+    const { port } = new URL(url);
+    expect((error as Unreachable).message).toContain(`at ${url}: TypeError: fetch failed (`);
+    expect((error as Unreachable).message).toContain(`ECONNREFUSED 127.0.0.1:${port}`);
   });
 
   test("an attempt that times out is retried for a read, not for a write", async () => {
