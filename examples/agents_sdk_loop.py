@@ -3,15 +3,14 @@ no key) plays an engineer fixing a port parser in a small made-up repository thr
 tools, while `ContextdSession` keeps the run in a contextd session and its model-input filter
 hands the model the assembled context.
 
-Start the service (`make run`), then run `python examples/agents_sdk_loop.py`. `CONTEXTD_URL`
-(default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and as whom. Each turn prints
-the assembly the model was given, its exact tokens, the usage the model reported, and whether
-compaction fired first: the session's window is kept small so that it does mid-run, clearing
-old tool outputs. Late in the run the model wants the first test run's failure back. Its
-context no longer shows it, but names what it left out by fact seq ("the full output is fact
-seq 5", "not shown in this context: fact seqs 2–14"), so the model searches those facts with
-the recall tool (`session.recall_tool()`) and answers with what it read, printed as `recalled`.
-"""
+Start the service (`make run`), then run `.venv/bin/python examples/agents_sdk_loop.py`.
+`CONTEXTD_URL` (default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and as whom. Each
+turn prints the assembly the model was given, its exact tokens, the usage the model reported, and
+whether compaction fired first: the session's window is kept small so that it does mid-run, clearing
+old tool outputs. Late in the run the model wants the first test run's failure back. Its context no
+longer shows it, but names what it left out by fact seq ("the full output is fact seq 5", "not shown
+in this context: fact seqs 2–14"), so the model searches those facts with the recall tool
+(`session.recall_tool()`) and answers with what it read, printed as `recalled`."""
 
 from __future__ import annotations
 

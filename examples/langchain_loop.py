@@ -2,15 +2,14 @@
 rounding bug in a small made-up repository through three tools, while `ContextdMiddleware`
 records every message in a contextd session and hands the model the assembled context.
 
-Start the service (`make run`), then run `python examples/langchain_loop.py`. `CONTEXTD_URL`
-(default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and as whom. Each turn prints
-the assembly the model was given, its exact tokens, the usage the model reported, and whether
-compaction fired first: the session's window is kept small so that it does mid-run, clearing
-old tool outputs. Before its answer the model wants the first test run's failure back. Its
-context names what it left out by fact seq ("the full output is fact seq 5", "not shown in
-this context: fact seqs 2–14"), so it searches those facts with the recall tool the middleware
-gives the agent, and answers with what it read, printed as `recalled`.
-"""
+Start the service (`make run`), then run `.venv/bin/python examples/langchain_loop.py`.
+`CONTEXTD_URL` (default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and as whom. Each
+turn prints the assembly the model was given, its exact tokens, the usage the model reported, and
+whether compaction fired first: the session's window is kept small so that it does mid-run, clearing
+old tool outputs. Before its answer the model wants the first test run's failure back. Its context
+names what it left out by fact seq ("the full output is fact seq 5", "not shown in this context:
+fact seqs 2–14"), so it searches those facts with the recall tool the middleware gives the agent,
+and answers with what it read, printed as `recalled`."""
 
 from __future__ import annotations
 

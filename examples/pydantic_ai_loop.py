@@ -3,16 +3,15 @@ rounding bug in a small in-memory repository with three tools, while `ContextdHi
 every message in a contextd session and sends the model the assembled context instead of the
 run's own message list.
 
-Start the service (`make run`), then run `python examples/pydantic_ai_loop.py [SESSION_ID]`.
-`CONTEXTD_URL` (default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and as whom.
-Each model call prints the assembly it was sent, its exact tokens, the usage the scripted
-model reports for it, and whether compaction ran first: the session's window is small, so it
-does part-way through, clearing old tool outputs. Before its answer the model wants the first
-test run's failure back. Its context names what it left out by fact seq ("the full output is
-fact seq 5", "not shown in this context: fact seqs 2–14"), so it searches those facts with the
-recall tool `ContextdHistory` gives the agent, and answers with what it read, printed as
-`recalled`. The run is driven with `run_sync`, from blocking code.
-"""
+Start the service (`make run`), then run `.venv/bin/python examples/pydantic_ai_loop.py
+[SESSION_ID]`. `CONTEXTD_URL` (default http://127.0.0.1:8000) and `CONTEXTD_API_KEY` say where and
+as whom. Each model call prints the assembly it was sent, its exact tokens, the usage the scripted
+model reports for it, and whether compaction ran first: the session's window is small, so it does
+part-way through, clearing old tool outputs. Before its answer the model wants the first test run's
+failure back. Its context names what it left out by fact seq ("the full output is fact seq 5", "not
+shown in this context: fact seqs 2–14"), so it searches those facts with the recall tool
+`ContextdHistory` gives the agent, and answers with what it read, printed as `recalled`. The run is
+driven with `run_sync`, from blocking code."""
 
 from __future__ import annotations
 

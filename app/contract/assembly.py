@@ -244,7 +244,12 @@ class AssembleResponse(BaseModel):
     tokenizer: TokenizerBody | None = Field(
         default=None, description="Session mode: the session's tokenizer as of this call."
     )
-    truncated: bool
+    truncated: bool = Field(
+        description="Whether the budget left something out: a candidate dropped for `max_items`, "
+        "`max_tokens` (of the whole or of its source) or `recall_cap`, or history not shown. "
+        "Drops for relevance, duplicates, superseded contributions or a missing attribution do "
+        "not count."
+    )
     over_budget: bool
     items: list[AssembledItem]
     plan: list[PlanEntryBody]

@@ -283,7 +283,7 @@ def test_later_contribution_supersedes_earlier_one_of_same_source() -> None:
             kept(n, 0, 2),
             kept(c, 1, 3),
         ],
-        truncated=True,
+        truncated=False,
     )
 
 
@@ -297,7 +297,7 @@ def test_retrieval_candidate_without_locator_is_dropped_unattributed() -> None:
     assert assemble(inp, count_tokens=words) == plan_of(
         [shown(attributed, 0, 3), shown(memory, 1, 3)],
         [dropped(bare, "unattributed", 3), kept(attributed, 0, 3), kept(memory, 1, 3)],
-        truncated=True,
+        truncated=False,
     )
 
 
@@ -344,7 +344,7 @@ def test_duplicate_identity_keeps_required_then_higher_score_then_first_seen() -
             kept(required_rules, 2, 3),
             dropped(second, "duplicate", 2),
         ],
-        truncated=True,
+        truncated=False,
     )
 
 
@@ -357,7 +357,7 @@ def test_candidate_below_min_relevance_is_dropped_unless_required() -> None:
     assert assemble(inp, count_tokens=words) == plan_of(
         [shown(high, 0, 3), shown(goal, 1, 2)],
         [kept(high, 0, 3), dropped(low, "below_relevance", 3), kept(goal, 1, 2)],
-        truncated=True,
+        truncated=False,
     )
 
 
@@ -470,7 +470,7 @@ def test_near_duplicate_retrieval_text_is_dropped_case_insensitively() -> None:
             kept(other, 1, 6),
             kept(memory, 2, 30),
         ],
-        truncated=True,
+        truncated=False,
     )
 
 

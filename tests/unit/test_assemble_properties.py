@@ -28,6 +28,7 @@ from app.domain.assemble import (
     assemble,
     decide,
 )
+from app.domain.assemble.model import BUDGET_REASONS
 from app.domain.budget import Budget
 from app.domain.history import HistoryEntry, cuts_from_end, history_cuts
 from app.domain.items import Item, visible_text
@@ -157,7 +158,9 @@ def test_every_candidate_and_history_entry_is_planned_once_in_input_order(
     )
     restated = [item for item in plan.items if item.id.endswith("#restated")]
     assert len(plan.items) == len(selected) + len(restated)
-    assert plan.truncated == any(e["decision"] == "dropped" for e in plan.plan)
+    assert plan.truncated == any(
+        e["decision"] == "dropped" and e["reason"] in BUDGET_REASONS for e in plan.plan
+    )
     assert plan.total_tokens == sum(item.tokens for item in plan.items)
     assert sum(plan.by_source_class.values()) == plan.total_tokens
     assert list(plan.by_source_class) == sorted(plan.by_source_class)

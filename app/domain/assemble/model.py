@@ -44,6 +44,19 @@ DropReason = Literal[
     "history_cut",
 ]
 
+BUDGET_REASONS: frozenset[DropReason] = frozenset(
+    {
+        "recall_cap",
+        "max_items",
+        "max_tokens",
+        "source_max_items",
+        "source_max_tokens",
+        "history_cut",
+    }
+)
+"""The drops that make an assembly `truncated`: what the budget left out. A candidate dropped as
+irrelevant, a duplicate, superseded or unattributed was not wanted whatever the budget."""
+
 Decision = Literal["selected", "dropped"]
 RawForm = Literal["raw"]
 FallbackForm = Literal["skeleton", "reference"]

@@ -26,6 +26,7 @@ from typing import Any
 
 from app.domain.assemble.history_fit import HistoryFit, fit_history
 from app.domain.assemble.model import (
+    BUDGET_REASONS,
     HISTORY_SOURCE,
     LAYERS,
     RAW_FORM,
@@ -265,7 +266,7 @@ def place(
         items=items,
         plan=tuple(plan),
         total_tokens=total_tokens,
-        truncated=bool(reasons) or history_start > 0,
+        truncated=history_start > 0 or any(reason in BUDGET_REASONS for reason in reasons.values()),
         over_budget=not fits(0, budget.max_tokens, used=total_tokens)
         or not fits(0, budget.max_items, used=counted_items),
         by_source_class=dict(sorted(by_source_class.items())),

@@ -1474,6 +1474,9 @@ class AssembleResponse(BaseModel):
     Session mode: the session's tokenizer as of this call.
     """
     truncated: Annotated[bool, Field(title="Truncated")]
+    """
+    Whether the budget left something out: a candidate dropped for `max_items`, `max_tokens` (of the whole or of its source) or `recall_cap`, or history not shown. Drops for relevance, duplicates, superseded contributions or a missing attribution do not count.
+    """
     over_budget: Annotated[bool, Field(title="Over Budget")]
     items: Annotated[list[AssembledItem], Field(title="Items")]
     plan: Annotated[list[PlanEntryBody], Field(title="Plan")]

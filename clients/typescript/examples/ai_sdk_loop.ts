@@ -9,7 +9,8 @@
  * `npx tsx examples/ai_sdk_loop.ts`. `CONTEXTD_URL` (default http://127.0.0.1:8000) and
  * `CONTEXTD_API_KEY` say where and as whom. Each step prints the assembly the model was given,
  * its exact tokens, the usage the model reported, and whether compaction fired first: the
- * session's window is kept small so that it does mid-run, clearing old tool outputs. Late in
+ * session's window is kept small so that it does mid-run, clearing old tool outputs, then
+ * (once clearing frees too little) summarizing, the strategy the service recommends. Late in
  * the run the model wants the first test run's failure back; its context names what it left out
  * by fact seq, so it searches those facts with the recall tool and answers with what it read,
  * printed as `recalled`.

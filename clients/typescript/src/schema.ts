@@ -691,7 +691,10 @@ export interface components {
             encoding?: string | null;
             /** @description Session mode: the session's tokenizer as of this call. */
             tokenizer?: components["schemas"]["TokenizerBody"] | null;
-            /** Truncated */
+            /**
+             * Truncated
+             * @description Whether the budget left something out: a candidate dropped for `max_items`, `max_tokens` (of the whole or of its source) or `recall_cap`, or history not shown. Drops for relevance, duplicates, superseded contributions or a missing attribution do not count.
+             */
             truncated: boolean;
             /** Over Budget */
             over_budget: boolean;
