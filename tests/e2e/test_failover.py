@@ -156,6 +156,22 @@ def replicated(
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _migrated(first: int, second: int) -> str:
+    """The service's URL naming both hosts in libpq's multi-host form, writable one wanted, with
+    the `contextd` database on it migrated."""
+    url = (
+        "postgresql+psycopg://postgres@/contextd"
+        f"?host=127.0.0.1:{first}&host=127.0.0.1:{second}&target_session_attrs=read-write"
+    )
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "migrate"],
+        env={**os.environ, "CTX_DATABASE_URL": url},
+        check=True,
+        capture_output=True,
+    )
+    return url
+
+
 @dataclass
 class Tally:
     acked: dict[str, list[str]] = field(default_factory=dict)
@@ -206,17 +222,7 @@ def test_a_failover_to_a_synchronous_standby_loses_nothing(
         proxy = TcpProxy(("127.0.0.1", primary.port))
         proxy.start()
         first = proxy.port if old_primary == "hanging" else primary.port
-        url = (
-            "postgresql+psycopg://postgres@/contextd"
-            f"?host=127.0.0.1:{first}&host=127.0.0.1:{standby.port}"
-            "&target_session_attrs=read-write"
-        )
-        subprocess.run(
-            [sys.executable, "-m", "app.cli", "migrate"],
-            env={**os.environ, "CTX_DATABASE_URL": url},
-            check=True,
-            capture_output=True,
-        )
+        url = _migrated(first, standby.port)
         tally = Tally(acked={f"s{n}": [] for n in range(SESSIONS)})
         try:
             with running(url, CTX_DB_TIMEOUT_SECONDS=db_timeout) as server:
@@ -308,17 +314,7 @@ def test_a_failover_to_an_asynchronous_standby_loses_its_lag_and_the_timeline_te
     link.start()
     try:
         with replicated(synchronous=False, link=link) as (primary, standby):
-            url = (
-                "postgresql+psycopg://postgres@/contextd"
-                f"?host=127.0.0.1:{primary.port}&host=127.0.0.1:{standby.port}"
-                "&target_session_attrs=read-write"
-            )
-            subprocess.run(
-                [sys.executable, "-m", "app.cli", "migrate"],
-                env={**os.environ, "CTX_DATABASE_URL": url},
-                check=True,
-                capture_output=True,
-            )
+            url = _migrated(primary.port, standby.port)
             acked: list[tuple[int, int, str]] = []
             with running(url) as server, httpx.Client(base_url=server.base, timeout=30) as client:
                 client.post("/sessions", json={"session_id": "s"}).raise_for_status()
