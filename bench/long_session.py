@@ -41,7 +41,7 @@ import httpx
 
 from app.domain.advice_figures import digest_of, figures_of
 from app.domain.elision import elided
-from app.domain.facts import EMPTY_FOLD, ActiveHistory, fold_facts
+from app.domain.facts import EMPTY_FOLD, ActiveHistory, FactRecord, fold_facts
 from app.domain.grounding_index import occurrence_index
 from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY
 from app.domain.session_view import ViewSettings, active_columns, view_of
@@ -335,25 +335,15 @@ def slowest_line(runs: list[Run]) -> str:
     )
 
 
-@dataclass(frozen=True)
-class _Fact:
-    seq: int
-    type: str
-    item: dict[str, Any]
-    provenance: dict[str, Any]
-    phase: str | None
-    tokens: int
-
-
 def held_per_fact(facts: int) -> dict[str, float]:
     """Bytes per fact, traced in this process, of what a server keeps with a session of
     `facts` facts beyond its items: the fold's columns, the session view, the advice's figures,
     the elision runs and the grader's occurrence index (what `DERIVED_BYTES_PER_FACT` weighs
     each fold by in the cache)."""
-    turns, log = Turns(), [_Fact(1, "message", TASK, {}, None, 20)]
+    turns, log = Turns(), [FactRecord(1, "message", TASK, {}, None, 20)]
     while len(log) < facts:
         for item in turns.items(len(log) // 2):
-            log.append(_Fact(len(log) + 1, item["type"], item, {}, None, 50))
+            log.append(FactRecord(len(log) + 1, item["type"], item, {}, None, 50))
     count = token_counter("o200k_base")
     count("the encoding loaded before tracing")
     gc.collect()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from app.domain.facts import FactRecord
 
 
 def user_msg(text: str) -> dict[str, Any]:
@@ -35,13 +36,5 @@ def long_text(tokens: int) -> str:
     return " note" * tokens
 
 
-@dataclass(frozen=True)
-class Fact:
-    """A logged fact as the fold reads it (`app.domain.facts.LoggedFact`)."""
-
-    seq: int
-    type: str
-    item: dict[str, Any]
-    provenance: dict[str, Any]
-    phase: str | None
-    tokens: int
+Fact = FactRecord
+"""A logged fact as the fold reads it."""

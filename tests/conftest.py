@@ -19,7 +19,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import make_url
 
 from app.settings import Settings
-from app.storage.database import migrate
+from app.storage.database import create_db_engine, migrate
+from tests.integration.storage import server_timeline
 
 TRAJECTORIES = sorted((Path(__file__).parent / "data" / "trajectories").glob("*.jsonl"))
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -52,10 +53,13 @@ def postgres_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def postgres_timeline(postgres_url: str) -> int:
     """The timeline the test PostgreSQL server writes on, which each fact records."""
-    with psycopg.connect(_admin_conninfo(postgres_url)) as db:
-        row = db.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()
-    assert row is not None
-    return int(row[0][:8], 16)
+    engine = create_db_engine(Settings(database_url=postgres_url))
+    try:
+        timeline = server_timeline(engine)
+    finally:
+        engine.dispose()
+    assert timeline is not None
+    return timeline
 
 
 @pytest.fixture(scope="session")

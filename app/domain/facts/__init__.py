@@ -28,6 +28,7 @@ recall reads back of it), `fold` (the log folded into the active history) and `r
 from app.domain.facts.fold import (
     EMPTY_FOLD,
     ActiveHistory,
+    FactRecord,
     Fold,
     LoggedFact,
     LoggedUpTo,
@@ -68,6 +69,7 @@ __all__ = [
     "WORLD_STATE_FACT",
     "ActiveHistory",
     "ChildKind",
+    "FactRecord",
     "Fold",
     "LoggedFact",
     "LoggedUpTo",

@@ -60,6 +60,19 @@ class LoggedFact(Protocol):
     def tokens(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class FactRecord:
+    """A `LoggedFact` as plain data: a fact the fold reads that no table row carries (one made
+    up by a benchmark or a test)."""
+
+    seq: int
+    type: str
+    item: dict[str, Any]
+    provenance: dict[str, Any]
+    phase: str | None
+    tokens: int
+
+
 Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 """One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
 it), the item, its append metadata, its phase and its stored token count (None where none)."""
