@@ -6,7 +6,7 @@ PG_HOST ?= 127.0.0.1
 PG_PORT ?= 5432
 export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PORT)/postgres
 
-.PHONY: install lock run test lint typecheck pytest typescript postgres bench fuzz failover load stall openapi client-models clean
+.PHONY: install lock run test lint typecheck pytest typescript postgres bench fuzz load stall openapi client-models clean
 
 PY_PACKAGES := -e '.[dev,bench]' -e 'clients/python[agents,langchain,pydantic-ai]'
 
@@ -82,11 +82,6 @@ load: $(STAMP) postgres
 	$(BIN)/python -m bench.burst
 
 # A database that stalls behind a proxy: how soon every request is answered.
-# Every failover case, the hanging old primary at a 1 s database deadline too (left out of
-# `make test`: see docs/reliability.md).
-failover: $(STAMP) postgres
-	CTX_FAILOVER_ALL=1 $(BIN)/pytest -q -p no:cacheprovider tests/e2e/test_failover.py
-
 stall: $(STAMP) postgres
 	$(BIN)/python -m bench.stall
 

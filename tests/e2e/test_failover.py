@@ -180,6 +180,8 @@ class Tally:
     """Each session's item whose append was still being retried when the appenders stopped:
     the log may hold it or not."""
     statuses: list[int] = field(default_factory=list)
+    failures: list[tuple[float, int, str]] = field(default_factory=list)
+    """Each failed attempt: when it began (`time.monotonic()`), its status, its message."""
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -193,15 +195,18 @@ def _appender(base: str, session: str, tally: Tally) -> None:
             text = f"{session} item {n}"
             body = {"items": [user_msg(text)], "idempotency_key": f"{session}-{n}"}
             while True:
+                began = time.monotonic()
                 try:
                     answer = client.post(f"/sessions/{session}/items", json=body)
-                    status = answer.status_code
-                except httpx.TransportError:
-                    status = 0
+                    status, said = answer.status_code, answer.text
+                except httpx.TransportError as error:
+                    status, said = 0, repr(error)
                 with tally.lock:
                     tally.statuses.append(status)
                     if status in (200, 201):
                         tally.acked[session].append(text)
+                    else:
+                        tally.failures.append((began, status, said[:300]))
                 if status in (200, 201):
                     break
                 if tally.stop.is_set():
@@ -211,20 +216,9 @@ def _appender(base: str, session: str, tally: Tally) -> None:
             n += 1
 
 
-HANGING_AT_ONE_SECOND = pytest.param(
-    "hanging",
-    "1",
-    marks=pytest.mark.skipif(
-        os.environ.get("CTX_FAILOVER_ALL") != "1",
-        reason="passes alone (make failover) but failed 3 of 5 whole-suite runs with about 210 "
-        "503s: left out of make test until that is understood (docs/reliability.md)",
-    ),
-)
-
-
 @pytest.mark.parametrize(
     ("old_primary", "db_timeout"),
-    [("refusing", "5"), ("hanging", "5"), HANGING_AT_ONE_SECOND],
+    [("refusing", "5"), ("hanging", "5"), ("hanging", "1")],
 )
 def test_a_failover_to_a_synchronous_standby_loses_nothing(
     old_primary: str, db_timeout: str
@@ -249,8 +243,10 @@ def test_a_failover_to_a_synchronous_standby_loses_nothing(
                 time.sleep(2)
                 if old_primary == "hanging":
                     proxy.stall()
+                killed = time.monotonic()
                 primary.kill()
                 standby.promote()
+                promoted = time.monotonic()
                 time.sleep(12)
                 tally.stop.set()
                 for thread in appenders:
@@ -278,11 +274,20 @@ def test_a_failover_to_a_synchronous_standby_loses_nothing(
             entry["timeline"] for entry in logged
         )
         assert {entry["timeline"] for entry in logged} == {1, 2}
-    # The calls in flight when the primary died fail, and at most one more each while the
-    # pools find the new primary: a bound on attempts, not on time (the seconds it takes are in
-    # docs/operations.md).
-    failures = sum(status not in (200, 201) for status in tally.statuses)
-    assert failures <= 2 * SESSIONS, tally.statuses.count(503)
+    # Until the standby is promoted no host takes writes, and every attempt fails (how many
+    # depends on how long the promotion takes: seconds on a busy machine). Once it is, each
+    # appender meets at most one more failure while the pools find the new primary: a bound on
+    # attempts, not on time (the seconds it takes are in docs/operations.md).
+    late = [failure for failure in tally.failures if failure[0] > promoted]
+    assert len(late) <= SESSIONS, _told(tally.failures, killed, promoted)
+
+
+def _told(failures: list[tuple[float, int, str]], killed: float, promoted: float) -> str:
+    """The failures by when they came, against the kill and the end of the promotion."""
+    lines = [f"{len(failures)} failures; the promotion took {promoted - killed:.2f} s"]
+    for began, status, said in failures[:6] + [f for f in failures if f[0] > promoted]:
+        lines.append(f"begun {began - killed:+.2f} s after the kill: {status} {said}")
+    return "\n".join(lines)
 
 
 def _caught_up(primary: Cluster, standby: Cluster) -> None:
