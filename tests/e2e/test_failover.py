@@ -5,9 +5,9 @@ keys (one per session); then the primary is killed with -9 and the standby promo
 primary's address either refuses (the host is gone) or hangs (a proxy in front of it accepts
 and never answers), at the default database timeout and at 1 s.
 
-Every acknowledged item is in the log exactly once, every session dense, no answer is a 500,
-and each appender meets at most two failures: the append in flight when the primary died, and
-one more while the pools find the new primary. Each fact records the timeline that wrote it:
+Every acknowledged item is in the log exactly once, every session dense, no answer is a 500.
+Until the promotion ends every attempt fails (no host takes writes); of the attempts begun
+after it, each appender meets at most one failure while the pools find the new primary. Each fact records the timeline that wrote it:
 the old primary's, then the promoted standby's.
 
 With an asynchronous standby, what it had not received when the primary died is lost although
