@@ -101,7 +101,7 @@ def items_of_run(prompt: str, result: RunResultBase) -> list[Item]:
     """What the run added, as the SDK itself turns it into input items: the prompt, then every
     item the run generated."""
     generated: list[Item] = [dict(item.to_input_item()) for item in result.new_items]
-    return [{"role": "user", "content": prompt}, *generated]
+    return [{"type": "message", "role": "user", "content": prompt}, *generated]
 
 
 @dataclass
@@ -225,7 +225,7 @@ def test_every_model_call_gets_its_assembly_and_the_session_holds_the_run_once(
             )
             # The run's input reached the session before the first call, streamed or not.
             # The history is short: the goal is pinned first and not yet restated at the end.
-            assert calls[0].input == [GOAL_MESSAGE, {"role": "user", "content": script.prompt}]
+            assert calls[0].input == [GOAL_MESSAGE, items_of_run(script.prompt, result)[0]]
             assert len(calls) == len(replay.sdk_inputs)
             for call in calls:
                 assert call.system_instructions == script.instructions
@@ -381,16 +381,16 @@ def test_get_items_limit_keeps_the_latest_whole_units_and_always_the_goal_and_wo
     server: Server, session_id: str
 ) -> None:
     history: list[Item] = [
-        {"role": "user", "content": "why does the build fail?"},
+        {"type": "message", "role": "user", "content": "why does the build fail?"},
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "ls"}]},
         {"type": "function_call", "call_id": "a", "name": "bash", "arguments": '{"cmd":"ls"}'},
         {"type": "function_call_output", "call_id": "a", "output": "setup.py src"},
-        {"role": "assistant", "content": "Two calls at once now."},
+        {"type": "message", "role": "assistant", "content": "Two calls at once now."},
         {"type": "function_call", "call_id": "b", "name": "bash", "arguments": '{"cmd":"make"}'},
         {"type": "function_call", "call_id": "c", "name": "bash", "arguments": '{"cmd":"env"}'},
         {"type": "function_call_output", "call_id": "b", "output": "error: no cc"},
         {"type": "function_call_output", "call_id": "c", "output": "PATH=/bin"},
-        {"role": "user", "content": "install a compiler"},
+        {"type": "message", "role": "user", "content": "install a compiler"},
     ]
 
     async def scenario() -> None:
@@ -486,15 +486,18 @@ def test_pop_item_hides_the_newest_item_with_its_pair_and_the_log_keeps_everythi
             await session.add_items([question, call, output])
             await session.add_items([answer])
 
-            assert await session.pop_item() == answer
-            assert await session.get_items() == [GOAL_MESSAGE, question, call, output]
+            # The short-form messages are logged as Agents JS writes them, with their type.
+            asked = {"type": "message", **question}
+            answered = {"type": "message", **answer}
+            assert await session.pop_item() == answered
+            assert await session.get_items() == [GOAL_MESSAGE, asked, call, output]
             # Popping the output hides its call too: the history stays one a provider accepts.
             assert await session.pop_item() == output
-            assert await session.get_items() == [GOAL_MESSAGE, question]
-            assert await session.pop_item() == question
+            assert await session.get_items() == [GOAL_MESSAGE, asked]
+            assert await session.pop_item() == asked
             assert await session.pop_item() is None
             assert await session.get_items() == [GOAL_MESSAGE]
-            assert await logged_items(session) == [question, call, output, answer]
+            assert await logged_items(session) == [asked, call, output, answered]
 
     run(scenario)
 
@@ -503,10 +506,14 @@ def test_clear_session_empties_the_history_and_keeps_the_goal_and_the_log(
     server: Server, session_id: str
 ) -> None:
     before: list[TResponseInputItem] = [
-        {"role": "user", "content": "list the files"},
-        {"role": "assistant", "content": "a.py and b.py"},
+        {"type": "message", "role": "user", "content": "list the files"},
+        {"type": "message", "role": "assistant", "content": "a.py and b.py"},
     ]
-    after: TResponseInputItem = {"role": "user", "content": "start over: open a.py"}
+    after: TResponseInputItem = {
+        "type": "message",
+        "role": "user",
+        "content": "start over: open a.py",
+    }
 
     async def scenario() -> None:
         async with contextd_session(server, session_id) as session:
@@ -539,7 +546,7 @@ def test_unknown_items_are_kept_in_the_log_and_reported_excluded_without_an_exce
             config = RunConfig(
                 call_model_input_filter=session.call_model_input_filter, tracing_disabled=True
             )
-            prompt: TResponseInputItem = {"role": "user", "content": "hi"}
+            prompt: TResponseInputItem = {"type": "message", "role": "user", "content": "hi"}
 
             await Runner.run(agent, [prompt, marker], session=session, run_config=config)
             await session.add_items([later])
@@ -686,7 +693,7 @@ def test_example_runs_offline_recalls_what_compaction_left_out_and_writes_its_se
     async def scenario() -> None:
         async with contextd_session(server, session_id) as session:
             logged = await logged_items(session)
-            expected: list[Item] = [{"role": "user", "content": example["TASK"]}]
+            expected: list[Item] = [{"type": "message", "role": "user", "content": example["TASK"]}]
             for index, turn in enumerate(turns, start=1):
                 text = turn.text.format(**failure) if index == len(turns) else turn.text
                 expected.append(

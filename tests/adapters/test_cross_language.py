@@ -3,8 +3,8 @@ the same shape: `examples/agents_sdk_loop.py` (the Python Agents SDK and `Contex
 `clients/typescript/examples/agents_loop.ts` (OpenAI Agents JS and the TypeScript
 `ContextdSession`) play the same engineer, turn for turn, against one server process.
 
-The shape of a log is each fact's type in order, with a message's role, a call's tool name and a
-compaction's strategy: what the adapters wrote and when the service compacted, without the
+The shape of a log is each fact's type in order, with the item's own `type`, a message's role, a
+call's tool name and a compaction's strategy: what the adapters wrote and when the service compacted, without the
 ids, token counts and field order each SDK writes its items with. The TypeScript side needs the
 package's dependencies (`npm ci` in clients/typescript, which `make test` runs first).
 """
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TYPESCRIPT = ROOT / "clients" / "typescript"
 API_KEY = "ctx-cross-language-key"
 
-Shape = list[tuple[str, str | None]]
+Shape = list[tuple[str, str | None, str | None]]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,9 @@ def shape_of(server: Server, session_id: str) -> Shape:
         for logged in client.iter_items(session_id):
             item = logged.item
             detail = item.get("role") or item.get("name") or item.get("strategy")
-            shape.append((logged.type, detail if isinstance(detail, str) else None))
+            shape.append(
+                (logged.type, item.get("type"), detail if isinstance(detail, str) else None)
+            )
         return shape
 
 
@@ -71,5 +73,6 @@ def test_the_python_and_typescript_agents_adapters_log_one_run_alike(server: Ser
 
     python_shape = shape_of(server, python)
     assert shape_of(server, typescript) == python_shape
-    assert ("contextd.compaction", "clear_tool_results") in python_shape
-    assert ("function_call", "context_recall") in python_shape
+    assert ("contextd.compaction", "contextd.compaction", "clear_tool_results") in python_shape
+    assert ("function_call", "function_call", "context_recall") in python_shape
+    assert ("message", "message", "user") in python_shape

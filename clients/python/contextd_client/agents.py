@@ -75,6 +75,16 @@ def _digest(item: Item) -> str:
     return Entry((item,)).digest
 
 
+def _as_logged(item: Item) -> Item:
+    """`item` as the log takes it: a message the SDK wrote in its short form (a role and content,
+    no `type`, as the run's string input becomes) gets `"type": "message"`, as Agents JS writes
+    it, so one run logs alike from both SDKs. What the session holds is still judged on the
+    SDK's own form (`HeldItems`)."""
+    if "type" not in item and "role" in item:
+        return {"type": "message", **item}
+    return item
+
+
 @dataclass
 class Anchor:
     """A list of items the session holds as a whole, and the digests written after it."""
@@ -233,7 +243,7 @@ class ContextdSession:
 
     async def _append(self, items: Sequence[Item]) -> None:
         # No key of ours: the client makes one per call, so its retries write the batch once.
-        await self.link.append(Entry(tuple(items)))
+        await self.link.append(Entry(tuple(map(_as_logged, items))))
         self.held.wrote(items)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
