@@ -4,8 +4,8 @@ the same shape: `examples/agents_sdk_loop.py` (the Python Agents SDK and `Contex
 `ContextdSession`) play the same engineer, turn for turn, against one server process.
 
 The shape of a log is each fact's type in order, with the item's own `type`, a message's role, a
-call's tool name and a compaction's strategy: what the adapters wrote and when the service compacted, without the
-ids, token counts and field order each SDK writes its items with. The TypeScript side needs the
+call's tool name and a compaction's strategy: what the adapters wrote and when the service
+compacted, without the ids, token counts and field order each SDK writes its items with. The TypeScript side needs the
 package's dependencies (`npm ci` in clients/typescript, which `make test` runs first).
 """
 
