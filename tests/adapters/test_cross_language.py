@@ -5,8 +5,9 @@ the same shape: `examples/agents_sdk_loop.py` (the Python Agents SDK and `Contex
 
 The shape of a log is each fact's type in order, with the item's own `type`, a message's role, a
 call's tool name and a compaction's strategy: what the adapters wrote and when the service
-compacted, without the ids, token counts and field order each SDK writes its items with. The TypeScript side needs the
-package's dependencies (`npm ci` in clients/typescript, which `make test` runs first).
+compacted, without the ids, token counts and field order each SDK writes its items with. The
+TypeScript side needs the package's dependencies (`npm ci` in clients/typescript, which
+`make test` runs first).
 """
 
 from __future__ import annotations
