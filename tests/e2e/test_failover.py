@@ -7,8 +7,8 @@ and never answers), at the default database timeout and at 1 s.
 
 Every acknowledged item is in the log exactly once, every session dense, no answer is a 500.
 Until the promotion ends every attempt fails (no host takes writes); of the attempts begun
-after it, each appender meets at most one failure while the pools find the new primary. Each fact records the timeline that wrote it:
-the old primary's, then the promoted standby's.
+after it, each appender meets at most one failure while the pools find the new primary. Each
+fact records the timeline that wrote it: the old primary's, then the promoted standby's.
 
 With an asynchronous standby, what it had not received when the primary died is lost although
 acknowledged, and its seqs are given again; the timeline tells a client which.
