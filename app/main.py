@@ -39,6 +39,7 @@ from app.storage.history import limit_fold_cache
 from app.storage.loop_pool import create_loop_pool
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter
+from app.tracing import instrument, telemetry_config
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -64,6 +65,7 @@ def _settle_heap() -> None:
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     engine = create_db_engine(settings)
+    instrument(engine)
     limit_fold_cache(settings.fold_cache_bytes)
 
     session_factory = create_session_factory(engine)
@@ -95,6 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # A body sent without a content type is read as JSON (curl -d, many HTTP clients); one
         # that names another type is refused by `JsonRoute` with a 415 that says so.
         strict_content_type=False,
+        # A span per request, exported when the OTEL_* variables ask (app.tracing).
+        telemetry=telemetry_config(),
     )
     app.state.settings = settings
     app.state.engine = engine

@@ -18,6 +18,7 @@ from app.domain.calibration import Family
 from app.domain.grounding import ActionGrounding
 from app.domain.items import KNOWN_TYPES, CountTokens
 from app.hooks import FailureReason, HookResult
+from app.tracing import exemplar
 
 HTTP_REQUESTS = Counter(
     "contextd_http_requests_total", "HTTP requests answered.", ["method", "route", "status"]
@@ -276,7 +277,7 @@ def record_assembly(
     for flag, raised in (("truncated", plan.truncated), ("over_budget", plan.over_budget)):
         if raised:
             ASSEMBLY_FLAGS.labels(flag).inc()
-    ASSEMBLY_SIZE.observe(plan.total_tokens, exemplar={"assembly_id": assembly_id})
+    ASSEMBLY_SIZE.observe(plan.total_tokens, exemplar=exemplar(assembly_id=assembly_id))
     ASSEMBLY_PREFIX_TOKENS.labels(unit_label).inc(startup_tokens)
     # Only selected raw texts are compared: exact counts of the rest would cost more.
     for item in plan.items:

@@ -24,6 +24,7 @@ from app.contract.assembly import (
 )
 from app.domain.json_encoding import decode_json, encode_json
 from app.metrics import ASSEMBLY_LATENCY
+from app.tracing import exemplar
 from app.usecases import assemble as assembly
 from app.usecases.plan_record import ReceivedRequest
 
@@ -56,7 +57,7 @@ def assemble(
         db, tenant_id=tenant_id, request=body, received=received, settings=settings
     )
     ASSEMBLY_LATENCY.observe(
-        time.perf_counter() - started, exemplar={"assembly_id": stored.assembly_id}
+        time.perf_counter() - started, exemplar=exemplar(assembly_id=stored.assembly_id)
     )
     return AnswerThenFinish(
         encode_json(stored.answer),

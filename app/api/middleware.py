@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
 from app.metrics import HTTP_LATENCY, HTTP_REQUESTS
+from app.tracing import exemplar
 
 
 class BodyLimitMiddleware:
@@ -68,7 +69,8 @@ class BodyLimitMiddleware:
 
 class MetricsMiddleware:
     """Counts and times every request under its route template (bounded label values), and
-    reports the server time in a `Server-Timing` header."""
+    reports the server time in a `Server-Timing` header. When tracing, a latency's exemplar
+    names the request's trace."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -99,5 +101,7 @@ class MetricsMiddleware:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
             method = scope["method"]
-            HTTP_LATENCY.labels(method, template).observe(time.perf_counter() - started)
+            HTTP_LATENCY.labels(method, template).observe(
+                time.perf_counter() - started, exemplar=exemplar()
+            )
             HTTP_REQUESTS.labels(method, template, str(status)).inc()

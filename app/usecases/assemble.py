@@ -64,6 +64,7 @@ from app.metrics import record_assembly
 from app.settings import Settings
 from app.storage import plans, repository
 from app.tokens import token_counter
+from app.tracing import annotate, stage
 from app.usecases.history import LoadedHistory, load_history, session_window
 from app.usecases.notices import plan_naming_what_it_leaves_out
 from app.usecases.plan_record import (
@@ -113,10 +114,14 @@ def assemble(
 ) -> StoredAnswer:
     """`POST /assemble`: one context, its plan stored (see the module docstring). `request` is
     `received`, checked."""
-    assembled = _run(db, tenant_id=tenant_id, request=request, received=received, settings=settings)
-    assembly_id, store_later = plans.store_or_defer(
-        db, assembled.record, tenant_id=tenant_id, slot=assembled.slot
-    )
+    with stage("assemble"):
+        assembled = _run(
+            db, tenant_id=tenant_id, request=request, received=received, settings=settings
+        )
+        with stage("assemble.store"):
+            assembly_id, store_later = plans.store_or_defer(
+                db, assembled.record, tenant_id=tenant_id, slot=assembled.slot
+            )
     return StoredAnswer(
         answer={"assembly_id": assembly_id, **assembled.answer},
         assembly_id=assembly_id,
@@ -332,27 +337,42 @@ def _run(
     as_of_seq: int | None = None,
 ) -> Assembled:
     """Assemble one context; the caller stores it. `as_of_seq` pins the session history (replay)."""
-    session, slot = plans.open_assembly(
-        db, tenant_id=tenant_id, session_id=request.session_id, unit=request.unit
-    )
-    sources = _manifest_sources(db, tenant_id=tenant_id, request=request)
-    setting = _setting(db, session, request=request, settings=settings, as_of_seq=as_of_seq)
+    with stage("assemble.load"):
+        session, slot = plans.open_assembly(
+            db, tenant_id=tenant_id, session_id=request.session_id, unit=request.unit
+        )
+        sources = _manifest_sources(db, tenant_id=tenant_id, request=request)
+        setting = _setting(db, session, request=request, settings=settings, as_of_seq=as_of_seq)
     loaded, window = setting.loaded, setting.window
-    plan, elided = _plan(setting, request=request, sources=sources, settings=settings)
-    fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
-    reused = reused_prefix(slot.previous_fingerprints, fingerprints)
+    with stage("assemble.plan"):
+        plan, elided = _plan(setting, request=request, sources=sources, settings=settings)
+        fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
+        reused = reused_prefix(slot.previous_fingerprints, fingerprints)
+        advice = _advice(setting, plan)
     # A child session's tokens are accounted under its own unit unless the call names one.
     unit = request.unit or (loaded.active.unit if loaded else None)
-    # Everything selected, in position order, as one provider-ready list: text candidates
-    # become developer messages, items stay as they are.
-    context = [
-        item.item if item.item is not None else developer_message(item.content or "")
-        for item in plan.items
-    ]
-    rendered = from_responses(context, request.output_format)
-    breakpoints: list[dict[str, Any]] = []
-    if request.output_format == "anthropic":
-        rendered, breakpoints = _cache_breakpoints(rendered, plan, reused_items=reused.items)
+    with stage("assemble.render"):
+        # Everything selected, in position order, as one provider-ready list: text candidates
+        # become developer messages, items stay as they are.
+        context = [
+            item.item if item.item is not None else developer_message(item.content or "")
+            for item in plan.items
+        ]
+        rendered = from_responses(context, request.output_format)
+        breakpoints: list[dict[str, Any]] = []
+        if request.output_format == "anthropic":
+            rendered, breakpoints = _cache_breakpoints(rendered, plan, reused_items=reused.items)
+    annotate(
+        {
+            "gen_ai.conversation.id": request.session_id,
+            "contextd.unit": unit,
+            "contextd.output_format": request.output_format,
+            "contextd.tokens.offered": sum(entry["tokens"] for entry in plan.plan),
+            "contextd.tokens.selected": plan.total_tokens,
+            "contextd.cache.reused_prefix_tokens": reused.tokens,
+            "contextd.advice.should_compact": advice.should_compact,
+        }
+    )
     answer: AssembleAnswer = {
         "plan_hash": plan.plan_hash,
         "total_tokens": plan.total_tokens,
@@ -385,7 +405,7 @@ def _run(
             "reused_prefix_items": reused.items,
             "last_reused_item_id": plan.items[reused.items - 1].id if reused.items else None,
         },
-        "advice": _advice(setting, plan).as_dict(),
+        "advice": advice.as_dict(),
         "budget": asdict(setting.budget),
         "startup_tokens": sum(i.tokens for i in plan.items if i.layer == "prefix"),
         "unit": unit,
@@ -514,4 +534,5 @@ def _account_then_store(
         )
     finally:
         if store_later is not None:
-            store_later()
+            with stage("assemble.store"):
+                store_later()

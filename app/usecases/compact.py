@@ -50,6 +50,7 @@ from app.metrics import record_compaction, record_hook
 from app.settings import Settings
 from app.storage import groundings, repository
 from app.tokens import token_counter
+from app.tracing import annotate, stage
 from app.usecases.history import LoadedHistory, load_history, session_window
 
 __all__ = ["compact", "end_session"]
@@ -65,6 +66,31 @@ def compact(
 ) -> CompactResponse:
     """`POST /compact`: the plan, made before any summarizer or hook is called; written (and
     `applied`) unless it is a dry run, a no-op, stateless or frees too little."""
+    with stage("compact"):
+        response = _compact(
+            db, tenant_id=tenant_id, body=body, settings=settings, hook_caller=hook_caller
+        )
+        annotate(
+            {
+                "gen_ai.conversation.id": body.session_id,
+                "contextd.compaction.requested_strategy": body.strategy,
+                "contextd.compaction.strategy": response.strategy,
+                "contextd.compaction.applied": response.applied,
+                "contextd.tokens.before": response.tokens_before,
+                "contextd.tokens.after": response.tokens_after,
+            }
+        )
+        return response
+
+
+def _compact(
+    db: Session,
+    *,
+    tenant_id: int,
+    body: CompactRequest,
+    settings: Settings,
+    hook_caller: HookCaller,
+) -> CompactResponse:
     if (body.session_id is None) == (body.items is None):
         raise InvalidInput(
             "give either `session_id` or `items`, not both and not neither",

@@ -19,6 +19,11 @@ from typing import Self, TypeVar, Unpack
 
 import httpx
 
+try:
+    from opentelemetry import propagate
+except ImportError:  # a runtime that does not trace
+    propagate = None  # type: ignore[assignment]
+
 from contextd_client import _operations as ops
 from contextd_client import models
 from contextd_client import params as p
@@ -28,6 +33,15 @@ from contextd_client.policy import Retries, Timeouts
 T = TypeVar("T")
 
 USER_AGENT = f"contextd-client/{importlib.metadata.version('contextd-client')}"
+
+
+def _call_headers(call: ops.Call[T]) -> dict[str, str]:
+    """`call`'s headers with the caller's trace context (`traceparent`, `tracestate`), when
+    OpenTelemetry is installed and a span is current: the service's spans join the trace."""
+    headers = dict(call.headers)
+    if propagate is not None:
+        propagate.inject(headers)
+    return headers
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -116,7 +130,7 @@ class ContextdClient:
                     call.path,
                     params=call.query,
                     content=call.body,
-                    headers=call.headers,
+                    headers=_call_headers(call),
                     timeout=self.timeouts.for_attempt(remaining),
                 )
             except httpx.TransportError as exc:
@@ -311,7 +325,7 @@ class AsyncContextdClient:
                     call.path,
                     params=call.query,
                     content=call.body,
-                    headers=call.headers,
+                    headers=_call_headers(call),
                     timeout=self.timeouts.for_attempt(remaining),
                 )
             except httpx.TransportError as exc:

@@ -24,6 +24,16 @@ import {
 } from "./policy.js";
 import type { components, paths } from "./schema.js";
 
+type TraceApi = typeof import("@opentelemetry/api");
+let traceApi: Promise<TraceApi | null> | undefined;
+
+/** `@opentelemetry/api` when the runtime has it installed (it is an optional peer), else null:
+ * loaded once, on the first call. */
+function loadTraceApi(): Promise<TraceApi | null> {
+  traceApi ??= import("@opentelemetry/api").catch(() => null);
+  return traceApi;
+}
+
 export type Schemas = components["schemas"];
 export type Format = "responses" | "chat" | "anthropic";
 export type Modality = "text" | "image" | "audio";
@@ -92,6 +102,18 @@ export class ContextdClient {
       fetch:
         options.fetch ??
         ((request) => fetch(request, { dispatcher: this.connection } as RequestInit)),
+    });
+    // The caller's trace context (`traceparent`, `tracestate`) goes with every call, so that
+    // the service's spans join the runtime's trace. Without OpenTelemetry's API, or with no
+    // propagator registered (an SDK does that), nothing is added.
+    this.http.use({
+      async onRequest({ request }) {
+        const api = await loadTraceApi();
+        api?.propagation.inject(api.context.active(), request.headers, {
+          set: (headers, key, value) => headers.set(key, value),
+        });
+        return request;
+      },
     });
   }
 
