@@ -23,7 +23,7 @@ without this module (`bench.assemble` measures it).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -98,14 +98,14 @@ def stage(name: str) -> Iterator[Span | None]:
         yield span
 
 
-def annotate(attributes: Mapping[str, Any]) -> None:
-    """Sets `attributes` on the current span (those not None), when tracing."""
+def annotate(attributes: Callable[[], Mapping[str, Any]]) -> None:
+    """Sets the attributes `attributes()` gives (those not None) on the current span, when
+    tracing: they are not computed otherwise."""
     if _on:
         span = trace.get_current_span()
         if span.is_recording():
-            span.set_attributes(
-                {key: value for key, value in attributes.items() if value is not None}
-            )
+            given = attributes()
+            span.set_attributes({key: value for key, value in given.items() if value is not None})
 
 
 def exemplar(**labels: str) -> dict[str, str] | None:

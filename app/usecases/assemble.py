@@ -363,7 +363,7 @@ def _run(
         if request.output_format == "anthropic":
             rendered, breakpoints = _cache_breakpoints(rendered, plan, reused_items=reused.items)
     annotate(
-        {
+        lambda: {
             "gen_ai.conversation.id": request.session_id,
             "contextd.unit": unit,
             "contextd.output_format": request.output_format,

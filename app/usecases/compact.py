@@ -71,7 +71,7 @@ def compact(
             db, tenant_id=tenant_id, body=body, settings=settings, hook_caller=hook_caller
         )
         annotate(
-            {
+            lambda: {
                 "gen_ai.conversation.id": body.session_id,
                 "contextd.compaction.requested_strategy": body.strategy,
                 "contextd.compaction.strategy": response.strategy,
