@@ -60,8 +60,9 @@ $(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json
 	touch $(TS_STAMP)
 
 # The test suite creates (and drops) its own throwaway PostgreSQL database.
+# One worker per core, a test module's tests on one worker (its servers and fixtures made once).
 pytest: $(STAMP) $(TS_STAMP) postgres
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 # The TypeScript client: strict type check, then its tests against a server on a throwaway
 # PostgreSQL database of their own.
