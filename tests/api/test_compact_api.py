@@ -23,7 +23,7 @@ from app.domain.world_state import render_goal
 from app.hooks import NOT_CALLED
 from app.main import create_app
 from app.settings import Settings
-from tests.builders import tool_call, tool_output, user_msg
+from tests.builders import long_text, tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
 Handler = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -688,3 +688,31 @@ def test_truncate_keeps_a_touched_file_by_its_call_without_the_content_it_wrote(
     assert arguments["file_text"].startswith(written[:300])
     assert arguments["file_text"].endswith(written[-300:])
     assert "characters written; the whole call is fact seq 2 …]" in arguments["file_text"]
+
+
+def test_truncate_does_not_keep_the_task_twice_when_the_goal_pins_it(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43: on a mini-swe-agent run `truncate` ended at 1.31x its target, 1,153 of its
+    tokens the task message kept again below the pinned goal that quotes it whole (the latest
+    user request, re-loaded for the loss check). The goal above shows the request: it is kept
+    once."""
+    task = "Fix the failing date parser in utils/dates.py. " + long_text(400)
+    client.post("/sessions", json={"session_id": session_id})
+    client.put(f"/sessions/{session_id}/goal", json={"text": task})
+    items: list[dict[str, Any]] = [user_msg(task)]
+    for n in range(8):
+        items += [
+            tool_call(f"c{n}", "execute_bash", json.dumps({"command": f"pytest -k case{n}"})),
+            tool_output(f"c{n}", f"case {n}: " + "passed " * 250),
+        ]
+    assert client.post(f"/sessions/{session_id}/items", json={"items": items}).status_code == 201
+    result = _compact(
+        client, session_id=session_id, strategy="truncate", params={"target_tokens": 1_200}
+    )
+    assert result["applied"], result["not_applied_because"]
+    shown = [json.dumps(item) for item in result["history"]]
+    assert sum("Fix the failing date parser" in text for text in shown) == 1  # the goal's
+    assert not [item for item in result["history"] if item.get("role") == "user"]
+    assert result["loss_check"] == {"missing": [], "fell_back": False}
+    assert result["tokens_after"] <= 1_200, result["over_target_because"]

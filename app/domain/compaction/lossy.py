@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from app.domain.compaction.clearing import clear, cleared_output, is_clearable
 from app.domain.compaction.context import Context, over_target
-from app.domain.compaction.extraction import seq_range
+from app.domain.compaction.extraction import request_needle, seq_range
 from app.domain.compaction.fitting import (
     excerpt,
     shrink_kept,
@@ -62,6 +62,13 @@ class _Covering:
     def history(self) -> tuple[HistoryEntry, ...]:
         middle = [entry for a in sorted(self.reloaded) for entry in self.reloaded[a][0]]
         return (*self.head, *middle, *self.tail)
+
+
+def _shown(head: Sequence[HistoryEntry], request: HistoryEntry) -> bool:
+    """Whether `head` (the invariants, an earlier record) already shows the user's request:
+    a task pinned as the goal is not kept a second time."""
+    needle = request_needle(visible_text(request.item))
+    return bool(needle) and any(needle in visible_text(entry.item) for entry in head)
 
 
 def lossy(ctx: Context, *, kind: ProductKind | None) -> CompactionResult:
@@ -122,7 +129,7 @@ def lossy(ctx: Context, *, kind: ProductKind | None) -> CompactionResult:
         covered, tail = body[:start], body[start:]
         units = [(a, b) for a, b in itertools.pairwise(cuts) if b <= start]
         reloaded: dict[int, tuple[tuple[HistoryEntry, ...], str]] = {}
-        if truncating and users and users[-1] < start:
+        if truncating and users and users[-1] < start and not _shown(head, body[users[-1]]):
             a, b = next(unit for unit in units if unit[0] <= users[-1] < unit[1])
             reloaded[a] = (body[a:b], "latest user request")
         draft = _Covering(head, covered, tail, reloaded, [], [])
