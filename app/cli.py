@@ -150,6 +150,13 @@ def render_plan(stored: dict[str, Any]) -> str:
             f"{entry['tokens']:>7}  {score:>6}  {entry['form']:<9}  {entry['layer']:<9}  "
             f"{entry['source'][:16]:<16}  {entry['id']}"
         )
+    # Plans stored before breaks were named have none.
+    if brk := response["cache"].get("break"):
+        seq = "" if brk["seq"] is None else f", fact seq {brk['seq']}"
+        lines.append(
+            f"prefix break  {brk['cause']}  at pos {brk['position']} "
+            f"({brk['item_id'] or 'the end'}{seq}): {brk['detail']}"
+        )
     # Plans stored before breakpoints were placed have none.
     for mark in response.get("cache_breakpoints", []):
         where = "system" if mark["message"] is None else f"messages[{mark['message']}]"

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -122,6 +123,8 @@ class Tally:
     online_needed: int = 0
     online_visible: int = 0
     online_all_visible: int = 0
+    breaks: Counter[str] = field(default_factory=Counter)
+    """The service's named prefix breaks (`cache.break`), by cause."""
     previous: list[bytes] = field(default_factory=list)
 
     def call(
@@ -406,6 +409,8 @@ def replay(
             restated=sum(i["tokens"] for i in body["items"] if i["id"].endswith("#restated")),
             cut=any(r["signal"] == "history_cut" for r in body["advice"]["reasons"]),
         )
+        if (broke := body["cache"].get("break")) is not None:
+            managed.breaks[broke["cause"]] += 1
         managed.hiding += bool(elided)
         managed.seqs_named += bool(elided) and names_every_seq(
             shown, [e["first_seq"] for e in elided]
@@ -469,6 +474,9 @@ def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
         totals["trim_messages(last)"].add(result.trimmed)
     for name, tally in totals.items():
         print(tally.row(name))
+    breaks = totals["contextd"].breaks
+    causes = ", ".join(f"{cause} {count}" for cause, count in sorted(breaks.items()))
+    print(f"prefix breaks contextd named: {sum(breaks.values())} ({causes or 'none'})")
     print(GROUNDING_HEADER)
     for result in results if verbose else ():
         run = f"  {result.name[:40]} ({result.window:,})"

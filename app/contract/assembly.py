@@ -27,6 +27,7 @@ from app.contract.common import (
 )
 from app.domain.assemble import (
     CANDIDATE_DEFAULTS,
+    BreakCause,
     Decision,
     FallbackForm,
     Layer,
@@ -184,6 +185,22 @@ class CacheBody(BaseModel):
         description="`id` of the last reused item (at position `reused_prefix_items` - 1); "
         "null when nothing is reused."
     )
+    break_: PrefixBreakBody | None = Field(
+        default=None,
+        alias="break",
+        description="Where and why the reused prefix ended before the previous assembly's "
+        "history did; null when it did not (or the lineage has no earlier assembly to compare).",
+    )
+
+
+class PrefixBreakBody(BaseModel):
+    """Where a reused prefix broke, and the one cause (`docs/prompt-cache.md`)."""
+
+    position: int = Field(description="The first position not reused.")
+    item_id: str | None = Field(description="The item now at that position (null: none).")
+    seq: int | None = Field(description="The fact seq that item stands for (null: none).")
+    cause: BreakCause
+    detail: str = Field(description="What changed, in words, with the seqs or versions.")
 
 
 class AdviceBody(BaseModel):
@@ -393,6 +410,12 @@ class AssemblyDiffBody(BaseModel):
     removed: list[str]
     moved: list[MovedItem]
     tokens_delta: int
+    prefix_break: PrefixBreakBody | None = Field(
+        default=None,
+        description="Where and why the replayed context's prompt prefix would break against the "
+        "original assembly's (as `cache.break` names it between calls); null when the replay "
+        "reuses the original's whole history.",
+    )
 
 
 class ReplayResponse(BaseModel):

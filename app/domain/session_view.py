@@ -270,6 +270,11 @@ class HistoryView:
             return self.settled.excluded_at.get(source)
         return self.tail.excluded_at.get(source)
 
+    @property
+    def excluded_count(self) -> int:
+        """How many active items normalization excluded (O(1), unlike `report`)."""
+        return self.lengths[1] + len(self.tail.part.report.excluded)
+
     def offered_history(self) -> Sequence[HistoryEntry]:
         """The offered items as assembly input, named `history:<n>` in order: each settled
         one built once, when it settled (an assembly reads the newest it shows)."""

@@ -104,12 +104,14 @@ class AssemblySlot:
     `row_id` is known up front on PostgreSQL and None on SQLite. `previous_fingerprints` are
     those of the latest stored assembly of the same tenant, session and unit ([] if none).
     `base_id`: the row id of that assembly, or of the plan it is stored against, when it is
-    not stored whole (None: the lineage has none).
+    not stored whole (None: the lineage has none). `previous_state`: that assembly's
+    `NewAssembly.prefix_state`.
     """
 
     row_id: int | None
     previous_fingerprints: list[tuple[str, int]]
     base_id: int | None = None
+    previous_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class StoredAssembly:
     fingerprints: list[Any]
     created_at: datetime
     grounding: dict[str, Any] | None
+    prefix_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,8 @@ class NewAssembly:
     response: dict[str, Any]
     fingerprints: list[Any]
     bodies: Mapping[str, bytes] = field(default_factory=dict)
+    prefix_state: dict[str, Any] | None = None
+    """What its prompt prefix was built from: small, stored whole (`AssemblySlot`)."""
 
     @property
     def session_key(self) -> int:
@@ -171,7 +176,7 @@ def _lineage(
 ) -> tuple[ScalarSelect[Any], ...]:
     """What the next assembly of a lineage reads of its latest one, each one backward step in
     the lineage's index: its fingerprints (a delta when it is stored against a base), the base
-    it or the next plan is stored against, and that base's fingerprints when it has one."""
+    it or the next plan is stored against, that base's fingerprints, and its prefix state."""
 
     def latest(value: SQLCoreOperations[Any]) -> ScalarSelect[Any]:
         # The index expressions on the left: their `==` builds the SQL comparison for any
@@ -198,6 +203,7 @@ def _lineage(
         latest(AssemblyRow.fingerprints),
         latest(func.coalesce(AssemblyRow.base_id, AssemblyRow.id)),
         base_fingerprints,
+        latest(AssemblyRow.prefix_state),
     )
 
 
@@ -275,19 +281,20 @@ def _ids_reserved_up_front(db: Session) -> bool:
     return db.get_bind().engine.dialect.name == "postgresql"
 
 
-def _slot(row_id: Any, previous: Any, base_id: Any, base_fingerprints: Any) -> AssemblySlot:
+def _slot(row_id: Any, previous: Any, base_id: Any, base_prints: Any, state: Any) -> AssemblySlot:
     """The slot from the lineage's reads (`_lineage`). A latest plan stored against a base that
     is no longer kept predicts nothing, and the next plan is stored whole."""
     if isinstance(previous, dict):  # a delta
-        if base_fingerprints is None:
+        if base_prints is None:
             previous, base_id = None, None
         else:
-            previous = patched(base_fingerprints, previous)
+            previous = patched(base_prints, previous)
     return AssemblySlot(
         row_id=None if row_id is None else int(row_id),
         # Plans stored before fingerprints were cut compare on their first digits.
         previous_fingerprints=[(str(f)[:FINGERPRINT_CHARS], int(t)) for f, t in previous or []],
         base_id=None if base_id is None else int(base_id),
+        previous_state=state if isinstance(state, dict) else None,
     )
 
 
@@ -404,6 +411,7 @@ def store_assembly(
         "request": assembly.request,
         "response": response,
         "fingerprints": fingerprints,
+        "prefix_state": assembly.prefix_state,
         "base_id": base_id,
         "created_at": now,
     }
@@ -548,6 +556,7 @@ def _read(db: Session, row: AssemblyRow) -> StoredAssembly:
         fingerprints=fingerprints,
         created_at=row.created_at,
         grounding=row.grounding,
+        prefix_state=row.prefix_state,
     )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session
 
@@ -40,10 +40,16 @@ from app.domain.assemble import (
     AssemblyPlan,
     Candidate,
     Contribution,
+    PrefixBreak,
+    PrefixState,
+    ReusedPrefix,
     diff_selections,
+    explain_break,
+    frames_match,
     reused_prefix,
 )
 from app.domain.assemble import assemble as assemble_plan
+from app.domain.assemble.model import FINGERPRINT_CHARS
 from app.domain.budget import Budget, effective_budget
 from app.domain.calibration import SessionWindow
 from app.domain.elision import NOTICE_SOURCE, Elided
@@ -76,6 +82,7 @@ from app.usecases.plan_record import (
     stored_answer,
     stored_request,
 )
+from app.usecases.prefix import break_item, prefix_state
 
 __all__ = ["Assembled", "StoredAnswer", "assemble", "replay", "stored_assembly"]
 
@@ -92,6 +99,13 @@ class Assembled:
     tenant_id: int
     slot: plans.AssemblySlot
     encoding: str
+    compare: Callable[[Sequence[tuple[str, int]], PrefixState | None], _Comparison]
+    """This assembly's reused prefix and break against another's fingerprints and state."""
+
+
+class _Comparison(NamedTuple):
+    reused: ReusedPrefix
+    broke: PrefixBreak | None
 
 
 @dataclass(frozen=True)
@@ -174,6 +188,8 @@ def replay(
         [(item.id, item.position) for item in after.items],
         tokens_delta=after.total_tokens - before.total_tokens,
     )
+    original_prefix = [(str(f)[:FINGERPRINT_CHARS], int(t)) for f, t in row.fingerprints]
+    against_original = assembled.compare(original_prefix, PrefixState.from_dict(row.prefix_state))
     return ReplayResponse(
         assembly=after,
         diff=AssemblyDiffBody(
@@ -184,6 +200,7 @@ def replay(
                 for move in diff.moved
             ],
             tokens_delta=diff.tokens_delta,
+            prefix_break=against_original.broke.as_dict() if against_original.broke else None,
         ),
     )
 
@@ -347,8 +364,34 @@ def _run(
     with stage("assemble.plan"):
         plan, elided = _plan(setting, request=request, sources=sources, settings=settings)
         fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
-        reused = reused_prefix(slot.previous_fingerprints, fingerprints)
         advice = _advice(setting, plan)
+        state = prefix_state(
+            request,
+            loaded=loaded,
+            tools=setting.tools,
+            history=setting.history,
+            plan=plan,
+        )
+
+        def compare(
+            previous: Sequence[tuple[str, int]], previous_state: PrefixState | None
+        ) -> _Comparison:
+            reused = reused_prefix(previous, fingerprints)
+            if not frames_match(previous_state, state):
+                reused = ReusedPrefix(items=0, tokens=0)
+            broke = explain_break(
+                previous_state,
+                state,
+                reused_items=reused.items,
+                at=break_item(setting.history, plan, reused.items),
+                history_source=HISTORY_SOURCE,
+                notice_source=NOTICE_SOURCE,
+            )
+            return _Comparison(reused, broke)
+
+        reused, broke = compare(
+            slot.previous_fingerprints, PrefixState.from_dict(slot.previous_state)
+        )
     # A child session's tokens are accounted under its own unit unless the call names one.
     unit = request.unit or (loaded.active.unit if loaded else None)
     with stage("assemble.render"):
@@ -404,6 +447,7 @@ def _run(
             "new_tokens": plan.total_tokens - reused.tokens,
             "reused_prefix_items": reused.items,
             "last_reused_item_id": plan.items[reused.items - 1].id if reused.items else None,
+            "break": broke.as_dict() if broke else None,
         },
         "advice": advice.as_dict(),
         "budget": asdict(setting.budget),
@@ -446,6 +490,7 @@ def _run(
             ),
             fingerprints=[list(pair) for pair in fingerprints],
             bodies=bodies,
+            prefix_state=state.as_dict(),
         )
 
     if loaded is not None and session is not None:
@@ -464,6 +509,7 @@ def _run(
         tenant_id=tenant_id,
         slot=slot,
         encoding=setting.encoding,
+        compare=compare,
     )
 
 

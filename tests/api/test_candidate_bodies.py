@@ -95,7 +95,13 @@ def test_a_file_offered_on_every_call_is_stored_once_and_read_back_exactly(
         assert json.dumps(read["response"]) == json.dumps(answer)
     replayed = client.post(f"/assemblies/{ids[0]}/replay", json={})
     assert replayed.status_code == 201, replayed.text
-    assert replayed.json()["diff"] == {"added": [], "removed": [], "moved": [], "tokens_delta": 0}
+    assert replayed.json()["diff"] == {
+        "added": [],
+        "removed": [],
+        "moved": [],
+        "tokens_delta": 0,
+        "prefix_break": None,
+    }
 
 
 def test_bodies_live_as_long_as_a_kept_plan_can_name_them(postgres_url: str) -> None:

@@ -44,4 +44,8 @@ def test_the_curl_walkthrough_runs_as_written(postgres_url: str) -> None:
     assert lines[0] == '{"session_id":"walk","usable_window":112000}'
     assert '{"id":"README.md","decision":"dropped","reason":"below_relevance","tokens":4}' in lines
     assert any('"applied":true,"tokens_before":3349,"tokens_after":79' in line for line in lines)
+    assert any(
+        line.startswith('{"position":3,"item_id":"history:2","seq":null,"cause":"compaction"')
+        for line in lines
+    )
     assert lines[-1].endswith('{"seq":7,"type":"contextd.compaction"}]')

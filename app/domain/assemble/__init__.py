@@ -30,10 +30,19 @@
 The package, one concern a module: `model` (the vocabulary, the input and the plan),
 `selection` (ranking and the walk of the candidates under the budget), `history_fit` (the
 history's suffix), `placement` (the order, the plan, and `assemble` running the three:
-`decide`, `arrange`, then `place`) and `comparison` (two assemblies' diff and reused
-prefix). This module is their surface.
+`decide`, `arrange`, then `place`), `comparison` (two assemblies' diff and reused
+prefix) and `cache_break` (why a reused prefix broke). This module is their surface.
 """
 
+from app.domain.assemble.cache_break import (
+    BREAK_CAUSES,
+    BreakCause,
+    BreakItem,
+    PrefixBreak,
+    PrefixState,
+    explain_break,
+    frames_match,
+)
 from app.domain.assemble.comparison import (
     AssemblyDiff,
     Moved,
@@ -64,6 +73,7 @@ from app.domain.assemble.model import (
 from app.domain.assemble.placement import Arranged, Decided, arrange, assemble, decide, place
 
 __all__ = [
+    "BREAK_CAUSES",
     "CANDIDATE_DEFAULTS",
     "HISTORY_SOURCE",
     "LAYERS",
@@ -72,6 +82,8 @@ __all__ = [
     "AssemblyDiff",
     "AssemblyInput",
     "AssemblyPlan",
+    "BreakCause",
+    "BreakItem",
     "Candidate",
     "Contribution",
     "Decided",
@@ -83,6 +95,8 @@ __all__ = [
     "Moved",
     "Placement",
     "PlanEntry",
+    "PrefixBreak",
+    "PrefixState",
     "RawForm",
     "ReusedPrefix",
     "SelectedItem",
@@ -91,6 +105,8 @@ __all__ = [
     "atomic_groups",
     "decide",
     "diff_selections",
+    "explain_break",
+    "frames_match",
     "place",
     "ranking_score",
     "reused_prefix",

@@ -174,27 +174,6 @@ class BudgetSpec(BaseModel):
     ] = None
 
 
-class CacheBody(BaseModel):
-    """
-    The predicted prompt-cache reuse against the previous assembly of the same session and
-    unit: its leading items, while each is byte-identical to the one at the same position.
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    reused_prefix_tokens: Annotated[int, Field(title="Reused Prefix Tokens")]
-    new_tokens: Annotated[int, Field(title="New Tokens")]
-    reused_prefix_items: Annotated[int, Field(title="Reused Prefix Items")]
-    """
-    Leading items reused; also the `position` of the first item not reused.
-    """
-    last_reused_item_id: Annotated[str | None, Field(title="Last Reused Item Id")]
-    """
-    `id` of the last reused item (at position `reused_prefix_items` - 1); null when nothing is reused.
-    """
-
-
 class CacheBreakpointBody(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -724,6 +703,47 @@ class PlanEntryBody(BaseModel):
     position: Annotated[int | None, Field(title="Position")]
 
 
+class PrefixBreakBody(BaseModel):
+    """
+    Where a reused prefix broke, and the one cause (`docs/prompt-cache.md`).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    position: Annotated[int, Field(title="Position")]
+    """
+    The first position not reused.
+    """
+    item_id: Annotated[str | None, Field(title="Item Id")]
+    """
+    The item now at that position (null: none).
+    """
+    seq: Annotated[int | None, Field(title="Seq")]
+    """
+    The fact seq that item stands for (null: none).
+    """
+    cause: Annotated[
+        Literal[
+            "compaction",
+            "world_state",
+            "goal",
+            "excluded",
+            "retracted",
+            "window_cut",
+            "tools",
+            "output_format",
+            "notice",
+            "override",
+        ],
+        Field(title="Cause"),
+    ]
+    detail: Annotated[str, Field(title="Detail")]
+    """
+    What changed, in words, with the seqs or versions.
+    """
+
+
 class RecallMatchBody(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1170,6 +1190,35 @@ class AssemblyDiffBody(BaseModel):
     removed: Annotated[list[str], Field(title="Removed")]
     moved: Annotated[list[MovedItem], Field(title="Moved")]
     tokens_delta: Annotated[int, Field(title="Tokens Delta")]
+    prefix_break: PrefixBreakBody | None = None
+    """
+    Where and why the replayed context's prompt prefix would break against the original assembly's (as `cache.break` names it between calls); null when the replay reuses the original's whole history.
+    """
+
+
+class CacheBody(BaseModel):
+    """
+    The predicted prompt-cache reuse against the previous assembly of the same session and
+    unit: its leading items, while each is byte-identical to the one at the same position.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    reused_prefix_tokens: Annotated[int, Field(title="Reused Prefix Tokens")]
+    new_tokens: Annotated[int, Field(title="New Tokens")]
+    reused_prefix_items: Annotated[int, Field(title="Reused Prefix Items")]
+    """
+    Leading items reused; also the `position` of the first item not reused.
+    """
+    last_reused_item_id: Annotated[str | None, Field(title="Last Reused Item Id")]
+    """
+    `id` of the last reused item (at position `reused_prefix_items` - 1); null when nothing is reused.
+    """
+    break_: Annotated[PrefixBreakBody | None, Field(alias="break")] = None
+    """
+    Where and why the reused prefix ended before the previous assembly's history did; null when it did not (or the lineage has no earlier assembly to compare).
+    """
 
 
 class CompactedIdentifiers(BaseModel):

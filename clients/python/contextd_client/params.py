@@ -63,24 +63,6 @@ class BudgetSpec(TypedDict):
     max_tokens_per_source: NotRequired[int | None]
 
 
-class CacheBody(TypedDict):
-    """
-    The predicted prompt-cache reuse against the previous assembly of the same session and
-    unit: its leading items, while each is byte-identical to the one at the same position.
-    """
-
-    reused_prefix_tokens: int
-    new_tokens: int
-    reused_prefix_items: int
-    """
-    Leading items reused; also the `position` of the first item not reused.
-    """
-    last_reused_item_id: str | None
-    """
-    `id` of the last reused item (at position `reused_prefix_items` - 1); null when nothing is reused.
-    """
-
-
 class CacheBreakpointBody(TypedDict):
     reason: Literal["stable_prefix", "previous_call", "history_end"]
     """
@@ -417,6 +399,41 @@ class PlanEntryBody(TypedDict):
     position: int | None
 
 
+class PrefixBreakBody(TypedDict):
+    """
+    Where a reused prefix broke, and the one cause (`docs/prompt-cache.md`).
+    """
+
+    position: int
+    """
+    The first position not reused.
+    """
+    item_id: str | None
+    """
+    The item now at that position (null: none).
+    """
+    seq: int | None
+    """
+    The fact seq that item stands for (null: none).
+    """
+    cause: Literal[
+        "compaction",
+        "world_state",
+        "goal",
+        "excluded",
+        "retracted",
+        "window_cut",
+        "tools",
+        "output_format",
+        "notice",
+        "override",
+    ]
+    detail: str
+    """
+    What changed, in words, with the seqs or versions.
+    """
+
+
 class RecallMatchBody(TypedDict):
     seq: int
     line: int
@@ -726,6 +743,22 @@ class AssemblyDiffBody(TypedDict):
     removed: list[str]
     moved: list[MovedItem]
     tokens_delta: int
+    prefix_break: NotRequired[PrefixBreakBody | None]
+    """
+    Where and why the replayed context's prompt prefix would break against the original assembly's (as `cache.break` names it between calls); null when the replay reuses the original's whole history.
+    """
+
+
+CacheBody = TypedDict(
+    "CacheBody",
+    {
+        "reused_prefix_tokens": int,
+        "new_tokens": int,
+        "reused_prefix_items": int,
+        "last_reused_item_id": str | None,
+        "break": NotRequired[PrefixBreakBody | None],
+    },
+)
 
 
 class CompactedIdentifiers(TypedDict):

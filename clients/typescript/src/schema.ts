@@ -797,6 +797,8 @@ export interface components {
             moved: components["schemas"]["MovedItem"][];
             /** Tokens Delta */
             tokens_delta: number;
+            /** @description Where and why the replayed context's prompt prefix would break against the original assembly's (as `cache.break` names it between calls); null when the replay reuses the original's whole history. */
+            prefix_break?: components["schemas"]["PrefixBreakBody"] | null;
         };
         /** BudgetSpec */
         BudgetSpec: {
@@ -829,6 +831,8 @@ export interface components {
              * @description `id` of the last reused item (at position `reused_prefix_items` - 1); null when nothing is reused.
              */
             last_reused_item_id: string | null;
+            /** @description Where and why the reused prefix ended before the previous assembly's history did; null when it did not (or the lineage has no earlier assembly to compare). */
+            break?: components["schemas"]["PrefixBreakBody"] | null;
         };
         /** CacheBreakpointBody */
         CacheBreakpointBody: {
@@ -1741,6 +1745,37 @@ export interface components {
             score: number | null;
             /** Position */
             position: number | null;
+        };
+        /**
+         * PrefixBreakBody
+         * @description Where a reused prefix broke, and the one cause (`docs/prompt-cache.md`).
+         */
+        PrefixBreakBody: {
+            /**
+             * Position
+             * @description The first position not reused.
+             */
+            position: number;
+            /**
+             * Item Id
+             * @description The item now at that position (null: none).
+             */
+            item_id: string | null;
+            /**
+             * Seq
+             * @description The fact seq that item stands for (null: none).
+             */
+            seq: number | null;
+            /**
+             * Cause
+             * @enum {string}
+             */
+            cause: "compaction" | "world_state" | "goal" | "excluded" | "retracted" | "window_cut" | "tools" | "output_format" | "notice" | "override";
+            /**
+             * Detail
+             * @description What changed, in words, with the seqs or versions.
+             */
+            detail: string;
         };
         /** RecallMatchBody */
         RecallMatchBody: {
