@@ -3,8 +3,9 @@
 Every trajectory is replayed as one session (a 200k window, so no compaction): before each run
 of model output (one model call) the items since the previous call are appended and a
 session-mode `/assemble` answers. Then, from PostgreSQL: the bytes of each stored plan
-(request, response and fingerprints as text, and the candidate bodies it names), the plans'
-tables (`assemblies` with its partitions, `candidate_bodies`) and the `facts` table's total
+(request, response, fingerprints and prefix state as text, and the candidate bodies it names),
+the plans' tables (`assemblies` with its partitions, `candidate_bodies`) and the `facts` table's
+total
 size (TOAST and indexes included), and the answers' own size for scale; then every plan is read
 back (`GET /assemblies/{id}`, which re-derives it and checks its `plan_hash`) and compared
 with the answer sent.
@@ -61,7 +62,8 @@ def main() -> None:
         with psycopg.connect(libpq(url)) as db:
             stored, plans_size, facts_size, log = db.execute(
                 "SELECT (SELECT sum(octet_length(request) + octet_length(response::text)"
-                " + octet_length(fingerprints::text)) FROM assemblies)"
+                " + octet_length(fingerprints::text)"
+                " + coalesce(octet_length(prefix_state::text), 0)) FROM assemblies)"
                 " + (SELECT coalesce(sum(octet_length(body)), 0) FROM candidate_bodies),"
                 " (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('assemblies'))"
                 " + pg_total_relation_size('candidate_bodies'),"

@@ -111,7 +111,7 @@ class AssemblySlot:
     row_id: int | None
     previous_fingerprints: list[tuple[str, int]]
     base_id: int | None = None
-    previous_state: dict[str, Any] | None = None
+    previous_state: Any = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class StoredAssembly:
     fingerprints: list[Any]
     created_at: datetime
     grounding: dict[str, Any] | None
-    prefix_state: dict[str, Any] | None = None
+    prefix_state: Any = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class NewAssembly:
     response: dict[str, Any]
     fingerprints: list[Any]
     bodies: Mapping[str, bytes] = field(default_factory=dict)
-    prefix_state: dict[str, Any] | None = None
+    prefix_state: list[Any] | None = None
     """What its prompt prefix was built from: small, stored whole (`AssemblySlot`)."""
 
     @property
@@ -294,7 +294,7 @@ def _slot(row_id: Any, previous: Any, base_id: Any, base_prints: Any, state: Any
         # Plans stored before fingerprints were cut compare on their first digits.
         previous_fingerprints=[(str(f)[:FINGERPRINT_CHARS], int(t)) for f, t in previous or []],
         base_id=None if base_id is None else int(base_id),
-        previous_state=state if isinstance(state, dict) else None,
+        previous_state=state,
     )
 
 

@@ -186,7 +186,7 @@ class AssemblyRow(Base):
     response: Mapped[dict[str, Any]] = mapped_column(JSON)
     fingerprints: Mapped[Any] = mapped_column(JSON)
     """[fingerprint, tokens] of each selected item in position order (prompt-cache reuse)."""
-    prefix_state: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    prefix_state: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True))
     """What its prompt prefix was built from (`app.domain.assemble.cache_break.PrefixState`),
     for the lineage's next assembly to name why the reused prefix broke; None before it was
     kept."""

@@ -189,7 +189,7 @@ def replay(
         tokens_delta=after.total_tokens - before.total_tokens,
     )
     original_prefix = [(str(f)[:FINGERPRINT_CHARS], int(t)) for f, t in row.fingerprints]
-    against_original = assembled.compare(original_prefix, PrefixState.from_dict(row.prefix_state))
+    against_original = assembled.compare(original_prefix, PrefixState.read(row.prefix_state))
     return ReplayResponse(
         assembly=after,
         diff=AssemblyDiffBody(
@@ -389,9 +389,7 @@ def _run(
             )
             return _Comparison(reused, broke)
 
-        reused, broke = compare(
-            slot.previous_fingerprints, PrefixState.from_dict(slot.previous_state)
-        )
+        reused, broke = compare(slot.previous_fingerprints, PrefixState.read(slot.previous_state))
     # A child session's tokens are accounted under its own unit unless the call names one.
     unit = request.unit or (loaded.active.unit if loaded else None)
     with stage("assemble.render"):
@@ -490,7 +488,7 @@ def _run(
             ),
             fingerprints=[list(pair) for pair in fingerprints],
             bodies=bodies,
-            prefix_state=state.as_dict(),
+            prefix_state=state.stored(),
         )
 
     if loaded is not None and session is not None:

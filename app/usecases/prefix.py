@@ -9,6 +9,7 @@ from typing import Any
 
 from app.contract.assembly import AssembleRequest
 from app.domain.assemble import HISTORY_SOURCE, AssemblyPlan, BreakItem, PrefixState
+from app.domain.assemble.cache_break import DIGEST_CHARS
 from app.domain.assemble.model import canonical_hash
 from app.domain.history import HistoryEntry
 from app.usecases.history import LoadedHistory
@@ -35,8 +36,8 @@ def prefix_state(
     settings = request.model_dump(mode="json", exclude=set(_NOT_SETTINGS))
     return PrefixState(
         output_format=request.output_format,
-        tools=canonical_hash(tools) if tools else None,
-        override=canonical_hash(settings),
+        tools=canonical_hash(tools)[:DIGEST_CHARS] if tools else None,
+        override=canonical_hash(settings)[:DIGEST_CHARS],
         sources=tuple(source.source for source in request.sources),
         compactions=active.compactions if active else 0,
         compaction_id=active.compaction_id if active else None,

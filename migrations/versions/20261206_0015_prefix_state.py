@@ -1,8 +1,9 @@
 """Each stored assembly keeps what its prompt prefix was built from.
 
-A small JSON object (`app.domain.assemble.cache_break.PrefixState`): the output format, digests
-of the tool definitions and of the request's own contributions, the session's compaction,
-retraction, goal, world-state and exclusion counters, and where the history ended. The lineage's
+A short JSON list (`app.domain.assemble.cache_break.PrefixState.stored`): the output format,
+digests of the tool definitions and of the request's own settings, its sources' names, the
+session's compaction, retraction, goal, world-state and exclusion counters, and where the history
+sat. The lineage's
 next assembly compares its own with it to name why the reused prefix broke. NULL for assemblies
 stored before (their successor names no cause it cannot know: `unknown` is not a cause, so no
 break is named against them).

@@ -46,10 +46,11 @@ def test_only_a_prefix_ending_inside_the_previous_history_is_a_break() -> None:
 
 
 def test_the_state_reads_back_and_another_version_is_not_compared() -> None:
-    stored = STATE.as_dict()
-    assert PrefixState.from_dict(stored) == STATE
-    assert PrefixState.from_dict({**stored, "version": 0}) is None
-    assert PrefixState.from_dict(None) is None
+    stored = replace(STATE, compaction_id="cmp_1").stored()
+    assert PrefixState.read(stored) == STATE  # the compaction's id is not kept
+    assert PrefixState.read([0, *stored[1:]]) is None
+    assert PrefixState.read(stored[:-1]) is None
+    assert PrefixState.read(None) is None
 
 
 def test_what_frames_every_item_breaks_the_whole_prefix() -> None:

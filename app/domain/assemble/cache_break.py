@@ -17,7 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, NamedTuple, get_args
 
 BreakCause = Literal[
@@ -34,6 +34,8 @@ BreakCause = Literal[
 ]
 BREAK_CAUSES: tuple[BreakCause, ...] = get_args(BreakCause)
 _STATE_VERSION = 1
+DIGEST_CHARS = 16
+"""Hex digits a state keeps of a digest: 64 bits, as an item's fingerprint keeps."""
 
 
 @dataclass(frozen=True)
@@ -67,16 +69,23 @@ class PrefixState:
     """The position after the last history item."""
     as_of_seq: int | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"version": _STATE_VERSION, **asdict(self)}
+    def stored(self) -> list[Any]:
+        """Its stored form: a version number, then the values in field order but
+        `compaction_id` (a break names the newer state's)."""
+        values = asdict(self)
+        values.pop("compaction_id")
+        return [_STATE_VERSION, *values.values()]
 
     @classmethod
-    def from_dict(cls, stored: dict[str, Any] | None) -> PrefixState | None:
-        """The state `as_dict` stored; None for none, or one of another version."""
-        if not stored or stored.get("version") != _STATE_VERSION:
+    def read(cls, stored: Any) -> PrefixState | None:
+        """The state `stored` wrote; None for none, or one of another version or shape."""
+        names = [f.name for f in fields(cls) if f.name != "compaction_id"]
+        if not isinstance(stored, list) or stored[:1] != [_STATE_VERSION]:
             return None
-        fields = {key: value for key, value in stored.items() if key != "version"}
-        return cls(**{**fields, "sources": tuple(fields.get("sources", ()))})
+        if len(stored) != len(names) + 1:
+            return None
+        values = dict(zip(names, stored[1:], strict=True))
+        return cls(**{**values, "sources": tuple(values["sources"]), "compaction_id": None})
 
 
 class BreakItem(NamedTuple):
