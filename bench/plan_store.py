@@ -5,9 +5,8 @@ of model output (one model call) the items since the previous call are appended 
 session-mode `/assemble` answers. Then, from PostgreSQL: the bytes of each stored plan
 (request, response, fingerprints and prefix state as text, and the candidate bodies it names),
 the plans' tables (`assemblies` with its partitions, `candidate_bodies`) and the `facts` table's
-total
-size (TOAST and indexes included), and the answers' own size for scale; then every plan is read
-back (`GET /assemblies/{id}`, which re-derives it and checks its `plan_hash`) and compared
+total size (TOAST and indexes included), and the answers' own size for scale; then every plan is
+read back (`GET /assemblies/{id}`, which re-derives it and checks its `plan_hash`) and compared
 with the answer sent.
 Run: `.venv/bin/python -m bench.plan_store`.
 """
