@@ -141,12 +141,14 @@ def test_the_next_session_call_on_another_connection_or_replica_reuses_the_plan_
             "new_tokens": whole,
             "reused_prefix_items": 0,
             "last_reused_item_id": None,
+            "break": None,
         },
         {
             "reused_prefix_tokens": whole,
             "new_tokens": 0,
             "reused_prefix_items": items,
             "last_reused_item_id": last,
+            "break": None,
         },
     ] * 30
 
