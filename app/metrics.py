@@ -17,6 +17,7 @@ from app.domain.assemble import AssemblyPlan
 from app.domain.calibration import Family
 from app.domain.grounding import ActionGrounding
 from app.domain.items import KNOWN_TYPES, CountTokens
+from app.domain.prompt_cache import MISSES, CacheOutcome
 from app.hooks import FailureReason, HookResult
 from app.tracing import exemplar
 
@@ -71,6 +72,19 @@ CACHE_PREDICTED_TOKENS = Counter(
     "Reused-prefix tokens /assemble predicted, for the assemblies whose provider usage was "
     "reported with their assembly_id, by execution unit and phase.",
     ["unit", "phase"],
+)
+CACHE_OUTCOMES = Counter(
+    "contextd_cache_outcomes_total",
+    "Usage reports naming an assembly, by the class of the provider's cache outcome against "
+    "its prediction (app.domain.prompt_cache.CacheOutcome).",
+    ["outcome", "unit"],
+)
+CACHE_MISSES = Counter(
+    "contextd_cache_misses_total",
+    "Usage reports whose provider served less of the prompt cache than predicted, by why: "
+    "below_minimum (the prefix under the provider's minimum), expired (idle past the TTL), "
+    "evicted (within the TTL, yet missed).",
+    ["reason", "unit"],
 )
 CACHE_ACTUAL_TOKENS = Counter(
     "contextd_cache_actual_tokens_total",
@@ -310,14 +324,19 @@ def record_cache_outcome(
     *,
     predicted_tokens: int,
     actual_tokens: int,
+    outcome: CacheOutcome,
     unit: str | None,
     phase: str | None,
     tenant: int,
 ) -> None:
-    """One assembly's predicted reused prefix against the cached tokens its provider reported."""
+    """One assembly's predicted reused prefix against the cached tokens its provider reported,
+    and the class of a miss."""
     unit_label, phase_label = UNIT_LABEL(unit, tenant=tenant), PHASE_LABEL(phase, tenant=tenant)
     CACHE_PREDICTED_TOKENS.labels(unit_label, phase_label).inc(predicted_tokens)
     CACHE_ACTUAL_TOKENS.labels(unit_label, phase_label).inc(actual_tokens)
+    CACHE_OUTCOMES.labels(outcome, unit_label).inc()
+    if outcome in MISSES:
+        CACHE_MISSES.labels(outcome, unit_label).inc()
 
 
 def record_calibration(*, family: Family, ratio: float, overhead: int, drift: float) -> None:

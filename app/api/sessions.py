@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -15,6 +16,7 @@ from app.contract.common import MAX_SEQ, TokenizerBody
 from app.contract.sessions import (
     AppendRequest,
     AppendResponse,
+    CacheTermsBody,
     CompactionOptions,
     CreateSessionRequest,
     ItemsPageResponse,
@@ -34,7 +36,12 @@ from app.storage import repository
 from app.storage.tables import SessionRow
 from app.usecases import append as appending
 from app.usecases import usage
-from app.usecases.history import load_history, session_watermarks, session_window
+from app.usecases.history import (
+    load_history,
+    session_cache_terms,
+    session_watermarks,
+    session_window,
+)
 
 router = APIRouter(
     route_class=JsonRoute, prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES
@@ -52,6 +59,7 @@ def _session_response(row: SessionRow, window: SessionWindow) -> SessionResponse
         metadata=row.attributes["metadata"],
         hooks=SessionHooks.model_validate(row.attributes["hooks"]),
         compaction=CompactionOptions(high_watermark=watermarks.high, low_watermark=watermarks.low),
+        cache=CacheTermsBody.model_validate(asdict(session_cache_terms(row, window))),
         recall_tool=row.attributes.get("recall_tool", True),
         tokenizer=TokenizerBody.model_validate(window.tokenizer.as_dict()),
         created_at=row.created_at,
@@ -107,6 +115,7 @@ def create_session(
             # Only when set: sessions created before the option compare equal as they were.
             **({"compaction": options} if (options := _compaction_options(body, settings)) else {}),
             **({} if body.recall_tool else {"recall_tool": False}),
+            **({"cache": cache} if (cache := body.cache.model_dump(exclude_none=True)) else {}),
         },
         derive_id=lambda internal_id: derive_id("sess", tenant_id, internal_id),
     )

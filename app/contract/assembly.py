@@ -39,6 +39,7 @@ from app.domain.elision import ElisionForm
 from app.domain.grounding import MAX_GRADED_IDENTIFIERS
 from app.domain.items import Format
 from app.domain.normalize import Modality
+from app.domain.prompt_cache import CacheOutcome
 from app.tokens import Encoding
 
 Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
@@ -381,6 +382,13 @@ class StoredAssemblyResponse(BaseModel):
         description="Session mode: how the assembly served its model's next action, graded "
         "when that output was appended (the first model output after it, in the same unit); "
         "null until then.",
+    )
+    cache_outcome: CacheOutcome | None = Field(
+        default=None,
+        description="The provider's prompt-cache outcome against `cache.reused_prefix_tokens`, "
+        "classified when a usage report named this assembly (the latest report's): "
+        "`as_predicted`, `below_minimum`, `expired` (idle past the TTL), `evicted` (within it), "
+        "`more_than_predicted`; null until then.",
     )
 
 

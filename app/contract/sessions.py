@@ -57,6 +57,38 @@ class CompactionOptions(StrictModel):
         return self
 
 
+class CacheOptions(StrictModel):
+    """A session's prompt-cache terms where they differ from its model family's
+    (`docs/prompt-cache.md`): a longer TTL bought, a negotiated price, a model's own minimum."""
+
+    read_price: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        default=None, description="A cached input token's price, as a share of a fresh one's."
+    )
+    write_price: Annotated[float, Field(ge=0, le=10)] | None = Field(
+        default=None, description="Writing a token into the cache, as a share of fresh input."
+    )
+    ttl_seconds: Annotated[int, Field(gt=0, le=7 * 86_400), WHOLE_NUMBER] | None = Field(
+        default=None, description="How long the provider keeps an entry unused."
+    )
+    minimum_prefix: Annotated[int, Field(ge=0, le=1_000_000), WHOLE_NUMBER] | None = Field(
+        default=None, description="The shortest prefix the provider caches, in its tokens."
+    )
+    block: Annotated[int, Field(ge=1, le=1_000_000), WHOLE_NUMBER] | None = Field(
+        default=None, description="The granularity of a cache hit, in the provider's tokens."
+    )
+
+
+class CacheTermsBody(BaseModel):
+    """The prompt-cache terms the session is judged by: its model family's, with its own
+    `cache` overrides."""
+
+    read_price: float
+    write_price: float
+    ttl_seconds: int
+    minimum_prefix: int
+    block: int
+
+
 class CreateSessionRequest(RequestModel):
     session_id: SessionIdText | None = None
     encoding: Encoding | None = None
@@ -65,6 +97,7 @@ class CreateSessionRequest(RequestModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     hooks: SessionHooks = Field(default_factory=SessionHooks)
     compaction: CompactionOptions = Field(default_factory=CompactionOptions)
+    cache: CacheOptions = Field(default_factory=CacheOptions)
     recall_tool: bool = Field(
         default=True,
         description="Whether session-mode `/assemble` offers the recall tool in `tools` (a "
@@ -85,6 +118,7 @@ class SessionResponse(BaseModel):
     metadata: dict[str, Any]
     hooks: SessionHooks
     compaction: CompactionOptions
+    cache: CacheTermsBody
     recall_tool: bool = Field(description="Whether assemblies offer the recall tool.")
     """The session's watermarks in effect (its own, else the service's)."""
     tokenizer: TokenizerBody

@@ -190,6 +190,9 @@ class AssemblyRow(Base):
     """What its prompt prefix was built from (`app.domain.assemble.cache_break.PrefixState`),
     for the lineage's next assembly to name why the reused prefix broke; None before it was
     kept."""
+    cache_outcome: Mapped[str | None] = mapped_column(String(32))
+    """The class of the provider's prompt-cache outcome (`app.domain.prompt_cache`), once a
+    usage report names this assembly."""
     base_id: Mapped[int | None] = mapped_column(BigInteger)
     """The plan of the same lineage, stored whole, that this one's `response` and
     `fingerprints` are deltas against (`app.domain.json_delta`); None: they are stored whole."""

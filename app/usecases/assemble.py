@@ -68,7 +68,7 @@ from app.domain.manifest import manifest_contributions, manifest_from_document, 
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
 from app.metrics import record_assembly
 from app.settings import Settings
-from app.storage import plans, repository
+from app.storage import cache_outcomes, plans, repository
 from app.tokens import token_counter
 from app.tracing import annotate, stage
 from app.usecases.history import LoadedHistory, load_history, session_window
@@ -217,6 +217,7 @@ def stored_assembly(db: Session, *, tenant_id: int, assembly_id: str) -> dict[st
         "request": request,
         "response": {"assembly_id": assembly_id, **answer_of_row(db, row)},
         "grounding": row.grounding,
+        "cache_outcome": cache_outcomes.outcome_of(db, row),
     }
 
 

@@ -27,6 +27,7 @@ from app.domain.history import HistoryEntry
 from app.domain.items import Item
 from app.domain.json_encoding import encode_json
 from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY, NormalizeResult
+from app.domain.prompt_cache import CACHE_TERMS, CacheTerms
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.session_view import HistoryView, ViewSettings, active_columns, view_of
 from app.domain.truncation import TruncationPolicy
@@ -41,6 +42,7 @@ __all__ = [
     "LoadedHistory",
     "SessionColumns",
     "load_history",
+    "session_cache_terms",
     "session_watermarks",
     "session_window",
 ]
@@ -319,3 +321,10 @@ def session_window(settings: Settings, session: SessionColumns) -> SessionWindow
             usable=usable,
         ),
     )
+
+
+def session_cache_terms(session: SessionColumns, window: SessionWindow) -> CacheTerms:
+    """The prompt-cache terms the session is judged by: its model family's
+    (`app.domain.prompt_cache.CACHE_TERMS`) with its own `cache` overrides."""
+    overrides = session.attributes.get("cache", {})
+    return CACHE_TERMS[window.tokenizer.family].with_overrides(overrides)

@@ -4,19 +4,24 @@ axis, and, against the assembly the call sent, into the session's tokenizer cali
 
 from __future__ import annotations
 
+import math
+
 from sqlalchemy.orm import Session
 
 from app.contract.sessions import UsageRequest
 from app.domain.calibration import calibrate
 from app.domain.errors import AssemblyOfAnotherSession
+from app.domain.prompt_cache import CacheOutcome, classify_outcome
 from app.metrics import (
     record_cache_outcome,
     record_calibration,
     record_provider_usage,
 )
 from app.settings import Settings
-from app.storage import plans, repository
-from app.usecases.history import session_window
+from app.storage import cache_outcomes, plans, repository
+from app.storage.plans import StoredAssembly
+from app.storage.tables import SessionRow
+from app.usecases.history import session_cache_terms, session_window
 
 __all__ = ["report_usage"]
 
@@ -26,7 +31,8 @@ def report_usage(
 ) -> None:
     """Provider-reported usage, folded into the cache-status axis of the cost metrics. With an
     `assembly_id`, that assembly's predicted reused prefix is counted against the provider's
-    cached tokens too, under the call's unit and phase, else the assembly's; and its
+    cached tokens too, under the call's unit and phase, else the assembly's, and the outcome
+    classified and stored on the assembly (`app.domain.prompt_cache`); and its
     `input_tokens` calibrate the session's model of provider tokens (an overhead and a ratio
     per encoding token), once per assembly (see the session's `tokenizer`). An assembly made
     for another session, or for none, is a 409 `assembly_of_another_session`."""
@@ -53,9 +59,13 @@ def report_usage(
                 details=[{"loc": ["body", "assembly_id"], "msg": "assembly of another session"}],
             )
         unit, phase = unit or assembly.unit, phase or assembly.phase
+        predicted = assembly.response["cache"]["reused_prefix_tokens"]
+        outcome = _outcome(db, assembly, session, settings, predicted, body.cached_tokens)
+        cache_outcomes.record_outcome(db, assembly, outcome)
         record_cache_outcome(
-            predicted_tokens=assembly.response["cache"]["reused_prefix_tokens"],
+            predicted_tokens=predicted,
             actual_tokens=body.cached_tokens,
+            outcome=outcome,
             unit=unit,
             phase=phase,
             tenant=tenant_id,
@@ -82,6 +92,7 @@ def report_usage(
                     overhead=calibrated.overhead,
                     drift=observation.drift,
                 )
+        db.commit()  # the outcome, and the session's row lock when the report calibrated
     record_provider_usage(
         input_tokens=body.input_tokens,
         cached_tokens=body.cached_tokens,
@@ -89,4 +100,28 @@ def report_usage(
         unit=unit,
         phase=phase,
         tenant=tenant_id,
+    )
+
+
+def _outcome(
+    db: Session,
+    assembly: StoredAssembly,
+    session: SessionRow,
+    settings: Settings,
+    predicted: int,
+    cached: int,
+) -> CacheOutcome:
+    """The class of the provider's `cached` tokens against the assembly's `predicted` reused
+    prefix (in the session's encoding, converted to the provider's tokens by its tokenizer,
+    with and without its overhead), by the session's cache terms and the time since the
+    lineage's call before it."""
+    window = session_window(settings, session)
+    previous = cache_outcomes.previous_call_at(db, assembly)
+    tokenizer = window.tokenizer
+    least = math.floor(predicted * tokenizer.ratio)
+    return classify_outcome(
+        predicted=(least, tokenizer.provider_tokens(predicted) if predicted else 0),
+        cached=cached,
+        idle_seconds=None if previous is None else (assembly.created_at - previous).total_seconds(),
+        terms=session_cache_terms(session, window),
     )

@@ -61,7 +61,8 @@ def logged_as_sent(
 def usage_counters(metrics: str, *, unit: str) -> dict[str, float]:
     """From the service's `/metrics` text, `unit`'s usage counters: provider tokens by kind
     (`cached`, `uncached`, `output`), and the cache counters of usage reported against an
-    assembly (`contextd_cache_predicted_tokens_total`, `contextd_cache_actual_tokens_total`)."""
+    assembly (`contextd_cache_predicted_tokens_total`, `contextd_cache_actual_tokens_total`, the
+    outcomes and misses over their classes)."""
     counters: dict[str, float] = {}
     for family in text_string_to_metric_families(metrics):
         for sample in family.samples:
@@ -70,7 +71,8 @@ def usage_counters(metrics: str, *, unit: str) -> dict[str, float]:
             if sample.name == "contextd_provider_tokens_total":
                 counters[sample.labels["kind"]] = sample.value
             elif sample.name.startswith("contextd_cache_"):
-                counters[sample.name] = sample.value
+                # Summed over the other labels (the outcome counters' class).
+                counters[sample.name] = counters.get(sample.name, 0.0) + sample.value
     return counters
 
 

@@ -259,6 +259,8 @@ def test_usage_is_reported_against_the_assembly_each_call_was_given(
                 "output": sum(usage.output_tokens for usage in replay.usages),
                 "contextd_cache_actual_tokens_total": cached,
                 "contextd_cache_predicted_tokens_total": cached,
+                # Every report classified, each as predicted: no miss counted.
+                "contextd_cache_outcomes_total": len(replay.usages),
             }
             # Each report named the assembly its call was given: every one calibrated the
             # session once, and the fitted overhead is exactly what the model added to it.

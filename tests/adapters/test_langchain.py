@@ -332,12 +332,18 @@ def test_invoke_reports_each_calls_usage_against_the_assembly_it_was_given(
         ctx.get_assembly(each).response.cache.reused_prefix_tokens
         for each in assembly_log.assembly_ids
     )
+    # Each report classified and its class stored on its assembly; those below the prediction
+    # (the scripted provider caches less than contextd predicts) counted as misses too.
+    outcomes = [ctx.get_assembly(each).cache_outcome for each in assembly_log.assembly_ids]
+    misses = sum(outcome in ("below_minimum", "expired", "evicted") for outcome in outcomes)
     assert {kind: after[kind] - before.get(kind, 0.0) for kind in after} == {
         "cached": cached,
         "uncached": sum(usage["input_tokens"] for usage in usages) - cached,
         "output": sum(usage["output_tokens"] for usage in usages),
         "contextd_cache_actual_tokens_total": cached,
         "contextd_cache_predicted_tokens_total": predicted,
+        "contextd_cache_outcomes_total": len(outcomes),
+        **({"contextd_cache_misses_total": misses} if misses else {}),
     }
     # Each report named a distinct assembly of this session, so each calibrated it once.
     tokenizer = ctx.context_window(session_id).tokenizer

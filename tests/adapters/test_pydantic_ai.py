@@ -336,6 +336,8 @@ def test_each_calls_usage_is_reported_against_the_assembly_it_was_sent(
         "output": sum(map(output_tokens, script.turns)),
         "contextd_cache_actual_tokens_total": cached,
         "contextd_cache_predicted_tokens_total": cached,
+        # Every report classified, each as predicted: no miss counted.
+        "contextd_cache_outcomes_total": len(run.calls),
     }
     assert {kind: after[kind] - before.get(kind, 0.0) for kind in after} == reported
     # Each call's input tokens were its own assembly's tokens plus the overhead: the session's

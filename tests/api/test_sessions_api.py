@@ -39,6 +39,14 @@ def test_create_session_returns_attributes_and_is_idempotent(
         "metadata": {"a": 1},
         "hooks": {"pre_compact": None, "session_end": None, "failure_policy": "fail_open"},
         "compaction": {"high_watermark": 0.9, "low_watermark": 0.25},
+        # A model of no known family: the terms of an unknown provider.
+        "cache": {
+            "read_price": 0.1,
+            "write_price": 1.0,
+            "ttl_seconds": 300,
+            "minimum_prefix": 1024,
+            "block": 1,
+        },
         "recall_tool": True,
         # A model tiktoken does not know: the conservative default of an unknown tokenizer.
         "tokenizer": {

@@ -63,6 +63,9 @@ def test_sessions_and_the_raw_log(
         metadata={"team": "a"},
         hooks=models.SessionHooks(pre_compact=None, session_end=None, failure_policy="fail_open"),
         compaction=models.CompactionOptions(high_watermark=0.9, low_watermark=0.25),
+        cache=models.CacheTermsBody(
+            read_price=0.1, write_price=1.0, ttl_seconds=300, minimum_prefix=1024, block=128
+        ),
         recall_tool=True,
         tokenizer=models.TokenizerBody(
             family="openai", ratio=1.0, overhead_tokens=0.0, calibrated=False, samples=0, exact=True

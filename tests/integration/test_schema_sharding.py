@@ -189,9 +189,9 @@ def test_a_session_id_is_its_derived_key_and_a_colliding_name_is_refused(
 def test_a_usage_report_reads_its_plan_by_the_session_key(
     client: TestClient, session_id: str
 ) -> None:
-    """`POST /sessions/{id}/usage` knows its session: it reads the plan it names on that
-    session's shard only, and only a plan of another session is looked for everywhere (then
-    refused)."""
+    """`POST /sessions/{id}/usage` knows its session: it reads the plan it names, and its
+    lineage's call before it, on that session's shard only, and only a plan of another session
+    is looked for everywhere (then refused)."""
     other = f"{session_id}-other"
     for name in (session_id, other):
         assert client.post("/sessions", json={"session_id": name}).status_code == 201
@@ -207,8 +207,9 @@ def test_a_usage_report_reads_its_plan_by_the_session_key(
         routed = list(reads)
         reads.clear()
         refused = client.post(f"/sessions/{other}/usage", json=report)
-    assert len(routed) == 1
-    assert "assemblies.session_key = " in routed[0]
+    # The plan, and when its lineage's call before it was made (the cache outcome's idle time).
+    assert len(routed) == 2
+    assert all("assemblies.session_key = " in read for read in routed)
     assert refused.status_code == 409
     assert refused.json()["error"]["code"] == "assembly_of_another_session"
     # The routed miss, then the lookup everywhere that tells a plan of another session.

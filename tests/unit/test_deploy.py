@@ -157,6 +157,7 @@ def test_dashboard_names_only_exported_metrics() -> None:
         "contextd_calibration_drift_ratio_bucket",
         "contextd_plan_store_failures_total",
         "contextd_hook_calls_total",
+        "contextd_cache_outcomes_total",
     ):
         assert required in used, f"no dashboard panel uses {required}"
 
@@ -175,6 +176,7 @@ def test_dashboard_has_a_cache_economics_row() -> None:
         "Fresh tokens per call",
         "Compactions per 100 calls",
         "Predicted vs actual cached tokens (tokens/s)",
+        "Provider cache outcomes by class (reports/min)",
     ]
 
 

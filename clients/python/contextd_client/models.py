@@ -199,6 +199,89 @@ class CacheBreakpointBody(BaseModel):
     """
 
 
+ReadPrice = TypeAliasType("ReadPrice", Annotated[float, Field(ge=0.0, le=1.0, title="Read Price")])
+"""
+A cached input token's price, as a share of a fresh one's.
+"""
+
+
+WritePrice = TypeAliasType(
+    "WritePrice", Annotated[float, Field(ge=0.0, le=10.0, title="Write Price")]
+)
+"""
+Writing a token into the cache, as a share of fresh input.
+"""
+
+
+TtlSeconds = TypeAliasType(
+    "TtlSeconds", Annotated[int, Field(gt=0, le=604800, title="Ttl Seconds")]
+)
+"""
+How long the provider keeps an entry unused.
+"""
+
+
+MinimumPrefix = TypeAliasType(
+    "MinimumPrefix", Annotated[int, Field(ge=0, le=1000000, title="Minimum Prefix")]
+)
+"""
+The shortest prefix the provider caches, in its tokens.
+"""
+
+
+Block = TypeAliasType("Block", Annotated[int, Field(ge=1, le=1000000, title="Block")])
+"""
+The granularity of a cache hit, in the provider's tokens.
+"""
+
+
+class CacheOptions(BaseModel):
+    """
+    A session's prompt-cache terms where they differ from its model family's
+    (`docs/prompt-cache.md`): a longer TTL bought, a negotiated price, a model's own minimum.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    read_price: Annotated[ReadPrice | None, Field(title="Read Price")] = None
+    """
+    A cached input token's price, as a share of a fresh one's.
+    """
+    write_price: Annotated[WritePrice | None, Field(title="Write Price")] = None
+    """
+    Writing a token into the cache, as a share of fresh input.
+    """
+    ttl_seconds: Annotated[TtlSeconds | None, Field(title="Ttl Seconds")] = None
+    """
+    How long the provider keeps an entry unused.
+    """
+    minimum_prefix: Annotated[MinimumPrefix | None, Field(title="Minimum Prefix")] = None
+    """
+    The shortest prefix the provider caches, in its tokens.
+    """
+    block: Annotated[Block | None, Field(title="Block")] = None
+    """
+    The granularity of a cache hit, in the provider's tokens.
+    """
+
+
+class CacheTermsBody(BaseModel):
+    """
+    The prompt-cache terms the session is judged by: its model family's, with its own
+    `cache` overrides.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    read_price: Annotated[float, Field(title="Read Price")]
+    write_price: Annotated[float, Field(title="Write Price")]
+    ttl_seconds: Annotated[int, Field(title="Ttl Seconds")]
+    minimum_prefix: Annotated[int, Field(title="Minimum Prefix")]
+    block: Annotated[int, Field(title="Block")]
+
+
 SourceClass = TypeAliasType(
     "SourceClass",
     Annotated[
@@ -1311,6 +1394,7 @@ class CreateSessionRequest(BaseModel):
     metadata: Annotated[dict[str, Any] | None, Field(title="Metadata")] = None
     hooks: SessionHooks | None = None
     compaction: CompactionOptions | None = None
+    cache: CacheOptions | None = None
     recall_tool: Annotated[bool, Field(title="Recall Tool")] = True
     """
     Whether session-mode `/assemble` offers the recall tool in `tools` (a request's own `recall_tool` overrides it).
@@ -1456,6 +1540,7 @@ class SessionDetailResponse(BaseModel):
     metadata: Annotated[dict[str, Any], Field(title="Metadata")]
     hooks: SessionHooks
     compaction: CompactionOptions
+    cache: CacheTermsBody
     recall_tool: Annotated[bool, Field(title="Recall Tool")]
     """
     Whether assemblies offer the recall tool.
@@ -1489,6 +1574,7 @@ class SessionResponse(BaseModel):
     metadata: Annotated[dict[str, Any], Field(title="Metadata")]
     hooks: SessionHooks
     compaction: CompactionOptions
+    cache: CacheTermsBody
     recall_tool: Annotated[bool, Field(title="Recall Tool")]
     """
     Whether assemblies offer the recall tool.
@@ -1673,4 +1759,12 @@ class StoredAssemblyResponse(BaseModel):
     grounding: NextActionGrounding | None = None
     """
     Session mode: how the assembly served its model's next action, graded when that output was appended (the first model output after it, in the same unit); null until then.
+    """
+    cache_outcome: Annotated[
+        Literal["as_predicted", "below_minimum", "expired", "evicted", "more_than_predicted"]
+        | None,
+        Field(title="Cache Outcome"),
+    ] = None
+    """
+    The provider's prompt-cache outcome against `cache.reused_prefix_tokens`, classified when a usage report named this assembly (the latest report's): `as_predicted`, `below_minimum`, `expired` (idle past the TTL), `evicted` (within it), `more_than_predicted`; null until then.
     """

@@ -83,6 +83,47 @@ class CacheBreakpointBody(TypedDict):
     """
 
 
+class CacheOptions(TypedDict):
+    """
+    A session's prompt-cache terms where they differ from its model family's
+    (`docs/prompt-cache.md`): a longer TTL bought, a negotiated price, a model's own minimum.
+    """
+
+    read_price: NotRequired[float | None]
+    """
+    A cached input token's price, as a share of a fresh one's.
+    """
+    write_price: NotRequired[float | None]
+    """
+    Writing a token into the cache, as a share of fresh input.
+    """
+    ttl_seconds: NotRequired[int | None]
+    """
+    How long the provider keeps an entry unused.
+    """
+    minimum_prefix: NotRequired[int | None]
+    """
+    The shortest prefix the provider caches, in its tokens.
+    """
+    block: NotRequired[int | None]
+    """
+    The granularity of a cache hit, in the provider's tokens.
+    """
+
+
+class CacheTermsBody(TypedDict):
+    """
+    The prompt-cache terms the session is judged by: its model family's, with its own
+    `cache` overrides.
+    """
+
+    read_price: float
+    write_price: float
+    ttl_seconds: int
+    minimum_prefix: int
+    block: int
+
+
 class CandidateSpec(TypedDict):
     """
     One candidate: `id` and exactly one of `content` and `item` (the schema's `if`);
@@ -839,6 +880,7 @@ class CreateSessionRequest(TypedDict):
     metadata: NotRequired[dict[str, Any]]
     hooks: NotRequired[SessionHooks]
     compaction: NotRequired[CompactionOptions]
+    cache: NotRequired[CacheOptions]
     recall_tool: NotRequired[bool]
     """
     Whether session-mode `/assemble` offers the recall tool in `tools` (a request's own `recall_tool` overrides it).
@@ -935,6 +977,7 @@ class SessionDetailResponse(TypedDict):
     metadata: dict[str, Any]
     hooks: SessionHooks
     compaction: CompactionOptions
+    cache: CacheTermsBody
     recall_tool: bool
     """
     Whether assemblies offer the recall tool.
@@ -965,6 +1008,7 @@ class SessionResponse(TypedDict):
     metadata: dict[str, Any]
     hooks: SessionHooks
     compaction: CompactionOptions
+    cache: CacheTermsBody
     recall_tool: bool
     """
     Whether assemblies offer the recall tool.
@@ -1131,4 +1175,10 @@ class StoredAssemblyResponse(TypedDict):
     grounding: NotRequired[NextActionGrounding | None]
     """
     Session mode: how the assembly served its model's next action, graded when that output was appended (the first model output after it, in the same unit); null until then.
+    """
+    cache_outcome: NotRequired[
+        Literal["as_predicted", "below_minimum", "expired", "evicted", "more_than_predicted"] | None
+    ]
+    """
+    The provider's prompt-cache outcome against `cache.reused_prefix_tokens`, classified when a usage report named this assembly (the latest report's): `as_predicted`, `below_minimum`, `expired` (idle past the TTL), `evicted` (within it), `more_than_predicted`; null until then.
     """

@@ -861,6 +861,55 @@ export interface components {
             block: number;
         };
         /**
+         * CacheOptions
+         * @description A session's prompt-cache terms where they differ from its model family's
+         *     (`docs/prompt-cache.md`): a longer TTL bought, a negotiated price, a model's own minimum.
+         */
+        CacheOptions: {
+            /**
+             * Read Price
+             * @description A cached input token's price, as a share of a fresh one's.
+             */
+            read_price?: number | null;
+            /**
+             * Write Price
+             * @description Writing a token into the cache, as a share of fresh input.
+             */
+            write_price?: number | null;
+            /**
+             * Ttl Seconds
+             * @description How long the provider keeps an entry unused.
+             */
+            ttl_seconds?: number | null;
+            /**
+             * Minimum Prefix
+             * @description The shortest prefix the provider caches, in its tokens.
+             */
+            minimum_prefix?: number | null;
+            /**
+             * Block
+             * @description The granularity of a cache hit, in the provider's tokens.
+             */
+            block?: number | null;
+        };
+        /**
+         * CacheTermsBody
+         * @description The prompt-cache terms the session is judged by: its model family's, with its own
+         *     `cache` overrides.
+         */
+        CacheTermsBody: {
+            /** Read Price */
+            read_price: number;
+            /** Write Price */
+            write_price: number;
+            /** Ttl Seconds */
+            ttl_seconds: number;
+            /** Minimum Prefix */
+            minimum_prefix: number;
+            /** Block */
+            block: number;
+        };
+        /**
          * CandidateSpec
          * @description One candidate: `id` and exactly one of `content` and `item` (the schema's `if`);
          *     any other field may be left out. `source_class` defaults to the source's name.
@@ -1248,6 +1297,7 @@ export interface components {
             };
             hooks?: components["schemas"]["SessionHooks"];
             compaction?: components["schemas"]["CompactionOptions"];
+            cache?: components["schemas"]["CacheOptions"];
             /**
              * Recall Tool
              * @description Whether session-mode `/assemble` offers the recall tool in `tools` (a request's own `recall_tool` overrides it).
@@ -2041,6 +2091,7 @@ export interface components {
             };
             hooks: components["schemas"]["SessionHooks"];
             compaction: components["schemas"]["CompactionOptions"];
+            cache: components["schemas"]["CacheTermsBody"];
             /**
              * Recall Tool
              * @description Whether assemblies offer the recall tool.
@@ -2107,6 +2158,7 @@ export interface components {
             };
             hooks: components["schemas"]["SessionHooks"];
             compaction: components["schemas"]["CompactionOptions"];
+            cache: components["schemas"]["CacheTermsBody"];
             /**
              * Recall Tool
              * @description Whether assemblies offer the recall tool.
@@ -2146,6 +2198,11 @@ export interface components {
             response: components["schemas"]["AssembleResponse"];
             /** @description Session mode: how the assembly served its model's next action, graded when that output was appended (the first model output after it, in the same unit); null until then. */
             grounding?: components["schemas"]["NextActionGrounding"] | null;
+            /**
+             * Cache Outcome
+             * @description The provider's prompt-cache outcome against `cache.reused_prefix_tokens`, classified when a usage report named this assembly (the latest report's): `as_predicted`, `below_minimum`, `expired` (idle past the TTL), `evicted` (within it), `more_than_predicted`; null until then.
+             */
+            cache_outcome?: ("as_predicted" | "below_minimum" | "expired" | "evicted" | "more_than_predicted") | null;
         };
         /**
          * TokenizerBody

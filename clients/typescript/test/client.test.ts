@@ -77,6 +77,7 @@ describe("ContextdClient", () => {
       metadata: { team: "a" },
       hooks: { pre_compact: null, session_end: null, failure_policy: "fail_open" },
       compaction: { high_watermark: 0.9, low_watermark: 0.25 },
+      cache: { read_price: 0.1, write_price: 1.0, ttl_seconds: 300, minimum_prefix: 1024, block: 128 },
       recall_tool: true,
       tokenizer: {
         family: "openai",
