@@ -255,6 +255,8 @@ describe("Vercel AI SDK adapter", () => {
       output: sum((usage) => usage.output),
       contextd_cache_actual_tokens_total: cached,
       contextd_cache_predicted_tokens_total: cached,
+      // Every report classified, each as predicted: no miss counted.
+      contextd_cache_outcomes_total: replay.usages.length,
     });
     const { tokenizer } = await session.client.contextWindow(session.sessionId);
     expect([tokenizer.overhead_tokens, tokenizer.samples]).toEqual([OVERHEAD, replay.usages.length]);

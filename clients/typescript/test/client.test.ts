@@ -236,6 +236,7 @@ describe("ContextdClient", () => {
       request: stored.request,
       response: assembly,
       grounding: stored.grounding,
+      cache_outcome: null, // no usage reported against it yet
     });
     const replayed = await ctx.replayAssembly(assembly.assembly_id, {
       overrides: { drop_sources: ["notes"] },

@@ -85,7 +85,7 @@ export function loadScript(turns?: number): Script {
 }
 
 /** `unit`'s usage counters in the service's `/metrics` text: provider tokens by kind, and the
- * cache counters of usage reported against an assembly. */
+ * cache counters of usage reported against an assembly (the outcomes over their classes). */
 export function usageCounters(metrics: string, unit: string): Record<string, number> {
   const counters: Record<string, number> = {};
   for (const line of metrics.split("\n")) {
@@ -103,7 +103,8 @@ export function usageCounters(metrics: string, unit: string): Record<string, num
     if (name === "contextd_provider_tokens_total") {
       counters[String(labels.kind)] = Number(value);
     } else if (name?.startsWith("contextd_cache_")) {
-      counters[name] = Number(value);
+      // Summed over the other labels (the outcome counters' class).
+      counters[name] = (counters[name] ?? 0) + Number(value);
     }
   }
   return counters;
