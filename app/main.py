@@ -28,6 +28,7 @@ from app.api.deps import TenantCache
 from app.api.errors import install_error_handlers
 from app.api.links import install_links
 from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
+from app.clock import Clock, system_clock
 from app.hooks import HookCaller
 from app.settings import Settings
 from app.storage.database import (
@@ -62,7 +63,9 @@ def _settle_heap() -> None:
     gc.set_threshold(YOUNG_GENERATION_THRESHOLD, middle, oldest)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, clock: Clock = system_clock) -> FastAPI:
+    """The service on `settings` (default: from the environment), reading the time from
+    `clock`."""
     settings = settings or Settings()
     engine = create_db_engine(settings)
     instrument(engine)
@@ -101,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         telemetry=telemetry_config(),
     )
     app.state.settings = settings
+    app.state.clock = clock
     app.state.engine = engine
     app.state.session_factory = session_factory
     app.state.loop_pool = loop_pool

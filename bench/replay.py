@@ -5,8 +5,9 @@ window is `WINDOW_SHARE` of the run's tokens (at least `MIN_WINDOW`); its `conte
 model window whose usable part (less the server's output reserve) that is.
 The goal is the run's first user message. Before every run of model-output items (what the model
 produced in one call: assistant messages, reasoning, tool calls), the items since the previous
-call are appended, session-mode `/assemble` answers, and `/compact` runs with the recommended
-strategy whenever `advice.should_compact`.
+call are appended and session-mode `/assemble` answers; whenever `advice.should_compact`,
+`/compact` runs with the recommended strategy and `/assemble` answers again (as
+`contextd_client`'s runtime does), and that context is what the call sends.
 
 Per call, from the `messages` a provider would receive (Responses form):
 - input: tokens of every message's visible text (o200k_base);
@@ -26,9 +27,15 @@ Per call, from the `messages` a provider would receive (Responses form):
 
 In the same run, two baselines over the same calls: the whole normalized history (no management),
 and LangChain's `trim_messages` (strategy `last`, `include_system`, `start_on="human"`) to the
-usable window. Configurations: a runtime that follows the advice; one that never compacts (what
-session-mode assembly's stable cuts make of an overflowing history); and the realistic profile,
-every run concatenated into one session under a 128k window, following the advice.
+usable window. Configurations: a runtime that follows the advice; the same with advice blind to
+the cache (weighed by tokens alone, as before the advice priced it); one that never compacts
+(what session-mode assembly's stable cuts make of an overflowing history); the realistic
+profile, every run concatenated into one session under a 128k window, following the advice;
+and the first two again with idle gaps injected.
+
+Every call is also served by a simulated provider cache on the replay's clock
+(`bench.provider_cache`): its cost in the provider's terms, the service's predicted reuse
+against it, and the service's class of each call it served less than predicted.
 Run: `make bench` (or `.venv/bin/python -m bench.replay [DIR ...]`).
 """
 
@@ -45,6 +52,7 @@ from typing import Any
 
 import httpx
 import orjson
+from fastapi.testclient import TestClient
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -71,8 +79,23 @@ from app.domain.items import (
     visible_text,
 )
 from app.domain.normalize import find_pairing_violations, normalize_history
+from app.main import create_app
+from app.settings import Settings
 from app.tokens import token_counter
-from bench.common import TRAJECTORIES, bench_database, running_server
+from bench.common import TRAJECTORIES, bench_database
+from bench.provider_cache import (
+    BLIND,
+    CACHE_HEADER,
+    CACHE_LEGEND,
+    PAUSE_EVERY,
+    PAUSE_SECONDS,
+    PROVIDER,
+    CacheTally,
+    SimulatedClock,
+    SimulatedProvider,
+    Timing,
+    session_terms,
+)
 
 WINDOW_SHARE = 0.3
 MIN_WINDOW = 4_000
@@ -80,6 +103,9 @@ DEFAULT_RESERVE = 16_000
 CACHED_PRICE = 0.1
 
 count_tokens = token_counter("o200k_base")
+
+Client = httpx.Client | TestClient
+"""The service over HTTP, or in this process."""
 
 
 def call_points(items: Sequence[Item]) -> list[int]:
@@ -282,6 +308,7 @@ class RunResult:
     managed: Tally
     whole: Tally
     trimmed: Tally
+    served: CacheTally
 
 
 def share_window(items: Sequence[Item]) -> tuple[int, int]:
@@ -308,7 +335,7 @@ def concatenated(runs: dict[str, list[Item]]) -> list[Item]:
 class FactLog:
     """A session's raw log as the replay has read it, and the recall of what a context elides."""
 
-    client: httpx.Client
+    client: Client
     session_id: str
     texts: dict[int, str] = field(default_factory=dict)
     read_up_to: int = 0
@@ -361,28 +388,60 @@ class FactLog:
         return found
 
 
+def context_to_send(
+    client: Client, session_id: str, *, follow_advice: bool, tally: Tally
+) -> dict[str, Any]:
+    """The assembly a runtime sends, as `contextd_client`'s runtime makes it: when the advice
+    says to compact (and the runtime follows it), it compacts with the recommended strategy
+    first, then assembles again if the compaction applied."""
+    answer = client.post("/assemble", json={"session_id": session_id})
+    answer.raise_for_status()
+    body: dict[str, Any] = answer.json()
+    advice = body["advice"]
+    if follow_advice and advice["should_compact"] and advice["recommended_strategy"]:
+        compacted = client.post(
+            "/compact", json={"session_id": session_id, "strategy": advice["recommended_strategy"]}
+        )
+        compacted.raise_for_status()
+        if compacted.status_code == 201:  # else the context already made is the one sent
+            tally.compactions += 1
+            answer = client.post("/assemble", json={"session_id": session_id})
+            answer.raise_for_status()
+            body = answer.json()
+    return body
+
+
 def replay(
-    client: httpx.Client,
+    client: Client,
     name: str,
     items: list[Item],
     *,
     window: int,
     context_window: int,
+    timing: Timing,
     follow_advice: bool = True,
 ) -> RunResult:
     history = normalize_history(items, count_tokens=count_tokens).items
     goal = next(visible_text(i) for i in history if i.get("role") == "user")
     session_id = f"replay-{follow_advice:d}-{context_window}-{name}"[:200]
     client.post(
-        "/sessions", json={"session_id": session_id, "context_window": context_window}
+        "/sessions",
+        json={
+            "session_id": session_id,
+            "context_window": context_window,
+            "cache": dict(timing.session_cache),
+        },
     ).raise_for_status()
     client.put(f"/sessions/{session_id}/goal", json={"text": goal}).raise_for_status()
     managed, whole, trimmed = Tally(), Tally(), Tally()
+    provider, served = SimulatedProvider(), CacheTally()
     log = FactLog(client, session_id)
     appended = 0
     before = ""  # the text of the items before the call
     assembly_ids: list[str] = []
-    for point in call_points(items):
+    missed: dict[str, bool] = {}
+    for number, point in enumerate(call_points(items)):
+        timing.before_call(number)
         if point > appended:
             batch = {"items": items[appended:point], "idempotency_key": f"{session_id}-{point}"}
             client.post(f"/sessions/{session_id}/items", json=batch).raise_for_status()
@@ -392,10 +451,18 @@ def replay(
             appended = point
         end = next((n for n in range(point, len(items)) if not is_model_output(items[n])), None)
         needed = needed_identifiers(items_text(items[point:end]), history=before, goal=goal)
-        answer = client.post("/assemble", json={"session_id": session_id})
-        answer.raise_for_status()
-        body = answer.json()
+        body = context_to_send(client, session_id, follow_advice=follow_advice, tally=managed)
         assembly_ids.append(body["assembly_id"])
+        call = provider.call(
+            body["messages"], [i["tokens"] for i in body["items"]], at=timing.seconds
+        )
+        predicted = body["cache"]["reused_prefix_tokens"]
+        served.call(call, predicted=predicted, terms=provider.terms)
+        client.post(
+            f"/sessions/{session_id}/usage",
+            json={"assembly_id": body["assembly_id"], "cached_tokens": call.cached},
+        ).raise_for_status()
+        missed[body["assembly_id"]] = call.cached < predicted
         # A server that does not list what it elides yet elides nothing as far as this can tell.
         elided: list[dict[str, Any]] = body.get("elided", [])
         shown = items_text(body["messages"])
@@ -434,14 +501,6 @@ def replay(
             window=window,
             grounding=ground(needed, shown=items_text(kept), elided=()),
         )
-        advice = body["advice"]
-        if follow_advice and advice["should_compact"] and advice["recommended_strategy"]:
-            compacted = client.post(
-                "/compact",
-                json={"session_id": session_id, "strategy": advice["recommended_strategy"]},
-            )
-            compacted.raise_for_status()
-            managed.compactions += compacted.status_code == 201
     # The last call's output too, so that the service grades every call.
     if items[appended:]:
         rest = {"items": items[appended:], "idempotency_key": f"{session_id}-end"}
@@ -450,7 +509,8 @@ def replay(
         stored = client.get(f"/assemblies/{assembly_id}")
         stored.raise_for_status()
         managed.grade(stored.json().get("grounding"))
-    return RunResult(name, window, managed, whole, trimmed)
+        served.classified(stored.json().get("cache_outcome"), missed=missed[assembly_id])
+    return RunResult(name, window, managed, whole, trimmed, served)
 
 
 def load_runs(directories: Sequence[Path]) -> dict[str, list[Item]]:
@@ -466,17 +526,23 @@ def load_runs(directories: Sequence[Path]) -> dict[str, list[Item]]:
 def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
     print(f"\n{label}\n{HEADER}")
     totals = {"contextd": Tally(), "whole history": Tally(), "trim_messages(last)": Tally()}
+    served = CacheTally()
     for result in results:
         if verbose:
             print(result.managed.row(f"  {result.name[:40]} ({result.window:,})"))
         totals["contextd"].add(result.managed)
         totals["whole history"].add(result.whole)
         totals["trim_messages(last)"].add(result.trimmed)
+        served.add(result.served)
     for name, tally in totals.items():
         print(tally.row(name))
     breaks = totals["contextd"].breaks
     causes = ", ".join(f"{cause} {count}" for cause, count in sorted(breaks.items()))
     print(f"prefix breaks contextd named: {sum(breaks.values())} ({causes or 'none'})")
+    print(CACHE_HEADER)
+    for result in results if verbose else ():
+        print(result.served.row(f"  {result.name[:40]} ({result.window:,})"))
+    print(served.row("contextd"))
     print(GROUNDING_HEADER)
     for result in results if verbose else ():
         run = f"  {result.name[:40]} ({result.window:,})"
@@ -488,44 +554,83 @@ def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
 PROFILE_WINDOW = 128_000
 
 
-def main(argv: Sequence[str]) -> None:
-    runs = load_runs([Path(a) for a in argv])
-    windows = {name: share_window(items) for name, items in runs.items()}
+@dataclass(frozen=True)
+class Configuration:
+    label: str
+    runs: dict[str, list[Item]]
+    follow: bool
+    verbose: bool = False
+    pauses: bool = False
+    session_cache: Mapping[str, Any] = field(default_factory=lambda: session_terms(PROVIDER))
+
+
+def configurations(runs: dict[str, list[Item]]) -> list[Configuration]:
     share = f"usable window {WINDOW_SHARE:.0%} of each run's tokens (at least {MIN_WINDOW:,})"
-    configurations: list[tuple[str, dict[str, list[Item]], bool, bool]] = [
-        (f"{len(runs)} runs, {share}, following the advice", runs, True, True),
-        (f"{len(runs)} runs, {share}, never compacting", runs, False, False),
-        (
+    paused = f"a {PAUSE_SECONDS / 60:.0f}-minute pause every {PAUSE_EVERY} calls"
+    return [
+        Configuration(f"{len(runs)} runs, {share}, following the advice", runs, True, True),
+        Configuration(
+            f"{len(runs)} runs, {share}, following advice blind to the cache",
+            runs,
+            True,
+            session_cache=BLIND,
+        ),
+        Configuration(f"{len(runs)} runs, {share}, never compacting", runs, False),
+        Configuration(
             f"the {len(runs)} runs as one session, a {PROFILE_WINDOW:,} window",
             {"all-runs": concatenated(runs)},
             True,
-            False,
+        ),
+        Configuration(f"{len(runs)} runs, {paused}, following the advice", runs, True, True, True),
+        Configuration(
+            f"{len(runs)} runs, {paused}, following advice blind to the cache",
+            runs,
+            True,
+            pauses=True,
+            session_cache=BLIND,
         ),
     ]
-    print(GROUNDING_LEGEND)
-    for label, chosen, follow, verbose in configurations:
-        with (
-            bench_database("contextd_bench_replay") as url,
-            running_server(url, env={}) as base,
-            httpx.Client(base_url=base, timeout=120) as client,
-        ):
-            results = []
-            for name, items in chosen.items():
-                window, context_window = windows.get(
+
+
+def run_configuration(
+    configuration: Configuration, windows: Mapping[str, tuple[int, int]]
+) -> list[RunResult]:
+    """Every run of `configuration` on a fresh database, the service in this process on the
+    replay's clock."""
+    clock = SimulatedClock()
+    with (
+        bench_database("contextd_bench_replay") as url,
+        TestClient(create_app(Settings(database_url=url, api_keys=[]), clock=clock)) as client,
+    ):
+        timing = Timing(clock, configuration.pauses, configuration.session_cache)
+        results = []
+        for name, items in configuration.runs.items():
+            window, context_window = windows.get(
+                name, (PROFILE_WINDOW - min(DEFAULT_RESERVE, PROFILE_WINDOW // 2), PROFILE_WINDOW)
+            )
+            results.append(
+                replay(
+                    client,
                     name,
-                    (PROFILE_WINDOW - min(DEFAULT_RESERVE, PROFILE_WINDOW // 2), PROFILE_WINDOW),
+                    items,
+                    window=window,
+                    context_window=context_window,
+                    timing=timing,
+                    follow_advice=configuration.follow,
                 )
-                results.append(
-                    replay(
-                        client,
-                        name,
-                        items,
-                        window=window,
-                        context_window=context_window,
-                        follow_advice=follow,
-                    )
-                )
-        report(label, results, verbose=verbose)
+            )
+            clock.advance(PAUSE_SECONDS)  # the next run finds nothing of this one cached
+    return results
+
+
+def main(argv: Sequence[str]) -> None:
+    runs = load_runs([Path(a) for a in argv])
+    windows = {name: share_window(items) for name, items in runs.items()}
+    print(GROUNDING_LEGEND)
+    print(CACHE_LEGEND)
+    for configuration in configurations(runs):
+        results = run_configuration(configuration, windows)
+        report(configuration.label, results, verbose=configuration.verbose)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import time
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import AppSettings, Db, JsonBody, RawBody, TenantId
+from app.api.deps import AppSettings, Db, JsonBody, Now, RawBody, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.api.responses import AnswerThenFinish, json_response
@@ -44,6 +44,7 @@ def assemble(
     tenant_id: TenantId,
     db: Db,
     settings: AppSettings,
+    now: Now,
 ) -> Response:
     """Selects, places and accounts one context, and stores its plan under `assembly_id`
     (see `app.storage.plans` for when the plan is written). The cost metrics are recorded just
@@ -54,7 +55,7 @@ def assemble(
     value = parsed if isinstance(parsed, dict) else decode_json(raw)
     received = ReceivedRequest(body=raw, value=value)
     stored = assembly.assemble(
-        db, tenant_id=tenant_id, request=body, received=received, settings=settings
+        db, tenant_id=tenant_id, request=body, received=received, settings=settings, now=now
     )
     ASSEMBLY_LATENCY.observe(
         time.perf_counter() - started, exemplar=exemplar(assembly_id=stored.assembly_id)
@@ -78,8 +79,13 @@ def get_assembly(assembly_id: str, tenant_id: TenantId, db: Db) -> Response:
     responses=rule_responses("duplicate_candidate_ids", "unstorable_value"),
 )
 def replay_assembly(
-    assembly_id: str, body: ReplayRequest, tenant_id: TenantId, db: Db, settings: AppSettings
+    assembly_id: str,
+    body: ReplayRequest,
+    tenant_id: TenantId,
+    db: Db,
+    settings: AppSettings,
+    now: Now,
 ) -> ReplayResponse:
     return assembly.replay(
-        db, tenant_id=tenant_id, assembly_id=assembly_id, request=body, settings=settings
+        db, tenant_id=tenant_id, assembly_id=assembly_id, request=body, settings=settings, now=now
     )

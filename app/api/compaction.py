@@ -4,9 +4,11 @@ through `app.usecases.compact`; the reads weigh the loaded history against the s
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
 
-from app.api.deps import AppSettings, Db, Hooks, TenantId
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.deps import AppSettings, Db, Hooks, Now, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.contract.common import TokenizerBody
@@ -21,7 +23,7 @@ from app.contract.compaction import (
 from app.domain.assemble import HISTORY_SOURCE
 from app.storage import repository
 from app.usecases import compact as compaction
-from app.usecases.history import load_history, session_window
+from app.usecases.history import advice_now, load_history, session_window
 
 router = APIRouter(route_class=JsonRoute, tags=["compaction"], responses=ERROR_RESPONSES)
 
@@ -53,11 +55,22 @@ def compact(
 
 @router.get("/sessions/{session_id}/compaction-advice", response_model=AdviceResponse)
 def compaction_advice(
-    session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
+    session_id: str,
+    tenant_id: TenantId,
+    db: Db,
+    settings: AppSettings,
+    now: Now,
+    unit: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="The lineage whose prompt cache prices the advice (default: the "
+            "session's unit).",
+        ),
+    ] = None,
 ) -> AdviceResponse:
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    window = session_window(settings, session)
-    advice = load_history(db, session).advice(window)
+    advice, window = advice_now(db, session, settings, now=now, unit=unit)
     tokenizer = window.tokenizer
     return AdviceResponse(
         **advice.as_dict(),

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Annotated, Any
 
 import anyio
@@ -25,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.api.json_body import parsed_body
 from app.api.responses import after_answer_limiter
+from app.clock import Clock
 from app.domain.errors import Unauthorized
 from app.domain.ids import hash_api_key
 from app.hooks import HookCaller
@@ -46,6 +48,12 @@ def settings_of(request: Request) -> Settings:
 async def get_settings(request: Request) -> Settings:
     """A coroutine so that FastAPI does not hand this attribute read to the threadpool."""
     return settings_of(request)
+
+
+async def get_now(request: Request) -> datetime:
+    """The time by the service's clock (`app.clock`) when the request is handled."""
+    clock: Clock = request.app.state.clock
+    return clock()
 
 
 async def get_hook_caller(request: Request) -> HookCaller:
@@ -280,3 +288,4 @@ JsonBody = Annotated[Any, Depends(get_json_body)]
 TenantId = Annotated[int, Depends(get_tenant)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 Hooks = Annotated[HookCaller, Depends(get_hook_caller)]
+Now = Annotated[datetime, Depends(get_now)]

@@ -204,12 +204,50 @@ class PrefixBreakBody(BaseModel):
     detail: str = Field(description="What changed, in words, with the seqs or versions.")
 
 
+class AdviceCacheBody(BaseModel):
+    """What compacting now (to the recommended strategy's product) would save and cost, given
+    the lineage's prompt cache, in fresh input tokens (a fresh input token costs 1)."""
+
+    state: Literal["warm", "cold", "empty"] = Field(
+        description="`warm`: the provider still holds the lineage's prefix; `cold`: the "
+        "lineage's last call came longer ago than the TTL; `empty`: no call yet, or the context "
+        "is below the provider's minimum cacheable prefix."
+    )
+    idle_seconds: float | None = Field(
+        description="Seconds since the lineage's last call (null: it had none)."
+    )
+    ttl_seconds: int = Field(description="The session's cache TTL (its `cache` terms).")
+    horizon_calls: int = Field(
+        description="The calls the compaction is priced over: until the compacted context "
+        "grows back to the high watermark at the recent rate per call."
+    )
+    reduction_tokens: int = Field(description="Tokens the compaction would take off the context.")
+    saving: float = Field(
+        description="The reduction not sent on those calls: at the read price, or at the write "
+        "price on the first call when the cache holds nothing."
+    )
+    cost: float = Field(
+        description="The cached prefix thrown away: the compacted context written at the write "
+        "price where it would have been read at the read price (0 when the cache is not warm)."
+    )
+    at_least_tokens: int | None = Field(
+        description="The least reduction whose saving meets the cost: a compaction that a "
+        "signal alone advises is not advised below it (null: no reduction does, as when "
+        "cached tokens cost nothing)."
+    )
+
+
 class AdviceBody(BaseModel):
     should_compact: bool
     pressure: float
     reasons: list[dict[str, Any]]
     turns_until_full: int | None = None
     recommended_strategy: str | None = None
+    cache: AdviceCacheBody | None = Field(
+        default=None,
+        description="The compaction priced by the lineage's prompt cache (null: not priced, as "
+        "for a stateless call).",
+    )
 
 
 class CacheBreakpointBody(BaseModel):

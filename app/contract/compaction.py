@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.contract.assembly import AdviceCacheBody
 from app.contract.common import (
     HOOK_OUTCOMES,
     WHOLE_NUMBER,
@@ -164,6 +165,9 @@ class AdviceResponse(BaseModel):
     reasons: list[dict[str, Any]]
     turns_until_full: int | None
     recommended_strategy: str | None
+    cache: AdviceCacheBody | None = Field(
+        description="The compaction priced by the lineage's prompt cache."
+    )
     active_tokens: int = Field(
         description="Exact tokens the pressure weighs: the history without state fragments "
         "and the pinned state (goal, its restatement, world state)."

@@ -13,13 +13,19 @@ Invariants:
   `window_pressure` (pressure ≥ high watermark), `repeated_error` (one error signature in at
   least three of the recent tool outputs), `repeated_question` (one user text, normalized, asked
   at least twice), `phase_change` (the last phase differs from the previous non-null phase),
-  `growth` (the next turn, at the recent rate per model call, fills the window) and
-  `history_cut` (added by assembly when the history no longer fit and its oldest part was cut).
-- `should_compact` is true under window pressure; on any other signal only once the window is
-  at least half full and, after a compaction, only once the history has grown since by the span
-  between the watermarks: a compaction costs a prompt-cache rewrite, so one is never advised
-  right after another unless the history is back at the high watermark (its product itself
-  does not fit).
+  `growth` (the next turn, at the recent rate per model call, fills the window),
+  `history_cut` (added by assembly when the history no longer fit and its oldest part was cut)
+  and `cache_cold` (the provider's cache expired since the lineage's last call, so a compaction
+  throws nothing cached away, and it would take at least `COLD_REDUCTION_SHARE` of the span
+  between the watermarks off the context).
+- Priced when the lineage's cache is known (`cache`): `Advice.price` says what compacting to
+  the recommended strategy's product now saves and costs (`app.domain.prompt_cache`).
+- `should_compact` is true under window pressure or a cold cache; on any other signal only
+  once the window is at least half full, only if the compaction saves at least what it costs
+  (unless the window fills on the next turn anyway) and, after a compaction, only once the
+  history has grown since by the span between the watermarks: a compaction costs a prompt-cache
+  rewrite, so one is never advised right after another while the cache is warm unless the
+  history is back at the high watermark (its product itself does not fit).
 - `recommended_strategy` is None unless `should_compact`; then `clear_tool_results` (observation
   masking halves cost at no loss of solve rate, peers.md §7) when tool outputs are a large share
   of the history and masking them can bring it to the low watermark, else `summary`.
@@ -48,6 +54,7 @@ from app.domain.items import (
     item_type,
     visible_text,
 )
+from app.domain.prompt_cache import CacheStanding, CompactionPrice, price_compaction
 from app.domain.world_state import is_state_fragment
 
 __all__ = [
@@ -73,6 +80,7 @@ Signal = Literal[
     "phase_change",
     "growth",
     "history_cut",
+    "cache_cold",
 ]
 
 RECENT_OUTPUTS = 10
@@ -82,6 +90,9 @@ REPEATED_QUESTION_COUNT = 2
 GROWTH_HORIZON_TURNS = 1
 BEHAVIOUR_PRESSURE = 0.5
 SMALL_OUTPUT_SHARE = 0.3
+COLD_REDUCTION_SHARE = 0.1
+"""A cold cache advises a compaction that takes at least this share of the span between the
+watermarks off the context: less saves little, and a compaction always hides some detail."""
 MASKED_OUTPUT_TOKENS = 40
 """About what a cleared output's placeholder costs: masking an output frees its size less this."""
 KEPT_OUTPUTS = 3
@@ -184,6 +195,8 @@ class Advice:
     turns_until_full: int | None
     recommended_strategy: Strategy | None
     active_tokens: int
+    price: CompactionPrice | None = None
+    """What compacting now would save and cost given the prompt cache (None: not priced)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +205,7 @@ class Advice:
             "reasons": [reason.as_dict() for reason in self.reasons],
             "turns_until_full": self.turns_until_full,
             "recommended_strategy": self.recommended_strategy,
+            "cache": None if self.price is None else self.price.as_dict(),
         }
 
 
@@ -285,6 +299,7 @@ def advise(
     phases: tuple[str | None, str | None] = (None, None),
     watermarks: Watermarks = Watermarks(),
     grown_since_compaction: int | None = None,
+    cache: CacheStanding | None = None,
 ) -> Advice:
     """Advice for a session whose history has `figures` (see the module docstring).
 
@@ -292,7 +307,7 @@ def advise(
     (the goal and world state): their sum with the history's tokens is what assembly must fit.
     `phases` are the phase of the newest item and the newest other phase set before it,
     `grown_since_compaction` the tokens appended since the last compaction (None: never
-    compacted).
+    compacted), `cache` the lineage's prompt cache (None: not priced, as for a stateless call).
     """
     active_tokens = pinned_tokens + figures.history_tokens
     pressure = active_tokens / window if window > 0 else 0.0
@@ -349,27 +364,58 @@ def advise(
             )
         )
 
+    # A share of characters is a fair proxy for a share of tokens, and needs no counter.
+    share = figures.output_chars / figures.chars if figures.chars else 0.0
+    masked = active_tokens - figures.maskable_tokens
+    strategy: Strategy = (
+        "clear_tool_results"
+        if share >= SMALL_OUTPUT_SHARE and masked <= watermarks.target(window)
+        else "summary"
+    )
+    price = None
+    if cache is not None:
+        price = price_compaction(
+            cache,
+            context=active_tokens,
+            product=masked if strategy == "clear_tool_results" else watermarks.target(window),
+            ceiling=math.floor(watermarks.high * window),
+            growth=growth,
+        )
+    cold = (
+        price is not None
+        and price.cache == "cold"
+        and cache is not None
+        and cache.discounted
+        and price.reduction_tokens >= COLD_REDUCTION_SHARE * watermarks.span(window)
+    )
+    if cold and price is not None:
+        reasons.append(
+            AdviceSignal(
+                "cache_cold",
+                f"the provider's prompt cache expired (the last call was {price.idle_seconds:.0f}"
+                f" s ago, TTL {price.ttl_seconds} s): compacting now throws nothing cached away",
+                float(price.idle_seconds or 0.0),
+            )
+        )
     rested = grown_since_compaction is None or grown_since_compaction >= watermarks.span(window)
+    # A signal alone does not advise a compaction that costs more than it saves, unless the
+    # window fills on the next turn anyway.
+    worth = price is None or price.worth_it or any(r.signal == "growth" for r in reasons)
     # Every strategy keeps the newest turn: before the model's first output there is nothing
     # older to compact.
     should_compact = figures.has_model_output and (
-        pressure >= watermarks.high or (bool(reasons) and pressure >= BEHAVIOUR_PRESSURE and rested)
+        pressure >= watermarks.high
+        or cold
+        or (bool(reasons) and pressure >= BEHAVIOUR_PRESSURE and rested and worth)
     )
-    recommended: Strategy | None = None
-    if should_compact:
-        # A share of characters is a fair proxy for a share of tokens, and needs no counter.
-        share = figures.output_chars / figures.chars if figures.chars else 0.0
-        masking_suffices = active_tokens - figures.maskable_tokens <= watermarks.target(window)
-        recommended = (
-            "clear_tool_results" if share >= SMALL_OUTPUT_SHARE and masking_suffices else "summary"
-        )
     return Advice(
         should_compact=should_compact,
         pressure=pressure,
         reasons=tuple(reasons),
         turns_until_full=turns_until_full,
-        recommended_strategy=recommended,
+        recommended_strategy=strategy if should_compact else None,
         active_tokens=active_tokens,
+        price=price,
     )
 
 

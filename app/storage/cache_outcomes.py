@@ -1,5 +1,6 @@
 """A stored assembly's prompt-cache outcome, recorded when its provider usage is reported, and
-when its lineage's call before it was made (what an `expired` outcome is judged by)."""
+when its lineage's call before it was made (what an `expired` outcome is judged by) or its
+newest call (what the compaction advice prices the cache by)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,61 @@ from datetime import datetime
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from app.storage.plans import StoredAssembly
-from app.storage.tables import LINEAGE_SESSION, LINEAGE_UNIT, AssemblyRow
+from app.storage.tables import (
+    LINEAGE_SESSION,
+    LINEAGE_UNIT,
+    AssemblyRow,
+    previous_call_filter,
+)
 
-__all__ = ["outcome_of", "previous_call_at", "record_outcome"]
+__all__ = ["last_call_at", "outcome_of", "previous_call_at", "record_outcome"]
 
 
 def previous_call_at(db: Session, assembly: StoredAssembly) -> datetime | None:
-    """When the assembly before `assembly` in its lineage (tenant, session, unit) was made;
-    None when it is the lineage's first, or that one is no longer kept."""
-    found: datetime | None = db.scalar(
-        select(AssemblyRow.created_at)
-        .where(
-            AssemblyRow.tenant_id == assembly.tenant_id,
-            LINEAGE_SESSION == assembly.session_key,  # noqa: SIM300
-            LINEAGE_UNIT == (assembly.unit or ""),  # noqa: SIM300
-            AssemblyRow.id < assembly.id,
-        )
-        .order_by(AssemblyRow.id.desc())
-        .limit(1)
+    """When the lineage's (tenant, session, unit) call before `assembly` was made: its newest
+    assembly before it that it did not supersede (`previous_call_filter`); None when it is the
+    lineage's first, or that one is no longer kept."""
+    return _latest_at(
+        db,
+        tenant_id=assembly.tenant_id,
+        session_key=assembly.session_key,
+        unit=assembly.unit or "",
+        before_id=assembly.id,
+        called=None
+        if assembly.session_id is None
+        else previous_call_filter(
+            assembly.session_id, last_seq=assembly.as_of_seq, up_to_seq=assembly.as_of_seq
+        ),
     )
+
+
+def last_call_at(db: Session, *, tenant_id: int, session_key: int, unit: str) -> datetime | None:
+    """When the newest assembly kept of the lineage (tenant, session, unit) was made."""
+    return _latest_at(db, tenant_id=tenant_id, session_key=session_key, unit=unit)
+
+
+def _latest_at(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_key: int,
+    unit: str,
+    before_id: int | None = None,
+    called: ColumnElement[bool] | None = None,
+) -> datetime | None:
+    query = select(AssemblyRow.created_at).where(
+        AssemblyRow.tenant_id == tenant_id,
+        LINEAGE_SESSION == session_key,  # noqa: SIM300
+        LINEAGE_UNIT == unit,  # noqa: SIM300
+    )
+    if before_id is not None:
+        query = query.where(AssemblyRow.id < before_id)
+    if called is not None:
+        query = query.where(called)
+    found: datetime | None = db.scalar(query.order_by(AssemblyRow.id.desc()).limit(1))
     return found
 
 

@@ -40,7 +40,8 @@ partition past the cutoff) reads as a `StoredPlanMismatch`, and its lineage's ne
 predicts no reuse and is stored whole.
 
 Public ids are derived from the tenant and the row id (`asm_<uuid5>`), the same in every process.
-Facts are never touched here; plans are pruned by age and count (`prune_assemblies`).
+Facts are never touched here; plans are pruned by age and count
+(`app.storage.retention.prune_assemblies`).
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ from sqlalchemy import (
     Table,
     bindparam,
     column,
-    delete,
     func,
     insert,
     literal_column,
@@ -73,7 +73,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
-from sqlalchemy.sql.elements import SQLCoreOperations
+from sqlalchemy.sql.elements import ColumnElement, SQLCoreOperations
 
 from app.domain.assemble.model import FINGERPRINT_CHARS
 from app.domain.errors import NotFound, StoredPlanMismatch, session_not_found
@@ -90,6 +90,7 @@ from app.storage.tables import (
     LINEAGE_UNIT,
     AssemblyRow,
     SessionRow,
+    previous_call_filter,
     week_of,
 )
 
@@ -104,14 +105,15 @@ class AssemblySlot:
     `row_id` is known up front on PostgreSQL and None on SQLite. `previous_fingerprints` are
     those of the latest stored assembly of the same tenant, session and unit ([] if none).
     `base_id`: the row id of that assembly, or of the plan it is stored against, when it is
-    not stored whole (None: the lineage has none). `previous_state`: that assembly's
-    `NewAssembly.prefix_state`.
+    not stored whole (None: the lineage has none). `previous_state` and `previous_at`: that
+    assembly's `NewAssembly.prefix_state`, and when it was made.
     """
 
     row_id: int | None
     previous_fingerprints: list[tuple[str, int]]
     base_id: int | None = None
     previous_state: Any = None
+    previous_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,8 @@ class NewAssembly:
     bodies: Mapping[str, bytes] = field(default_factory=dict)
     prefix_state: list[Any] | None = None
     """What its prompt prefix was built from: small, stored whole (`AssemblySlot`)."""
+    created_at: datetime | None = None
+    """When it was made (None: when it is stored)."""
 
     @property
     def session_key(self) -> int:
@@ -173,37 +177,38 @@ def _lineage(
     tenant: ColumnExpressionArgument[int],
     session_key: ColumnExpressionArgument[int],
     unit_key: ColumnExpressionArgument[str],
+    called: ColumnElement[bool] | None = None,
 ) -> tuple[ScalarSelect[Any], ...]:
-    """What the next assembly of a lineage reads of its latest one, each one backward step in
-    the lineage's index: its fingerprints (a delta when it is stored against a base), the base
-    it or the next plan is stored against, that base's fingerprints, and its prefix state."""
+    """What the next assembly of a lineage reads of its previous call, the newest assembly
+    `called` admits (default: the newest; see `previous_call_filter`): its fingerprints (a
+    delta when stored against a base), the base the next plan may be stored against (of the
+    newest assembly), that call's base fingerprints, its prefix state and when it was made.
+    Each is a backward walk of the lineage's index, one step unless a call was superseded."""
 
-    def latest(value: SQLCoreOperations[Any]) -> ScalarSelect[Any]:
+    def newest(value: SQLCoreOperations[Any], *, call: bool = True) -> ScalarSelect[Any]:
         # The index expressions on the left: their `==` builds the SQL comparison for any
         # operand.
-        return (
-            select(value)
-            .where(
-                AssemblyRow.tenant_id == tenant,
-                LINEAGE_SESSION == session_key,  # noqa: SIM300
-                LINEAGE_UNIT == unit_key,  # noqa: SIM300
-            )
-            .order_by(AssemblyRow.id.desc())
-            .limit(1)
-            .scalar_subquery()
+        query = select(value).where(
+            AssemblyRow.tenant_id == tenant,
+            LINEAGE_SESSION == session_key,  # noqa: SIM300
+            LINEAGE_UNIT == unit_key,  # noqa: SIM300
         )
+        if call and called is not None:
+            query = query.where(called)
+        return query.order_by(AssemblyRow.id.desc()).limit(1).scalar_subquery()
 
     base = aliased(AssemblyRow)
     base_fingerprints = (
         select(base.fingerprints)
-        .where(base.id == latest(AssemblyRow.base_id), base.session_key == session_key)
+        .where(base.id == newest(AssemblyRow.base_id), base.session_key == session_key)
         .scalar_subquery()
     )
     return (
-        latest(AssemblyRow.fingerprints),
-        latest(func.coalesce(AssemblyRow.base_id, AssemblyRow.id)),
+        newest(AssemblyRow.fingerprints),
+        newest(func.coalesce(AssemblyRow.base_id, AssemblyRow.id), call=False),
         base_fingerprints,
-        latest(AssemblyRow.prefix_state),
+        newest(AssemblyRow.prefix_state),
+        newest(AssemblyRow.created_at),
     )
 
 
@@ -244,6 +249,7 @@ _SESSION_LINEAGE = tuple(
         SessionRow.tenant_id,
         SessionRow.id,
         func.coalesce(bindparam("unit"), SessionRow.unit, literal_column("''")),
+        previous_call_filter(SessionRow.id, last_seq=SessionRow.last_seq),
     )
 )
 _SESSION_AND_LINEAGE = select(
@@ -281,7 +287,9 @@ def _ids_reserved_up_front(db: Session) -> bool:
     return db.get_bind().engine.dialect.name == "postgresql"
 
 
-def _slot(row_id: Any, previous: Any, base_id: Any, base_prints: Any, state: Any) -> AssemblySlot:
+def _slot(
+    row_id: Any, previous: Any, base_id: Any, base_prints: Any, state: Any, at: Any
+) -> AssemblySlot:
     """The slot from the lineage's reads (`_lineage`). A latest plan stored against a base that
     is no longer kept predicts nothing, and the next plan is stored whole."""
     if isinstance(previous, dict):  # a delta
@@ -295,6 +303,7 @@ def _slot(row_id: Any, previous: Any, base_id: Any, base_prints: Any, state: Any
         previous_fingerprints=[(str(f)[:FINGERPRINT_CHARS], int(t)) for f, t in previous or []],
         base_id=None if base_id is None else int(base_id),
         previous_state=state,
+        previous_at=at,
     )
 
 
@@ -391,7 +400,7 @@ def store_assembly(
     base `base_id` where that is smaller (`_stored_form`), and the candidate bodies it names;
     returns its public id. One statement when the row id is known, the bodies are
     (`bodies.put_bodies`) and it is stored whole, more otherwise."""
-    now = datetime.now(UTC)
+    now = assembly.created_at or datetime.now(UTC)
     response, fingerprints, base_id = _stored_form(db, assembly, base_id=base_id, now=now)
     bodies.put_bodies(
         db,
@@ -558,42 +567,3 @@ def _read(db: Session, row: AssemblyRow) -> StoredAssembly:
         grounding=row.grounding,
         prefix_state=row.prefix_state,
     )
-
-
-def prune_assemblies(
-    db: Session,
-    *,
-    older_than: datetime | None,
-    keep_per_session: int,
-    keep_per_tenant: int,
-    limit: int,
-) -> int:
-    """Delete at most `limit` stored assemblies: those beyond the newest `keep_per_session` of
-    their session (a tenant's stateless ones count as one session), or beyond the newest
-    `keep_per_tenant` of their tenant (so that no tenant's plans crowd the store), and, unless
-    `older_than` is None, those older than it (on PostgreSQL, plans age out with their week's
-    partition instead: `app.storage.retention`). Facts are never touched. Returns the number
-    deleted; a caller prunes in rounds, committing each, so that no statement holds its row
-    locks (and the write path behind them) for long."""
-    ranked = select(
-        AssemblyRow.id,
-        AssemblyRow.base_id,
-        AssemblyRow.created_at,
-        func.row_number()
-        .over(
-            partition_by=(AssemblyRow.tenant_id, AssemblyRow.session_key),
-            order_by=AssemblyRow.id.desc(),
-        )
-        .label("in_session"),
-        func.row_number()
-        .over(partition_by=AssemblyRow.tenant_id, order_by=AssemblyRow.id.desc())
-        .label("in_tenant"),
-    ).subquery()
-    beyond = (ranked.c.in_session > keep_per_session) | (ranked.c.in_tenant > keep_per_tenant)
-    if older_than is not None:
-        beyond |= ranked.c.created_at < older_than
-    # A plan stored whole that a kept plan is stored against is kept with it.
-    bases_kept = select(ranked.c.base_id).where(~beyond, ranked.c.base_id.is_not(None))
-    doomed = select(ranked.c.id).where(beyond, ranked.c.id.not_in(bases_kept)).limit(limit)
-    result = db.execute(delete(AssemblyRow).where(AssemblyRow.id.in_(doomed)))
-    return int(getattr(result, "rowcount", 0) or 0)

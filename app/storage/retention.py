@@ -36,13 +36,13 @@ import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 
-from sqlalchemy import text
+from sqlalchemy import delete, func, select, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
-from app.storage import bodies, plans
-from app.storage.tables import week_of
+from app.storage import bodies
+from app.storage.tables import AssemblyRow, week_of
 
 log = logging.getLogger("contextd")
 
@@ -228,7 +228,7 @@ def prune_once(
         older_than = None
     total += _in_batches(
         factory,
-        lambda db: plans.prune_assemblies(
+        lambda db: prune_assemblies(
             db,
             older_than=older_than,
             keep_per_session=settings.assembly_retention_per_session,
@@ -264,3 +264,42 @@ async def prune_periodically(factory: sessionmaker[Session], settings: Settings)
             continue
         if deleted:
             log.info("assembly retention deleted %d stored plans", deleted)
+
+
+def prune_assemblies(
+    db: Session,
+    *,
+    older_than: datetime | None,
+    keep_per_session: int,
+    keep_per_tenant: int,
+    limit: int,
+) -> int:
+    """Delete at most `limit` stored assemblies: those beyond the newest `keep_per_session` of
+    their session (a tenant's stateless ones count as one session), or beyond the newest
+    `keep_per_tenant` of their tenant (so that no tenant's plans crowd the store), and, unless
+    `older_than` is None, those older than it (on PostgreSQL, plans age out with their week's
+    partition instead: `app.storage.retention`). Facts are never touched. Returns the number
+    deleted; a caller prunes in rounds, committing each, so that no statement holds its row
+    locks (and the write path behind them) for long."""
+    ranked = select(
+        AssemblyRow.id,
+        AssemblyRow.base_id,
+        AssemblyRow.created_at,
+        func.row_number()
+        .over(
+            partition_by=(AssemblyRow.tenant_id, AssemblyRow.session_key),
+            order_by=AssemblyRow.id.desc(),
+        )
+        .label("in_session"),
+        func.row_number()
+        .over(partition_by=AssemblyRow.tenant_id, order_by=AssemblyRow.id.desc())
+        .label("in_tenant"),
+    ).subquery()
+    beyond = (ranked.c.in_session > keep_per_session) | (ranked.c.in_tenant > keep_per_tenant)
+    if older_than is not None:
+        beyond |= ranked.c.created_at < older_than
+    # A plan stored whole that a kept plan is stored against is kept with it.
+    bases_kept = select(ranked.c.base_id).where(~beyond, ranked.c.base_id.is_not(None))
+    doomed = select(ranked.c.id).where(beyond, ranked.c.id.not_in(bases_kept)).limit(limit)
+    result = db.execute(delete(AssemblyRow).where(AssemblyRow.id.in_(doomed)))
+    return int(getattr(result, "rowcount", 0) or 0)

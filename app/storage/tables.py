@@ -24,11 +24,14 @@ from sqlalchemy import (
     UniqueConstraint,
     func,
     literal_column,
+    or_,
+    select,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.domain.facts.kinds import COMPACTION_FACT
 from app.domain.items import MAX_TYPE_LENGTH
 
 # Plain JSON, not JSONB, on PostgreSQL too: it keeps the document exactly as received (key
@@ -213,6 +216,26 @@ LINEAGE_SESSION: ColumnElement[int] = AssemblyRow.session_key.expression
 LINEAGE_UNIT: ColumnElement[str] = func.coalesce(AssemblyRow.unit, literal_column("''"))
 """An assembly's lineage is (tenant, session key, unit); a NULL unit maps to '' so that the
 latest assembly of a lineage is one backward step in `ix_assemblies_lineage_key`."""
+
+
+def previous_call_filter(
+    session_id: Any, *, last_seq: Any, up_to_seq: Any = None
+) -> ColumnElement[bool]:
+    """Which of a session lineage's assemblies can have been the call before one made when the
+    session's log ended at `last_seq` (as of `up_to_seq`, default: all of it): every one but
+    those a compaction superseded.
+
+    An assembly followed by a compaction and nothing else (no fact other than compactions
+    appended since) was not sent: the runtime compacted when advised, then assembled again,
+    so the provider last saw the lineage's assembly before it."""
+    newest = select(Fact.seq).where(Fact.session_id == session_id, Fact.type != COMPACTION_FACT)
+    if up_to_seq is not None:
+        newest = newest.where(Fact.seq <= up_to_seq)
+    # Correlated with the enclosing query's session where `session_id` is its column.
+    turn_seq = newest.order_by(Fact.seq.desc()).limit(1).correlate_except(Fact).scalar_subquery()
+    return or_(AssemblyRow.as_of_seq < turn_seq, AssemblyRow.as_of_seq >= last_seq)
+
+
 Index(
     "ix_assemblies_lineage_key",
     AssemblyRow.tenant_id,

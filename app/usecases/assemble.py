@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session
@@ -54,24 +55,20 @@ from app.domain.budget import Budget, effective_budget
 from app.domain.calibration import SessionWindow
 from app.domain.elision import NOTICE_SOURCE, Elided
 from app.domain.errors import InvalidInput
-from app.domain.formats import (
-    Rendering,
-    cap_cache_breakpoints,
-    from_responses,
-    mark_cache_breakpoint,
-)
+from app.domain.formats import from_responses, place_cache_breakpoints
 from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
 from app.domain.items import developer_message
 from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
+from app.domain.prompt_cache import CacheStanding
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
 from app.metrics import record_assembly
 from app.settings import Settings
 from app.storage import cache_outcomes, plans, repository
 from app.tokens import token_counter
 from app.tracing import annotate, stage
-from app.usecases.history import LoadedHistory, load_history, session_window
+from app.usecases.history import LoadedHistory, cache_standing, load_history, session_window
 from app.usecases.notices import plan_naming_what_it_leaves_out
 from app.usecases.plan_record import (
     ReceivedRequest,
@@ -125,12 +122,18 @@ def assemble(
     request: AssembleRequest,
     received: ReceivedRequest,
     settings: Settings,
+    now: datetime,
 ) -> StoredAnswer:
-    """`POST /assemble`: one context, its plan stored (see the module docstring). `request` is
-    `received`, checked."""
+    """`POST /assemble`: one context made `now`, its plan stored (see the module docstring).
+    `request` is `received`, checked."""
     with stage("assemble"):
         assembled = _run(
-            db, tenant_id=tenant_id, request=request, received=received, settings=settings
+            db,
+            tenant_id=tenant_id,
+            request=request,
+            received=received,
+            settings=settings,
+            now=now,
         )
         with stage("assemble.store"):
             assembly_id, store_later = plans.store_or_defer(
@@ -150,7 +153,13 @@ def assemble(
 
 
 def replay(
-    db: Session, *, tenant_id: int, assembly_id: str, request: ReplayRequest, settings: Settings
+    db: Session,
+    *,
+    tenant_id: int,
+    assembly_id: str,
+    request: ReplayRequest,
+    settings: Settings,
+    now: datetime,
 ) -> ReplayResponse:
     """`POST /assemblies/{id}/replay`: the stored request with `request.overrides`, assembled
     again as of the same seq, stored as a new plan, and the difference."""
@@ -178,6 +187,7 @@ def replay(
         request=changed,
         received=ReceivedRequest.of(changed),
         settings=settings,
+        now=now,
         as_of_seq=row.as_of_seq,
     )
     replay_id = plans.store_now(db, assembled.record(), slot=assembled.slot)
@@ -334,11 +344,11 @@ def _plan(
     return plan_naming_what_it_leaves_out(assembly_input, loaded, count=count, tool=tool)
 
 
-def _advice(setting: _Setting, plan: AssemblyPlan) -> Advice:
+def _advice(setting: _Setting, plan: AssemblyPlan, cache: CacheStanding | None) -> Advice:
     if setting.loaded is not None and setting.window is not None:
         cut = [e for e in plan.plan if e["source"] == HISTORY_SOURCE and e["decision"] == "dropped"]
         return with_history_cut(
-            setting.loaded.advice(setting.window),
+            setting.loaded.advice(setting.window, cache),
             cut_items=len(cut),
             cut_tokens=sum(e["tokens"] for e in cut),
         )
@@ -352,9 +362,11 @@ def _run(
     request: AssembleRequest,
     received: ReceivedRequest,
     settings: Settings,
+    now: datetime,
     as_of_seq: int | None = None,
 ) -> Assembled:
-    """Assemble one context; the caller stores it. `as_of_seq` pins the session history (replay)."""
+    """Assemble one context, made `now`; the caller stores it. `as_of_seq` pins the session
+    history (replay)."""
     with stage("assemble.load"):
         session, slot = plans.open_assembly(
             db, tenant_id=tenant_id, session_id=request.session_id, unit=request.unit
@@ -365,7 +377,12 @@ def _run(
     with stage("assemble.plan"):
         plan, elided = _plan(setting, request=request, sources=sources, settings=settings)
         fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
-        advice = _advice(setting, plan)
+        cache = (
+            cache_standing(session, window, now=now, previous_call_at=slot.previous_at)
+            if session is not None and window is not None
+            else None
+        )
+        advice = _advice(setting, plan, cache)
         state = prefix_state(
             request,
             loaded=loaded,
@@ -403,7 +420,16 @@ def _run(
         rendered = from_responses(context, request.output_format)
         breakpoints: list[dict[str, Any]] = []
         if request.output_format == "anthropic":
-            rendered, breakpoints = _cache_breakpoints(rendered, plan, reused_items=reused.items)
+            items = plan.items
+            prefix_end = next((i for i, it in enumerate(items) if it.layer != "prefix"), len(items))
+            history = [i for i, it in enumerate(items) if it.source == HISTORY_SOURCE]
+            rendered, breakpoints = place_cache_breakpoints(
+                rendered,
+                [it.id for it in items],
+                stable_prefix=prefix_end - 1,
+                previous_call=reused.items - 1,
+                history_end=history[-1] if history else -1,
+            )
     annotate(
         lambda: {
             "gen_ai.conversation.id": request.session_id,
@@ -490,6 +516,7 @@ def _run(
             fingerprints=[list(pair) for pair in fingerprints],
             bodies=bodies,
             prefix_state=state.stored(),
+            created_at=now,
         )
 
     if loaded is not None and session is not None:
@@ -510,45 +537,6 @@ def _run(
         encoding=setting.encoding,
         compare=compare,
     )
-
-
-def _cache_breakpoints(
-    rendered: Rendering, plan: AssemblyPlan, *, reused_items: int
-) -> tuple[Rendering, list[dict[str, Any]]]:
-    """`rendered` with Anthropic prompt-cache breakpoints marked, and where they are.
-
-    Three places, in request order: the end of the stable prefix (system content that changes
-    only with rules, tools or the goal), the last block the previous call of this lineage shares
-    (read from the cache), and the end of the history (written for the next call, whose history
-    extends this one). Breakpoints a client sent stay while the request has room for them.
-    """
-    items = plan.items
-    leading_prefix = next((i for i, it in enumerate(items) if it.layer != "prefix"), len(items))
-    history = [i for i, it in enumerate(items) if it.source == HISTORY_SOURCE]
-    targets = [
-        ("stable_prefix", leading_prefix - 1),
-        ("previous_call", reused_items - 1),
-        ("history_end", history[-1] if history else -1),
-    ]
-    placed: list[dict[str, Any]] = []
-    marked: set[tuple[int | None, int | None]] = set()
-    for reason, position in sorted(targets, key=lambda target: target[1]):
-        if position < 0:
-            continue
-        rendered, block = mark_cache_breakpoint(rendered, position)
-        if block is None or (block.message, block.block) in marked:
-            continue
-        marked.add((block.message, block.block))
-        placed.append(
-            {
-                "reason": reason,
-                "position": position,
-                "item_id": items[position].id,
-                "message": block.message,
-                "block": block.block,
-            }
-        )
-    return cap_cache_breakpoints(rendered, keep=marked), placed
 
 
 def _account_then_store(

@@ -12,10 +12,12 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.orm import Session
 
+from app.clock import seconds_between
 from app.domain.advice import Advice, HistoryFigures, Watermarks, advise, history_figures
 from app.domain.advice_figures import digest_of, figures_of
 from app.domain.assemble import Contribution
@@ -27,12 +29,13 @@ from app.domain.history import HistoryEntry
 from app.domain.items import Item
 from app.domain.json_encoding import encode_json
 from app.domain.normalize import DEFAULT_MODALITIES, DEFAULT_TRUNCATION_POLICY, NormalizeResult
-from app.domain.prompt_cache import CACHE_TERMS, CacheTerms
+from app.domain.prompt_cache import CACHE_TERMS, CacheStanding, CacheTerms
 from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.session_view import HistoryView, ViewSettings, active_columns, view_of
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import state_contributions
 from app.settings import Settings
+from app.storage import cache_outcomes
 from app.storage.history import fold_session
 from app.storage.repository import SessionSnapshot
 from app.storage.tables import SessionRow
@@ -41,6 +44,8 @@ from app.tokens import model_encoding, token_counter
 __all__ = [
     "LoadedHistory",
     "SessionColumns",
+    "advice_now",
+    "cache_standing",
     "load_history",
     "session_cache_terms",
     "session_watermarks",
@@ -223,9 +228,9 @@ class LoadedHistory:
     def pinned_tokens(self, window: SessionWindow) -> int:
         return sum(self.pinned_by_source_class(window).values())
 
-    def advice(self, window: SessionWindow) -> Advice:
+    def advice(self, window: SessionWindow, cache: CacheStanding | None = None) -> Advice:
         """Compaction advice for this history against the session's usable window, weighed in
-        the session's encoding."""
+        the session's encoding, and priced by the lineage's prompt cache when `cache` is given."""
         return advise(
             self.figures,
             pinned_tokens=self.pinned_tokens(window),
@@ -233,6 +238,7 @@ class LoadedHistory:
             phases=self.active.last_phases,
             watermarks=window.watermarks,
             grown_since_compaction=self.active.grown_since_compaction,
+            cache=cache,
         )
 
     @functools.cached_property
@@ -328,3 +334,33 @@ def session_cache_terms(session: SessionColumns, window: SessionWindow) -> Cache
     (`app.domain.prompt_cache.CACHE_TERMS`) with its own `cache` overrides."""
     overrides = session.attributes.get("cache", {})
     return CACHE_TERMS[window.tokenizer.family].with_overrides(overrides)
+
+
+def cache_standing(
+    session: SessionColumns,
+    window: SessionWindow,
+    *,
+    now: datetime,
+    previous_call_at: datetime | None,
+) -> CacheStanding:
+    """The lineage's prompt cache for a call made `now`, its previous call made at
+    `previous_call_at` (None: it had none), by the session's cache terms."""
+    return CacheStanding(
+        terms=session_cache_terms(session, window),
+        idle_seconds=None
+        if previous_call_at is None
+        else max(0.0, seconds_between(now, previous_call_at)),
+    )
+
+
+def advice_now(
+    db: Session, session: SessionRow, settings: Settings, *, now: datetime, unit: str | None
+) -> tuple[Advice, SessionWindow]:
+    """`GET /sessions/{id}/compaction-advice`: the advice for the session's next call, made
+    `now` in the lineage of `unit` (default: the session's own), and the window it weighs."""
+    window = session_window(settings, session)
+    previous = cache_outcomes.last_call_at(
+        db, tenant_id=session.tenant_id, session_key=session.id, unit=unit or session.unit or ""
+    )
+    cache = cache_standing(session, window, now=now, previous_call_at=previous)
+    return load_history(db, session).advice(window, cache), window

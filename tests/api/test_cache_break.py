@@ -87,18 +87,54 @@ def test_a_governing_world_state_change_is_named(client: TestClient, session_id:
     assert (brk["item_id"], brk["cause"]) == ("world_state:rules", "world_state")
 
 
-def test_a_compaction_is_named(client: TestClient, session_id: str) -> None:
-    _session(client, session_id)
-    _append(client, session_id, *[item for n in range(1, 12) for item in _turn(n, "x " * 300)])
-    _assemble(client, session_id)
+def _compact(client: TestClient, session_id: str) -> str:
     compacted = client.post(
         "/compact",
         json={"session_id": session_id, "strategy": "truncate", "params": {"target_tokens": 800}},
     )
     assert compacted.status_code == 201, compacted.text
+    compaction_id: str = compacted.json()["compaction_id"]
+    return compaction_id
+
+
+def test_a_compaction_is_named(client: TestClient, session_id: str) -> None:
+    """Whether the runtime compacts after its call (its output appended since) or before it
+    (the assembly that advised it superseded, never sent), the break is the compaction's,
+    against the call the provider last saw."""
+    _session(client, session_id)
+    _append(client, session_id, *[item for n in range(1, 12) for item in _turn(n, "x " * 300)])
+    _assemble(client, session_id)
+    _append(client, session_id, *_turn(12))
+    compaction_id = _compact(client, session_id)
     brk = _broken_by(client, session_id)
     assert brk["cause"] == "compaction"
-    assert brk["detail"].startswith(f"compaction {compacted.json()['compaction_id']} rewrote")
+    assert brk["detail"].startswith(f"compaction {compaction_id} rewrote")
+
+    _append(client, session_id, *[item for n in range(13, 24) for item in _turn(n, "x " * 300)])
+    sent = _assemble(client, session_id)
+    _append(client, session_id, *_turn(24))
+    _assemble(client, session_id)  # advised to compact first: not sent
+    compaction_id = _compact(client, session_id)
+    brk = _broken_by(client, session_id)
+    assert brk["cause"] == "compaction"
+    assert brk["detail"].startswith(f"compaction {compaction_id} rewrote")
+    assert sent["reused_prefix_items"] > 0
+
+
+def test_an_assembly_a_compaction_superseded_is_not_the_call_before(
+    client: TestClient, session_id: str
+) -> None:
+    """The lineage's first assembly, superseded by a compaction before it was sent: the one
+    after it has no call before it, so nothing can be reused or broken."""
+    _session(client, session_id)
+    _append(client, session_id, *[item for n in range(1, 12) for item in _turn(n, "x " * 300)])
+    assert _assemble(client, session_id)["reused_prefix_items"] == 0
+    _compact(client, session_id)
+    after = _assemble(client, session_id)
+    assert (after["reused_prefix_tokens"], after["break"]) == (0, None)
+    # Asked again with nothing appended and no compaction: the same call, reused whole.
+    again = _assemble(client, session_id)
+    assert again["reused_prefix_tokens"] == after["reused_prefix_tokens"] + after["new_tokens"]
 
 
 def test_a_retraction_is_named(client: TestClient, session_id: str) -> None:

@@ -173,10 +173,14 @@ def test_an_uncalibrated_claude_session_budgets_at_the_default_ratio(
         "reasons": [],
         "turns_until_full": advice["turns_until_full"],
         "recommended_strategy": None,
+        "cache": advice["cache"],
         "active_tokens": active,
         "provider_tokens_estimate": _estimate(active, 1.35),
         "tokenizer": CLAUDE_DEFAULT,
     }
+    # Priced by Anthropic's terms, moments after the assembly: the cache is warm.
+    assert (advice["cache"]["state"], advice["cache"]["ttl_seconds"]) == ("warm", 300)
+    assert advice["cache"]["idle_seconds"] < 300
     assert window == {
         "session_id": session_id,
         "context_window": CONTEXT_WINDOW,

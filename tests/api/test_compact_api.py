@@ -485,11 +485,14 @@ def test_advice_and_session_end(
         "reasons",
         "turns_until_full",
         "recommended_strategy",
+        "cache",
         "active_tokens",
         "provider_tokens_estimate",
         "tokenizer",
     }
     assert 0 < advice["pressure"] < 1
+    # No assembly has been made for the session: its cache holds nothing yet.
+    assert advice["cache"]["state"] == "empty"
     handoffs = _handoffs_counted()
     ended = client.post(f"/sessions/{session_id}/end", json={})
     assert ended.status_code == 200

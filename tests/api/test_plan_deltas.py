@@ -17,7 +17,7 @@ from sqlalchemy import select
 from app.domain.items import is_model_output
 from app.main import create_app
 from app.settings import Settings
-from app.storage import plans
+from app.storage import retention
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.tables import AssemblyRow
 from tests.conftest import TRAJECTORIES, _admin_conninfo, load_trajectory
@@ -107,7 +107,7 @@ def test_retention_keeps_the_base_of_every_plan_it_keeps(
         )
         base = db.scalar(select(AssemblyRow.base_id).where(AssemblyRow.external_id == newest))
         assert base is not None
-        plans.prune_assemblies(
+        retention.prune_assemblies(
             db, older_than=None, keep_per_session=1, keep_per_tenant=10**6, limit=10**6
         )
         db.commit()

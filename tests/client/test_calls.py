@@ -264,6 +264,24 @@ def test_assemble_replay_usage_and_advice(
     assert ctx.compaction_advice(session_id) == models.AdviceResponse.model_validate(
         _read(raw.get(f"/sessions/{session_id}/compaction-advice"))
     )
+    # Priced by a lineage's cache: the planner's call came moments ago (its context is under
+    # the minimum cacheable prefix, so nothing is cached); the session's own lineage has had no
+    # call.
+    priced = ctx.compaction_advice(session_id, unit="planner").cache
+    assert priced is not None
+    assert (priced.state, priced.ttl_seconds) == ("empty", 300)
+    assert priced.idle_seconds is not None
+    assert 0 <= priced.idle_seconds < 300
+    assert ctx.compaction_advice(session_id).cache == models.AdviceCacheBody(
+        state="empty",
+        idle_seconds=None,
+        ttl_seconds=300,
+        horizon_calls=priced.horizon_calls,
+        reduction_tokens=0,
+        saving=0,
+        cost=0,
+        at_least_tokens=0,
+    )
 
 
 def test_compact(ctx: ContextdClient, raw: httpx.Client, session_id: str) -> None:

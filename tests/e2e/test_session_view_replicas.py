@@ -14,12 +14,15 @@ from tests.conftest import TRAJECTORIES, load_trajectory
 from tests.e2e.servers import running
 
 VARYING = ("assembly_id", "cache", "prompt_cache_key")
-"""What two calls on the same state may answer differently: the assembly's own id, and the
-prefix reuse against the previous assembly of the lineage, which differs by who asked last."""
+"""What two calls on the same state may answer differently: the assembly's own id, the prefix
+reuse against the previous call of the lineage, which differs by who asked last, and (the
+advice's `cache`) the seconds since that call."""
 
 
 def _decisions(answer: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in answer.items() if key not in VARYING}
+    kept = {key: value for key, value in answer.items() if key not in VARYING}
+    kept["advice"] = {key: value for key, value in answer["advice"].items() if key != "cache"}
+    return kept
 
 
 def test_replicas_advancing_from_different_points_answer_alike(postgres_url: str) -> None:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
+from app.clock import system_clock
 from app.contract.assembly import AssembleRequest
 from app.contract.sessions import AppendRequest
 from app.domain.errors import SequenceConflict
@@ -303,6 +304,7 @@ def test_a_model_output_grades_only_an_assembly_the_database_holds_still_ungrade
             request=request,
             received=ReceivedRequest.of(request),
             settings=settings,
+            now=system_clock(),
         )
         assert made.after_answer is not None
         made.after_answer()

@@ -52,10 +52,11 @@ def databases() -> Iterator[tuple[str, str]]:
 
 
 def _without_ids(value: Any) -> Any:
-    """`value` without the ids a replay draws anew, and the prompt cache key (derived from the
-    session's row id, which the copy changed)."""
+    """`value` without the ids a replay draws anew, the prompt cache key (derived from the
+    session's row id, which the copy changed), and the seconds since the lineage's last call
+    (the replays run at different times)."""
     if isinstance(value, dict):
-        drawn = ("assembly_id", "prompt_cache_key")
+        drawn = ("assembly_id", "prompt_cache_key", "idle_seconds")
         return {k: _without_ids(v) for k, v in value.items() if k not in drawn}
     if isinstance(value, list):
         return [_without_ids(v) for v in value]

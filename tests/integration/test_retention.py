@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.settings import Settings
-from app.storage import plans, repository
+from app.storage import plans, repository, retention
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.retention import prune_once
 from app.storage.tables import AssemblyRow, Fact
@@ -57,7 +57,7 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
     prune_once(factory, settings)
     assert remaining() == ([1, 2], 1)
     with factory() as db:
-        deleted = plans.prune_assemblies(
+        deleted = retention.prune_assemblies(
             db,
             older_than=datetime.now(UTC) + timedelta(days=1),
             keep_per_session=10,
@@ -106,7 +106,7 @@ def test_retention_bounds_each_tenant_and_deletes_in_committed_batches(
         assembly_retention_batch=1,
     )
     with factory() as db:
-        first = plans.prune_assemblies(
+        first = retention.prune_assemblies(
             db,
             older_than=datetime.now(UTC) - timedelta(days=30),
             keep_per_session=1_000,

@@ -8,6 +8,7 @@ import functools
 import anyio
 import orjson
 
+from app.clock import system_clock
 from app.contract.assembly import AssembleRequest
 from app.contract.compaction import CompactRequest
 from app.contract.recall import RecallRequest
@@ -58,6 +59,7 @@ def test_a_turn_runs_through_the_use_cases_without_http(postgres_url: str) -> No
             request=request,
             received=ReceivedRequest.of(request),
             settings=settings,
+            now=system_clock(),
         )
         assembled.after_answer()
     with sessions() as db:

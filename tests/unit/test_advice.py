@@ -22,6 +22,7 @@ from app.domain.advice import (
     question_key,
 )
 from app.domain.items import Item
+from app.domain.prompt_cache import CACHE_TERMS, CacheStanding
 from app.domain.world_state import render_goal
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 
@@ -47,6 +48,7 @@ def advice_of(
     turn_tokens: Sequence[int] = (),
     grown_since_compaction: int | None = None,
     maskable_tokens: int | None = None,
+    cache: CacheStanding | None = None,
 ) -> Advice:
     """Advice for `history` with its figures set: `active_tokens` all told, the recent
     `turn_tokens`, what masking frees (default: all of it)."""
@@ -63,6 +65,7 @@ def advice_of(
         window=window,
         phases=(phases[-1] if phases else None, set_phases[-1] if set_phases else None),
         grown_since_compaction=grown_since_compaction,
+        cache=cache,
     )
 
 
@@ -193,6 +196,7 @@ def test_advice_serializes_to_the_api_shape() -> None:
         ],
         "turns_until_full": None,
         "recommended_strategy": None,
+        "cache": None,
     }
 
 
@@ -293,3 +297,78 @@ def test_a_session_keeps_needing_what_was_hidden_from_a_tenth_of_five_graded_cal
     # Only the newest five count.
     assert not keeps_needing_what_was_hidden([graded(10, 10)] * 5 + [graded(10, 0)])
     assert Watermarks(high=0.9, low=0.25).relaxed() == Watermarks(high=0.9, low=0.575)
+
+
+ANTHROPIC = CACHE_TERMS["anthropic"]
+
+
+def _priced(
+    history: list[Item], active_tokens: int, *, turn: int, cache: CacheStanding | None
+) -> Advice:
+    """Advice for a 100k window whose tool outputs have nothing left to mask."""
+    return advice_of(
+        history, active_tokens=active_tokens, turn_tokens=[turn], maskable_tokens=0, cache=cache
+    )
+
+
+def _cached(idle: float | None, **overrides: float) -> CacheStanding:
+    return CacheStanding(ANTHROPIC.with_overrides(overrides), idle_seconds=idle)
+
+
+def test_a_cold_cache_advises_compacting_below_the_high_watermark() -> None:
+    warm = _priced(with_outputs("ok"), 60_000, turn=2_000, cache=_cached(60))
+    assert (warm.should_compact, warm.reasons) == (False, ())
+    assert warm.price is not None
+    assert warm.price.cache == "warm"
+
+    cold = _priced(with_outputs("ok"), 60_000, turn=2_000, cache=_cached(301))
+    assert cold.should_compact
+    assert cold.recommended_strategy == "summary"
+    assert [reason.as_dict() for reason in cold.reasons] == [
+        {
+            "signal": "cache_cold",
+            "detail": "the provider's prompt cache expired (the last call was 301 s ago,"
+            " TTL 300 s): compacting now throws nothing cached away",
+            "value": 301.0,
+        }
+    ]
+    # The price is stated with the advice: 35,000 tokens off over the 32 calls the compacted
+    # context (25,000) takes to grow back to 90,000 at 2,000 a call; nothing cached is lost.
+    assert cold.as_dict()["cache"] == {
+        "state": "cold",
+        "idle_seconds": 301,
+        "ttl_seconds": 300,
+        "horizon_calls": 32,
+        "reduction_tokens": 35_000,
+        "saving": 35_000 * (1.25 + 31 * 0.1),
+        "cost": 0.0,
+        "at_least_tokens": 0,
+    }
+
+
+def test_a_cold_cache_is_no_reason_for_a_small_reduction_or_without_a_discount() -> None:
+    # From 31,000 to the low watermark's 25,000: less than a tenth of the 65,000-token span.
+    assert not _priced(with_outputs("ok"), 31_000, turn=2_000, cache=_cached(301)).should_compact
+    assert _priced(with_outputs("ok"), 31_500, turn=2_000, cache=_cached(301)).should_compact
+    # Cached tokens priced as fresh ones: the advice is weighed by tokens alone.
+    no_discount = _cached(301, read_price=1.0, write_price=1.0)
+    flat = advice_of(
+        with_outputs("ok"), active_tokens=60_000, turn_tokens=[2_000], cache=no_discount
+    )
+    assert (flat.should_compact, flat.reasons) == (False, ())
+
+
+def test_a_signal_does_not_advise_a_compaction_that_costs_more_than_it_saves() -> None:
+    failing = with_outputs(*[f"error: port {port} in use" for port in (8001, 8002, 8003)])
+    # The context grows 20,000 a call: the 25,000-token product is back at 90,000 in 3 calls,
+    # too few to earn back writing it at 1.25 instead of reading it at 0.1.
+    warm = _priced(failing, 60_000, turn=20_000, cache=_cached(60))
+    assert [reason.signal for reason in warm.reasons] == ["repeated_error"]
+    assert warm.price is not None
+    assert not warm.price.worth_it
+    assert not warm.should_compact
+    # Unpriced (no cache known), or once the cache has gone cold, the same signal advises it.
+    assert _priced(failing, 60_000, turn=20_000, cache=None).should_compact
+    assert _priced(failing, 60_000, turn=20_000, cache=_cached(301)).should_compact
+    # Under window pressure a compaction is advised whatever it costs.
+    assert _priced(failing, 91_000, turn=20_000, cache=_cached(60)).should_compact

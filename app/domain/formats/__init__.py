@@ -38,6 +38,7 @@ from app.domain.formats.anthropic import (
 from app.domain.formats.cache_breakpoints import (
     cap_cache_breakpoints,
     mark_cache_breakpoint,
+    place_cache_breakpoints,
 )
 from app.domain.formats.chat import EMPTY_OUTPUT_TEXT, read_chat, render_chat
 from app.domain.formats.common import (
@@ -68,6 +69,7 @@ __all__ = [
     "cap_cache_breakpoints",
     "from_responses",
     "mark_cache_breakpoint",
+    "place_cache_breakpoints",
     "to_responses",
 ]
 

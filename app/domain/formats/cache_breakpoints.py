@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Set
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import replace
+from typing import Any
 
 from app.domain.formats.common import Block, DroppedField, Rendering
 from app.domain.items import Item
@@ -26,6 +27,51 @@ _CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
 
 BlockKey = tuple[int | None, int | None]
 """A block position as `(message, block)`, as callers keep the breakpoints they placed."""
+
+
+def place_cache_breakpoints(
+    rendering: Rendering,
+    item_ids: Sequence[str],
+    *,
+    stable_prefix: int,
+    previous_call: int,
+    history_end: int,
+) -> tuple[Rendering, list[dict[str, Any]]]:
+    """`rendering` with the service's breakpoints marked, and where they are: at the input
+    items it names by position (-1: none), in request order, one per block.
+
+    - `stable_prefix`: the end of the system content, which changes only with rules, tools or
+      the goal;
+    - `previous_call`: the last block the lineage's previous call shares (read from the cache);
+    - `history_end`: the end of the history (written for the next call, whose history extends
+      this one).
+
+    Breakpoints a client sent stay while the request has room for them.
+    """
+    targets = {
+        "stable_prefix": stable_prefix,
+        "previous_call": previous_call,
+        "history_end": history_end,
+    }
+    placed: list[dict[str, Any]] = []
+    marked: set[BlockKey] = set()
+    for reason, position in sorted(targets.items(), key=lambda target: target[1]):
+        if position < 0:
+            continue
+        rendering, block = mark_cache_breakpoint(rendering, position)
+        if block is None or (block.message, block.block) in marked:
+            continue
+        marked.add((block.message, block.block))
+        placed.append(
+            {
+                "reason": reason,
+                "position": position,
+                "item_id": item_ids[position],
+                "message": block.message,
+                "block": block.block,
+            }
+        )
+    return cap_cache_breakpoints(rendering, keep=marked), placed
 
 
 def mark_cache_breakpoint(rendering: Rendering, index: int) -> tuple[Rendering, Block | None]:

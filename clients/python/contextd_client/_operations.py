@@ -174,8 +174,9 @@ def compact(body: p.CompactRequest) -> Call[models.CompactResponse]:
     return _send("POST", "/compact", models.CompactResponse, body)
 
 
-def compaction_advice(session_id: str) -> Call[models.AdviceResponse]:
-    return _get(f"/sessions/{_segment(session_id)}/compaction-advice", models.AdviceResponse)
+def compaction_advice(session_id: str, *, unit: str | None) -> Call[models.AdviceResponse]:
+    path = f"/sessions/{_segment(session_id)}/compaction-advice"
+    return _get(path, models.AdviceResponse, None if unit is None else {"unit": unit})
 
 
 def context_window(session_id: str) -> Call[models.ContextWindowResponse]:

@@ -247,8 +247,12 @@ class ContextdClient:
     def compact(self, **body: Unpack[p.CompactRequest]) -> models.CompactResponse:
         return self._run(ops.compact(body))
 
-    def compaction_advice(self, session_id: str, /) -> models.AdviceResponse:
-        return self._run(ops.compaction_advice(session_id))
+    def compaction_advice(
+        self, session_id: str, /, *, unit: str | None = None
+    ) -> models.AdviceResponse:
+        """The compaction advice for the session's next call in the lineage of `unit` (default:
+        the session's own), priced by that lineage's prompt cache."""
+        return self._run(ops.compaction_advice(session_id, unit=unit))
 
     def context_window(self, session_id: str, /) -> models.ContextWindowResponse:
         return self._run(ops.context_window(session_id))
@@ -449,8 +453,12 @@ class AsyncContextdClient:
     async def compact(self, **body: Unpack[p.CompactRequest]) -> models.CompactResponse:
         return await self._run(ops.compact(body))
 
-    async def compaction_advice(self, session_id: str, /) -> models.AdviceResponse:
-        return await self._run(ops.compaction_advice(session_id))
+    async def compaction_advice(
+        self, session_id: str, /, *, unit: str | None = None
+    ) -> models.AdviceResponse:
+        """The compaction advice for the session's next call in the lineage of `unit` (default:
+        the session's own), priced by that lineage's prompt cache."""
+        return await self._run(ops.compaction_advice(session_id, unit=unit))
 
     async def context_window(self, session_id: str, /) -> models.ContextWindowResponse:
         return await self._run(ops.context_window(session_id))

@@ -10,15 +10,47 @@ from pydantic import AnyUrl, AwareDatetime, BaseModel, ConfigDict, Field, String
 from typing_extensions import TypeAliasType
 
 
-class AdviceBody(BaseModel):
+class AdviceCacheBody(BaseModel):
+    """
+    What compacting now (to the recommended strategy's product) would save and cost, given
+    the lineage's prompt cache, in fresh input tokens (a fresh input token costs 1).
+    """
+
     model_config = ConfigDict(
         extra="allow",
     )
-    should_compact: Annotated[bool, Field(title="Should Compact")]
-    pressure: Annotated[float, Field(title="Pressure")]
-    reasons: Annotated[list[dict[str, Any]], Field(title="Reasons")]
-    turns_until_full: Annotated[int | None, Field(title="Turns Until Full")] = None
-    recommended_strategy: Annotated[str | None, Field(title="Recommended Strategy")] = None
+    state: Annotated[Literal["warm", "cold", "empty"], Field(title="State")]
+    """
+    `warm`: the provider still holds the lineage's prefix; `cold`: the lineage's last call came longer ago than the TTL; `empty`: no call yet, or the context is below the provider's minimum cacheable prefix.
+    """
+    idle_seconds: Annotated[float | None, Field(title="Idle Seconds")]
+    """
+    Seconds since the lineage's last call (null: it had none).
+    """
+    ttl_seconds: Annotated[int, Field(title="Ttl Seconds")]
+    """
+    The session's cache TTL (its `cache` terms).
+    """
+    horizon_calls: Annotated[int, Field(title="Horizon Calls")]
+    """
+    The calls the compaction is priced over: until the compacted context grows back to the high watermark at the recent rate per call.
+    """
+    reduction_tokens: Annotated[int, Field(title="Reduction Tokens")]
+    """
+    Tokens the compaction would take off the context.
+    """
+    saving: Annotated[float, Field(title="Saving")]
+    """
+    The reduction not sent on those calls: at the read price, or at the write price on the first call when the cache holds nothing.
+    """
+    cost: Annotated[float, Field(title="Cost")]
+    """
+    The cached prefix thrown away: the compacted context written at the write price where it would have been read at the read price (0 when the cache is not warm).
+    """
+    at_least_tokens: Annotated[int | None, Field(title="At Least Tokens")]
+    """
+    The least reduction whose saving meets the cost: a compaction that a signal alone advises is not advised below it (null: no reduction does, as when cached tokens cost nothing).
+    """
 
 
 TruncationTokenLimit = TypeAliasType(
@@ -1198,6 +1230,21 @@ class WorldStateResponse(BaseModel):
     patch: Annotated[dict[str, Any] | None, Field(title="Patch")]
 
 
+class AdviceBody(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    should_compact: Annotated[bool, Field(title="Should Compact")]
+    pressure: Annotated[float, Field(title="Pressure")]
+    reasons: Annotated[list[dict[str, Any]], Field(title="Reasons")]
+    turns_until_full: Annotated[int | None, Field(title="Turns Until Full")] = None
+    recommended_strategy: Annotated[str | None, Field(title="Recommended Strategy")] = None
+    cache: AdviceCacheBody | None = None
+    """
+    The compaction priced by the lineage's prompt cache (null: not priced, as for a stateless call).
+    """
+
+
 class AdviceResponse(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1207,6 +1254,10 @@ class AdviceResponse(BaseModel):
     reasons: Annotated[list[dict[str, Any]], Field(title="Reasons")]
     turns_until_full: Annotated[int | None, Field(title="Turns Until Full")]
     recommended_strategy: Annotated[str | None, Field(title="Recommended Strategy")]
+    cache: AdviceCacheBody | None
+    """
+    The compaction priced by the lineage's prompt cache.
+    """
     active_tokens: Annotated[int, Field(title="Active Tokens")]
     """
     Exact tokens the pressure weighs: the history without state fragments and the pinned state (goal, its restatement, world state).

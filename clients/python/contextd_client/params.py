@@ -7,12 +7,44 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 
-class AdviceBody(TypedDict):
-    should_compact: bool
-    pressure: float
-    reasons: list[dict[str, Any]]
-    turns_until_full: NotRequired[int | None]
-    recommended_strategy: NotRequired[str | None]
+class AdviceCacheBody(TypedDict):
+    """
+    What compacting now (to the recommended strategy's product) would save and cost, given
+    the lineage's prompt cache, in fresh input tokens (a fresh input token costs 1).
+    """
+
+    state: Literal["warm", "cold", "empty"]
+    """
+    `warm`: the provider still holds the lineage's prefix; `cold`: the lineage's last call came longer ago than the TTL; `empty`: no call yet, or the context is below the provider's minimum cacheable prefix.
+    """
+    idle_seconds: float | None
+    """
+    Seconds since the lineage's last call (null: it had none).
+    """
+    ttl_seconds: int
+    """
+    The session's cache TTL (its `cache` terms).
+    """
+    horizon_calls: int
+    """
+    The calls the compaction is priced over: until the compacted context grows back to the high watermark at the recent rate per call.
+    """
+    reduction_tokens: int
+    """
+    Tokens the compaction would take off the context.
+    """
+    saving: float
+    """
+    The reduction not sent on those calls: at the read price, or at the write price on the first call when the cache holds nothing.
+    """
+    cost: float
+    """
+    The cached prefix thrown away: the compacted context written at the write price where it would have been read at the read price (0 when the cache is not warm).
+    """
+    at_least_tokens: int | None
+    """
+    The least reduction whose saving meets the cost: a compaction that a signal alone advises is not advised below it (null: no reduction does, as when cached tokens cost nothing).
+    """
 
 
 class AppendMetadata(TypedDict):
@@ -727,12 +759,28 @@ class WorldStateResponse(TypedDict):
     patch: dict[str, Any] | None
 
 
+class AdviceBody(TypedDict):
+    should_compact: bool
+    pressure: float
+    reasons: list[dict[str, Any]]
+    turns_until_full: NotRequired[int | None]
+    recommended_strategy: NotRequired[str | None]
+    cache: NotRequired[AdviceCacheBody | None]
+    """
+    The compaction priced by the lineage's prompt cache (null: not priced, as for a stateless call).
+    """
+
+
 class AdviceResponse(TypedDict):
     should_compact: bool
     pressure: float
     reasons: list[dict[str, Any]]
     turns_until_full: int | None
     recommended_strategy: str | None
+    cache: AdviceCacheBody | None
+    """
+    The compaction priced by the lineage's prompt cache.
+    """
     active_tokens: int
     """
     Exact tokens the pressure weighs: the history without state fragments and the pinned state (goal, its restatement, world state).

@@ -235,7 +235,9 @@ class ContextLink:
         return len(pending)
 
     def context(self) -> models.AssembleResponse:
-        """The session-mode assembly to send; compacts first (once) when advised."""
+        """The session-mode assembly to send; compacts first (once) when advised, and
+        assembles again when the compaction applied (the service then takes the assembly that
+        advised it as never sent)."""
         self.ensure_session()
         body = self.options.assemble_body(self.session_id)
         assembly = self.client.assemble(**body)
@@ -244,7 +246,8 @@ class ContextLink:
                 **self.options.compact_body(self.session_id, assembly.advice)
             )
             self.compactions.append(compaction)
-            assembly = self.client.assemble(**body)
+            if compaction.applied:  # else the context already made is the one to send
+                assembly = self.client.assemble(**body)
         self.last_assembly = assembly
         return assembly
 
@@ -320,7 +323,9 @@ class AsyncContextLink:
         return len(pending)
 
     async def context(self) -> models.AssembleResponse:
-        """The session-mode assembly to send; compacts first (once) when advised."""
+        """The session-mode assembly to send; compacts first (once) when advised, and
+        assembles again when the compaction applied (the service then takes the assembly that
+        advised it as never sent)."""
         await self.ensure_session()
         body = self.options.assemble_body(self.session_id)
         assembly = await self.client.assemble(**body)
@@ -329,7 +334,8 @@ class AsyncContextLink:
                 **self.options.compact_body(self.session_id, assembly.advice)
             )
             self.compactions.append(compaction)
-            assembly = await self.client.assemble(**body)
+            if compaction.applied:  # else the context already made is the one to send
+                assembly = await self.client.assemble(**body)
         self.last_assembly = assembly
         return assembly
 

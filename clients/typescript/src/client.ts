@@ -471,16 +471,21 @@ export class ContextdClient {
     );
   }
 
+  /** The advice for the session's next call in the lineage of `unit` (default: the
+   * session's own), priced by that lineage's prompt cache. */
   compactionAdvice(
     sessionId: string,
-    options?: CallOptions,
+    { unit, ...options }: CallOptions & { unit?: string } = {},
   ): Promise<Schemas["AdviceResponse"]> {
     return this.run(
       READ,
       "GET /sessions/{session_id}/compaction-advice",
       (signal) =>
         this.http.GET("/sessions/{session_id}/compaction-advice", {
-          params: { path: { session_id: sessionId } },
+          params: {
+            path: { session_id: sessionId },
+            query: unit === undefined ? {} : { unit },
+          },
           signal,
         }),
       options,

@@ -228,7 +228,9 @@ export class ContextLink {
     );
   }
 
-  /** The session-mode assembly to send; compacts first (once) when advised. */
+  /** The session-mode assembly to send; compacts first (once) when advised, and assembles
+   * again when the compaction applied (the service then takes the assembly that advised it as
+   * never sent). */
   async context(): Promise<Schemas["AssembleResponse"]> {
     let assembly = await this.assemble();
     if ((this.options.compact ?? true) && assembly.advice.should_compact) {
@@ -243,7 +245,8 @@ export class ContextLink {
         this.options.call,
       );
       this.compactions.push(compaction);
-      assembly = await this.assemble();
+      // Else the context already made is the one to send.
+      if (compaction.applied) assembly = await this.assemble();
     }
     this.lastAssembly = assembly;
     return assembly;

@@ -512,6 +512,56 @@ export interface components {
             turns_until_full?: number | null;
             /** Recommended Strategy */
             recommended_strategy?: string | null;
+            /** @description The compaction priced by the lineage's prompt cache (null: not priced, as for a stateless call). */
+            cache?: components["schemas"]["AdviceCacheBody"] | null;
+        };
+        /**
+         * AdviceCacheBody
+         * @description What compacting now (to the recommended strategy's product) would save and cost, given
+         *     the lineage's prompt cache, in fresh input tokens (a fresh input token costs 1).
+         */
+        AdviceCacheBody: {
+            /**
+             * State
+             * @description `warm`: the provider still holds the lineage's prefix; `cold`: the lineage's last call came longer ago than the TTL; `empty`: no call yet, or the context is below the provider's minimum cacheable prefix.
+             * @enum {string}
+             */
+            state: "warm" | "cold" | "empty";
+            /**
+             * Idle Seconds
+             * @description Seconds since the lineage's last call (null: it had none).
+             */
+            idle_seconds: number | null;
+            /**
+             * Ttl Seconds
+             * @description The session's cache TTL (its `cache` terms).
+             */
+            ttl_seconds: number;
+            /**
+             * Horizon Calls
+             * @description The calls the compaction is priced over: until the compacted context grows back to the high watermark at the recent rate per call.
+             */
+            horizon_calls: number;
+            /**
+             * Reduction Tokens
+             * @description Tokens the compaction would take off the context.
+             */
+            reduction_tokens: number;
+            /**
+             * Saving
+             * @description The reduction not sent on those calls: at the read price, or at the write price on the first call when the cache holds nothing.
+             */
+            saving: number;
+            /**
+             * Cost
+             * @description The cached prefix thrown away: the compacted context written at the write price where it would have been read at the read price (0 when the cache is not warm).
+             */
+            cost: number;
+            /**
+             * At Least Tokens
+             * @description The least reduction whose saving meets the cost: a compaction that a signal alone advises is not advised below it (null: no reduction does, as when cached tokens cost nothing).
+             */
+            at_least_tokens: number | null;
         };
         /** AdviceResponse */
         AdviceResponse: {
@@ -527,6 +577,8 @@ export interface components {
             turns_until_full: number | null;
             /** Recommended Strategy */
             recommended_strategy: string | null;
+            /** @description The compaction priced by the lineage's prompt cache. */
+            cache: components["schemas"]["AdviceCacheBody"] | null;
             /**
              * Active Tokens
              * @description Exact tokens the pressure weighs: the history without state fragments and the pinned state (goal, its restatement, world state).
@@ -3921,7 +3973,10 @@ export interface operations {
     };
     compaction_advice: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The lineage whose prompt cache prices the advice (default: the session's unit). */
+                unit?: string | null;
+            };
             header?: never;
             path: {
                 session_id: string;

@@ -258,6 +258,23 @@ describe("ContextdClient", () => {
     expect(await ctx.compactionAdvice(id)).toEqual(
       await plain("GET", `/sessions/${id}/compaction-advice`),
     );
+    // Priced by a lineage's cache: the planner's call came moments ago (its context is under
+    // the minimum cacheable prefix, so nothing is cached); the session's own lineage has had
+    // no call.
+    const priced = (await ctx.compactionAdvice(id, { unit: "planner" })).cache;
+    expect([priced?.state, priced?.ttl_seconds]).toEqual(["empty", 300]);
+    expect(priced?.idle_seconds).toBeGreaterThanOrEqual(0);
+    expect(priced?.idle_seconds).toBeLessThan(300);
+    expect((await ctx.compactionAdvice(id)).cache).toEqual({
+      state: "empty",
+      idle_seconds: null,
+      ttl_seconds: 300,
+      horizon_calls: priced?.horizon_calls,
+      reduction_tokens: 0,
+      saving: 0,
+      cost: 0,
+      at_least_tokens: 0,
+    });
   });
 
   test("compact: a dry run, then applied", async () => {
