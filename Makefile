@@ -11,11 +11,11 @@ export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PO
 PY_PACKAGES := -e '.[dev,bench]' -e 'clients/python[agents,langchain,pydantic-ai]'
 
 # Every dependency at the version pinned in constraints.txt, so that a fresh machine installs what
-# was last tested together.
+# was last tested together; uv installs them (the same packages as pip, in a quarter of the time).
 $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt $(PY_PACKAGES)
+	$(BIN)/pip install --quiet -c constraints.txt uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt $(PY_PACKAGES)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,7 +26,7 @@ lock:
 	rm -rf .venv-lock
 	python3 -m venv .venv-lock
 	.venv-lock/bin/pip install --quiet --upgrade pip
-	.venv-lock/bin/pip install --quiet $(PY_PACKAGES)
+	.venv-lock/bin/pip install --quiet uv $(PY_PACKAGES)
 	head -n 1 constraints.txt > constraints.new
 	.venv-lock/bin/pip freeze --exclude-editable >> constraints.new
 	mv constraints.new constraints.txt

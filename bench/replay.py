@@ -151,6 +151,8 @@ class Tally:
     online_all_visible: int = 0
     breaks: Counter[str] = field(default_factory=Counter)
     """The service's named prefix breaks (`cache.break`), by cause."""
+    broken: int = 0
+    """Calls whose messages left the previous call's before the end of its history."""
     previous: list[bytes] = field(default_factory=list)
 
     def call(
@@ -163,7 +165,8 @@ class Tally:
         service_reused: int = 0,
         restated: int = 0,
         cut: bool = False,
-    ) -> None:
+    ) -> int:
+        """Add one call; returns how many leading messages it shares with the call before."""
         encoded = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages]
         sizes = tokens_of(messages)
         shared = 0
@@ -187,6 +190,7 @@ class Tally:
         self.visible += len(grounding.visible)
         self.recallable += len(grounding.recallable)
         self.all_visible += bool(grounding.needed) and grounding.is_all_visible
+        return shared
 
     def add(self, other: Tally) -> None:
         for name in (f.name for f in fields(self) if f.name != "previous"):
@@ -440,6 +444,7 @@ def replay(
     before = ""  # the text of the items before the call
     assembly_ids: list[str] = []
     missed: dict[str, bool] = {}
+    history_end = 0  # where the previous call's history ended, in messages
     for number, point in enumerate(call_points(items)):
         timing.before_call(number)
         if point > appended:
@@ -467,7 +472,7 @@ def replay(
         elided: list[dict[str, Any]] = body.get("elided", [])
         shown = items_text(body["messages"])
         grounding = ground(needed, shown=shown, elided=[log.elided_text(e) for e in elided])
-        managed.call(
+        shared = managed.call(
             body["messages"],
             goal=goal,
             window=window,
@@ -478,6 +483,10 @@ def replay(
         )
         if (broke := body["cache"].get("break")) is not None:
             managed.breaks[broke["cause"]] += 1
+        managed.broken += shared < history_end
+        history_end = 1 + max(
+            (n for n, i in enumerate(body["items"]) if i["source"] == "history"), default=-1
+        )
         managed.hiding += bool(elided)
         managed.seqs_named += bool(elided) and names_every_seq(
             shown, [e["first_seq"] for e in elided]
@@ -538,7 +547,10 @@ def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
         print(tally.row(name))
     breaks = totals["contextd"].breaks
     causes = ", ".join(f"{cause} {count}" for cause, count in sorted(breaks.items()))
-    print(f"prefix breaks contextd named: {sum(breaks.values())} ({causes or 'none'})")
+    print(
+        f"prefix breaks: {totals['contextd'].broken} calls left the previous call's history"
+        f" early; contextd named {sum(breaks.values())} ({causes or 'none'})"
+    )
     print(CACHE_HEADER)
     for result in results if verbose else ():
         print(result.served.row(f"  {result.name[:40]} ({result.window:,})"))
