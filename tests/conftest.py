@@ -93,3 +93,11 @@ _ids = itertools.count(1)
 def session_id(request: pytest.FixtureRequest) -> str:
     """A session id unique to this test (the test database is shared by the run)."""
     return f"{request.node.name[:150]}-{next(_ids)}".replace("[", ".").replace("]", "")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The end-to-end modules first, the failover's leading: with each module on one worker
+    (`--dist loadfile`), the slowest start at once rather than set the end of the run."""
+    items.sort(
+        key=lambda item: (item.path.parent.name != "e2e", item.path.name != "test_failover.py")
+    )
