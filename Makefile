@@ -11,11 +11,12 @@ export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PO
 PY_PACKAGES := -e '.[dev,bench]' -e 'clients/python[agents,langchain,pydantic-ai]'
 
 # Every dependency at the version pinned in constraints.txt, so that a fresh machine installs what
-# was last tested together; uv installs them (the same packages as pip, in a quarter of the time).
+# was last tested together; uv installs them (the same packages as pip, in a quarter of the time),
+# compiled to bytecode as pip does, so that no test process pays for it.
 $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet -c constraints.txt uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt $(PY_PACKAGES)
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt $(PY_PACKAGES)
 	touch $(STAMP)
 
 install: $(STAMP)
