@@ -372,7 +372,7 @@ def advise(
         if share >= SMALL_OUTPUT_SHARE and masked <= watermarks.target(window)
         else "summary"
     )
-    price = None
+    price, cold = None, False
     if cache is not None:
         price = price_compaction(
             cache,
@@ -381,22 +381,21 @@ def advise(
             ceiling=math.floor(watermarks.high * window),
             growth=growth,
         )
-    cold = (
-        price is not None
-        and price.cache == "cold"
-        and cache is not None
-        and cache.discounted
-        and price.reduction_tokens >= COLD_REDUCTION_SHARE * watermarks.span(window)
-    )
-    if cold and price is not None:
-        reasons.append(
-            AdviceSignal(
-                "cache_cold",
-                f"the provider's prompt cache expired (the last call was {price.idle_seconds:.0f}"
-                f" s ago, TTL {price.ttl_seconds} s): compacting now throws nothing cached away",
-                float(price.idle_seconds or 0.0),
-            )
+        cold = (
+            price.cache == "cold"
+            and cache.discounted
+            and price.reduction_tokens >= COLD_REDUCTION_SHARE * watermarks.span(window)
         )
+        if cold:
+            reasons.append(
+                AdviceSignal(
+                    "cache_cold",
+                    f"the provider's prompt cache expired (the last call was"
+                    f" {price.idle_seconds:.0f} s ago, TTL {price.ttl_seconds} s): compacting"
+                    " now throws nothing cached away",
+                    float(price.idle_seconds or 0.0),
+                )
+            )
     rested = grown_since_compaction is None or grown_since_compaction >= watermarks.span(window)
     # A signal alone does not advise a compaction that costs more than it saves, unless the
     # window fills on the next turn anyway.
