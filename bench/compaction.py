@@ -35,6 +35,8 @@ from app.domain.compaction import (
     identifiers,
     plan_compaction,
 )
+from app.domain.compaction.model import ProductKind
+from app.domain.compaction.product import Product, render_product
 from app.domain.history import HistoryEntry, history_cuts
 from app.domain.items import OUTPUT_TYPES, CountTokens, item_type, visible_text
 from app.domain.normalize import find_pairing_violations, normalize_history
@@ -56,18 +58,30 @@ def named_seqs(text: str) -> set[int]:
     }
 
 
+def frame_tokens(kind: ProductKind, count_tokens: CountTokens) -> int:
+    """A record's tokens with no section: its marker, preamble and meta."""
+    empty = Product(kind, None, None, None, None, (), (1, 10), goal_pinned=True)
+    return count_tokens(visible_text(render_product(empty)))
+
+
 def pinned_minimum(inp: CompactionInput, count_tokens: CountTokens) -> int:
     """What no strategy gives up: the invariants, and the newest unit (between the last two
-    `history_cuts`) with each tool output at its least."""
+    `history_cuts`), or the newest `keep_recent` items to a cut when more, with each tool output
+    at its least; a strategy that writes a record writes at least its frame too (`frame_tokens`)."""
     items = [entry.item for entry in inp.history]
-    newest = items[history_cuts(items)[-2] if len(history_cuts(items)) > 1 else 0 :]
+    cuts = history_cuts(items)
+    newest_unit = cuts[-2] if len(cuts) > 1 else 0
+    recent = max((c for c in cuts if c <= max(0, len(items) - inp.params.keep_recent)), default=0)
+    newest = items[min(newest_unit, recent) :]
     least = sum(
         min(count_tokens(visible_text(item)), MIN_OUTPUT_TOKENS)
         if item_type(item) in OUTPUT_TYPES
         else count_tokens(visible_text(item))
         for item in newest
     )
-    return sum(count_tokens(visible_text(item)) for item in inp.invariants) + least
+    kinds: tuple[ProductKind, ...] = get_args(ProductKind)
+    frame = next((frame_tokens(k, count_tokens) for k in kinds if k == inp.strategy), 0)
+    return sum(count_tokens(visible_text(item)) for item in inp.invariants) + least + frame
 
 
 def survival(found: Counter[IdentifierKind], kept: Counter[IdentifierKind]) -> str:

@@ -719,3 +719,44 @@ def test_truncate_does_not_keep_the_task_twice_when_the_goal_pins_it(
     assert not [item for item in result["history"] if item.get("role") == "user"]
     assert result["loss_check"] == {"missing": [], "fell_back": False}
     assert result["tokens_after"] <= 1_200, result["over_target_because"]
+
+
+def test_a_short_history_gets_a_small_record_and_its_newest_output_cut_under_a_large_goal(
+    client: TestClient, session_id: str
+) -> None:
+    """Issue 43 item 1: a summary of a short history was larger than what it covered (a
+    record's frame alone took about 230 tokens: a long preamble and a meta giving every entry's
+    length), and under a goal larger than the target the newest output stayed whole (a
+    mini-swe-agent run: 4,040 tokens against a least of 2,759). The frame is now a sentence and
+    a meta of what the text cannot say, and the newest output goes head and tail as far as it
+    goes, naming its fact seq."""
+    goal = "Make the solver converge on flat curves. " + long_text(1_500)
+    client.post("/sessions", json={"session_id": session_id})
+    client.put(f"/sessions/{session_id}/goal", json={"text": goal})
+    items: list[dict[str, Any]] = [user_msg(goal)]
+    for n in range(3):
+        items += [
+            tool_call(f"c{n}", "bash", json.dumps({"command": f"sed -n '{n}0,{n}9p' solver.py"})),
+            tool_output(f"c{n}", f"line {n}\n" + "    x = solve(y)\n" * (40 if n < 2 else 400)),
+        ]
+    assert client.post(f"/sessions/{session_id}/items", json={"items": items}).status_code == 201
+
+    result = _compact(
+        client,
+        session_id=session_id,
+        strategy="summary",
+        params={"target_tokens": 300, "keep_recent": 2},
+    )
+
+    assert result["applied"], result["not_applied_because"]
+    goal_shown, record, call, output = result["history"]
+    assert goal_shown == render_goal(goal, version=1)
+    text = visible_text(record)
+    assert text.startswith(f"{SUMMARY_MARKER}\nEarlier work in this session (fact seqs 2–6)")
+    assert text.endswith('\n\n```json\n{"contextd":"summary","version":2,"range":[2,6]}\n```')
+    assert call == items[5]
+    assert output["call_id"] == "c2"
+    assert "fact seq 8" in visible_text(output)
+    assert len(visible_text(output)) < len(items[6]["output"]) // 4
+    assert result["over_target_because"], "the goal alone is over the target"
+    assert find_pairing_violations(result["history"]) == []

@@ -202,7 +202,8 @@ def test_what_compactions_leave_out_is_listed_and_named(
     assert summary.status_code == 201, summary.text
     again = _assemble(client, session_id)
     assert again["elided"]
-    assert {e["form"] for e in again["elided"]} <= {"summarized", "cleared", "dropped"}
+    # Over the target of 400, the newest turn's output is cut head and tail (`truncated`).
+    assert {e["form"] for e in again["elided"]} == {"summarized", "cleared", "truncated"}
     assert _named(again) == []
     # The same log gives the same list.
     assert _assemble(client, session_id)["elided"] == again["elided"]

@@ -395,12 +395,13 @@ def test_summary_product_is_a_user_message_that_shows_the_record_raw() -> None:
 
     assert (product["type"], product["role"]) == ("message", "user")
     assert text.startswith(f"{SUMMARY_MARKER}\nEarlier work in this session (fact seqs 1–9)")
-    # The goal is pinned verbatim by the invariants above: the record names it, once.
-    assert f"## Goal\n{GOAL_PINNED_ABOVE}\n\n" in text
+    # The goal is pinned verbatim by the invariants above: the record's preamble says so.
+    assert text.startswith(f"{GOAL_PINNED_ABOVE}\n\n## ", text.index(GOAL_PINNED_ABOVE))
     assert GOAL not in text
-    assert "## User requests and corrections (the user's own words, oldest first)\n" in text
-    assert "- Keep the old --ascii flag working.\n" in text
-    assert "## State the agent last reported (the agent's words, not verified)\n" in text
+    assert "## The user's words, oldest first\n- Keep the old --ascii flag working.\n" in text
+    assert "## Last reported state\n" in text
+    # The meta says only what the text cannot: every entry here is one line.
+    assert text.endswith('\n\n```json\n{"contextd":"summary","version":2,"range":[1,9]}\n```')
 
 
 def test_summary_keeps_the_pinned_goal_whatever_the_summarizer_says() -> None:
@@ -428,9 +429,9 @@ def test_summary_keeps_the_pinned_goal_whatever_the_summarizer_says() -> None:
 
 def test_summary_merges_into_the_previous_summary_instead_of_nesting_it() -> None:
     first = plan(WORK[:9], "summary", keep_recent=1, target_tokens=300)
-    # 230 tokens hold the newest turn but not the whole merged record: its oldest request and
-    # decision are left out, and the record says which lists it shortened.
-    second = plan((*first.history, *WORK[9:]), "summary", keep_recent=1, target_tokens=230)
+    # 140 tokens hold the newest turn but not the whole merged record: its oldest request and
+    # its bookkeeping are left out, and the record says which lists it shortened.
+    second = plan((*first.history, *WORK[9:]), "summary", keep_recent=1, target_tokens=140)
 
     products = [entry for entry in second.history if is_compaction_product(entry.item)]
     assert [entry.seq for entry in second.history[len(INVARIANTS) + 1 :]] == [11, 12]
@@ -441,17 +442,26 @@ def test_summary_merges_into_the_previous_summary_instead_of_nesting_it() -> Non
     assert second.summary == replace(
         first.summary,
         user_requests=("Run the whole suite now.",),
-        decisions=first.summary.decisions[-1:],
+        decisions=(),
+        commands=(),
+        verification=(),
         state="Next I will run the tests again.",
-        next_steps=("Next I will run the tests again.",),
+        next_steps=(),
         to_seq=10,
     )
     record = read_product(products[0].item)
     assert record is not None
-    assert record.omitted == ("user_requests", "decisions")
+    assert record.omitted == (
+        "user_requests",
+        "decisions",
+        "commands",
+        "verification",
+        "next_steps",
+    )
     assert (
-        "## Shortened for space (oldest entries left out, still in the fact seqs above)\n"
-        "- user requests\n- decisions\n\n```json\n"
+        "## Shortened for space (oldest entries left out; recall them by seq)\n"
+        "- user requests\n- decisions\n- commands\n- verification results\n- next steps\n\n"
+        "```json\n"
     ) in visible_text(products[0].item)
 
 
@@ -494,7 +504,7 @@ def test_recompaction_replaces_the_old_anchors_with_the_current_invariants() -> 
         CompactionInput(
             history=(*first.history, *WORK[9:]),
             strategy="summary",
-            params=CompactionParams(keep_recent=1, target_tokens=230),
+            params=CompactionParams(keep_recent=1, target_tokens=180),
             goal=new_goal,
             invariants=invariants,
         ),
@@ -511,17 +521,19 @@ def test_recompaction_replaces_the_old_anchors_with_the_current_invariants() -> 
 
 def test_notes_after_a_summary_carry_the_summary_in_the_same_record() -> None:
     first = plan(WORK[:9], "summary", keep_recent=1, target_tokens=300)
-    notes = plan((*first.history, *WORK[9:]), "notes", keep_recent=1, target_tokens=230)
+    notes = plan((*first.history, *WORK[9:]), "notes", keep_recent=1, target_tokens=180)
 
     record = notes.history[len(INVARIANTS)].item
     assert first.summary is not None
     # Over its budget, the record keeps the newest decision of the summary it carries and
-    # names the list it shortened.
-    assert notes.summary == replace(first.summary, decisions=first.summary.decisions[-1:])
+    # names the lists it shortened.
+    assert notes.summary == replace(
+        first.summary, decisions=first.summary.decisions[-1:], commands=(), verification=()
+    )
     assert (summary_of(record), notes_of(record)) == (notes.summary, notes.notes)
     product = read_product(record)
     assert product is not None
-    assert product.omitted == ("decisions",)
+    assert product.omitted == ("decisions", "commands", "verification", "note_next_steps")
     assert [is_compaction_product(entry.item) for entry in notes.history].count(True) == 1
 
 

@@ -22,7 +22,7 @@ from app.domain.compaction.extraction import seq_range
 from app.domain.compaction.model import CompactionResult
 from app.domain.history import HistoryEntry
 from app.domain.items import item_type, visible_text
-from app.domain.truncation import shrink_outputs
+from app.domain.truncation import MIN_OUTPUT_TOKENS, shrink_outputs
 
 _EXCERPT_LINE_CHARS = 300
 _WRITTEN_CHARS = 600
@@ -91,16 +91,19 @@ def without_written_content(
 
 
 def shrunk_outputs(
-    ctx: Context, entries: Sequence[HistoryEntry], *, budget: int
+    ctx: Context, entries: Sequence[HistoryEntry], *, budget: int, at_least: bool = False
 ) -> tuple[HistoryEntry, ...] | None:
     """`entries` with their tool outputs truncated head and tail so that all fit `budget`, each
-    naming the fact that holds it whole; None when that cannot reach it."""
+    naming the fact that holds it whole; None when that cannot reach it, unless `at_least`:
+    then as far as they go, each output at `MIN_OUTPUT_TOKENS` at least."""
     outputs = [
         k
         for k, entry in enumerate(entries)
         if is_clearable(entry) and isinstance(entry.item.get("output"), str | list)
     ]
     fixed = ctx.total([entry for k, entry in enumerate(entries) if k not in outputs])
+    if at_least:
+        budget = max(budget, fixed + MIN_OUTPUT_TOKENS * len(outputs))
     shrunk = shrink_outputs(
         [
             (

@@ -195,7 +195,7 @@ def lossy(ctx: Context, *, kind: ProductKind | None) -> CompactionResult:
     if (over := ctx.total(history) - target) > 0:
         # The newest turn is kept whatever its size: its outputs go head and tail, each naming
         # the fact that holds it whole, as far as the loss check allows.
-        shrunk = shrunk_outputs(ctx, tail, budget=ctx.total(tail) - over)
+        shrunk = shrunk_outputs(ctx, tail, budget=ctx.total(tail) - over, at_least=True)
         # What the loss check asks of the covered range it asks of the cut turn too.
         needed = [*facts, *required_facts(tail, new_history=tail, goal=inp.goal)]
         if shrunk is not None and not missing_facts(

@@ -8,13 +8,20 @@ Anthropic's format carries developer messages only as the system prompt. Its tex
     <marker>\\n<preamble>            marker: SUMMARY_MARKER, HANDOFF_MARKER or NOTES_MARKER
     \\n\\n## <heading>\\n<text>       a single-text section (goal, narrative, state)
     \\n\\n## <heading>\\n- <entry>…   a list section, one "- " line per entry
-    \\n\\n```json\\n<meta>\\n```      kind, version, parts, section layout, source ranges
+    \\n\\n```json\\n<meta>\\n```      kind, version, range, and only what the text cannot say
 
 Every entry is written raw (the goal and the user's words stay verbatim substrings; a goal
-pinned above the record is named, not repeated) and the
-meta gives each section's entry lengths in code points, so `read_product` (and `summary_of` /
-`notes_of`) read the record back exactly, whatever the entries contain. Empty sections are left
-out. A record over its budget is shortened by `fit_product` before it is written.
+pinned above the record is named in the preamble, not repeated). An entry ends at the end of
+its line, and the meta gives the length in code points of each entry that holds a line break,
+so `read_product` (and `summary_of` / `notes_of`) read the record back exactly, whatever the
+entries contain. Empty sections are left out. A record over its budget is shortened by
+`fit_product` before it is written.
+
+The record is paid for on every call after the compaction, so its frame is kept small: a
+one-sentence preamble and a meta that lists only multi-line entries, the parts a record carries
+beyond its kind's own and a summary range that differs from the record's. Records written in the
+first format (version 1: a longer preamble, a goal section naming the pinned goal, every entry's
+length in the meta) are still read back.
 """
 
 from __future__ import annotations
@@ -42,7 +49,13 @@ _MARKERS: dict[ProductKind, str] = {
     "handoff": HANDOFF_MARKER,
     "notes": NOTES_MARKER,
 }
-_PRODUCT_VERSION = 1
+_PRODUCT_VERSION = 2
+_OWN_PARTS: dict[ProductKind, tuple[str, ...]] = {
+    "summary": ("summary",),
+    "handoff": ("summary", "handoff"),
+    "notes": ("notes",),
+}
+"""The parts a record of each kind carries unless its meta says otherwise."""
 _META_FENCE = "\n\n```json\n"
 
 
@@ -68,36 +81,50 @@ class Product:
     """The names and ids the agent used in the range it covers (`compaction.trail`)."""
 
 
-GOAL_PINNED_ABOVE = "Pinned verbatim at the top of this context; not repeated here."
+GOAL_PINNED_ABOVE = "The goal is pinned above, not repeated here."
+"""What a record's preamble says when the invariants above it pin the goal verbatim."""
+_V1_GOAL_PINNED_ABOVE = "Pinned verbatim at the top of this context; not repeated here."
 
-# (key, heading, is_list), in rendering order.
+# (key, heading, is_list), in rendering order. The preamble says whose words are whose, so the
+# headings stay short.
 _SECTIONS: tuple[tuple[str, str, bool], ...] = (
     ("goal", "Goal (pinned, verbatim)", False),
-    ("goal_pinned", "Goal", False),
-    ("pinned", "Pinned by the runtime before compaction", True),
-    ("narrative", "Narrative (written by a summarizer from the transcript)", False),
-    ("user_requests", "User requests and corrections (the user's own words, oldest first)", True),
-    ("decisions", "Decisions the agent stated", True),
+    ("goal_pinned", "Goal", False),  # version 1 only: version 2 says so in its preamble
+    ("pinned", "Pinned by the runtime", True),
+    ("narrative", "Narrative (a summarizer's, from the transcript)", False),
+    ("user_requests", "The user's words, oldest first", True),
+    ("decisions", "Decisions", True),
     ("files", "Files touched", True),
-    ("commands", "Commands and tool calls, with outcomes", True),
+    ("commands", "Calls and outcomes", True),
     ("errors", "Errors not seen resolved", True),
     ("verification", "Verification results", True),
-    ("names", "Names and ids the agent used, by the fact seq of their last use", True),
-    ("state", "State the agent last reported (the agent's words, not verified)", False),
-    ("next_steps", "Next steps the agent stated", True),
+    ("names", "Names used, by the fact seq of their last use", True),
+    ("state", "Last reported state", False),
+    ("next_steps", "Next steps", True),
     ("lessons", "Lessons from failed attempts", True),
     ("references", "In the log, to fetch when needed", True),
     ("facts", "Notes: facts", True),
-    ("note_commands", "Notes: commands and tool calls, with outcomes", True),
-    ("note_decisions", "Notes: decisions the agent stated", True),
+    ("note_commands", "Notes: calls and outcomes", True),
+    ("note_decisions", "Notes: decisions", True),
     ("open_questions", "Notes: open questions", True),
-    ("note_next_steps", "Notes: next steps the agent stated", True),
-    (
-        "omitted",
-        "Shortened for space (oldest entries left out, still in the fact seqs above)",
-        True,
-    ),
+    ("note_next_steps", "Notes: next steps", True),
+    ("omitted", "Shortened for space (oldest entries left out; recall them by seq)", True),
 )
+_V1_HEADINGS = {
+    **{key: heading for key, heading, _ in _SECTIONS},
+    "pinned": "Pinned by the runtime before compaction",
+    "narrative": "Narrative (written by a summarizer from the transcript)",
+    "user_requests": "User requests and corrections (the user's own words, oldest first)",
+    "decisions": "Decisions the agent stated",
+    "commands": "Commands and tool calls, with outcomes",
+    "names": "Names and ids the agent used, by the fact seq of their last use",
+    "state": "State the agent last reported (the agent's words, not verified)",
+    "next_steps": "Next steps the agent stated",
+    "note_commands": "Notes: commands and tool calls, with outcomes",
+    "note_decisions": "Notes: decisions the agent stated",
+    "note_next_steps": "Notes: next steps the agent stated",
+    "omitted": "Shortened for space (oldest entries left out, still in the fact seqs above)",
+}
 _IS_LIST = {key: is_list for key, _, is_list in _SECTIONS}
 _HEADINGS = {key: heading for key, heading, _ in _SECTIONS}
 # How the `omitted` section names a list it shortened.
@@ -129,20 +156,38 @@ _SUMMARY_KEYS = (
 )
 
 
-def _preamble(kind: ProductKind, source_range: tuple[int | None, int | None]) -> str:
+def _preamble(
+    kind: ProductKind,
+    source_range: tuple[int | None, int | None],
+    *,
+    goal_pinned: bool,
+    version: int = _PRODUCT_VERSION,
+) -> str:
     first, last = source_range
     span = f"fact seqs {first}–{last}" if first is not None else "earlier facts"
+    if version == 1:
+        opening = {
+            "summary": f"Earlier work in this session ({span}) was compacted into this record.",
+            "handoff": f"The work so far in this session ({span}) was handed off into this record"
+            " so that a fresh context can carry on.",
+            "notes": f"Notes kept across compactions of this session (latest: {span}).",
+        }[kind]
+        return (
+            f"{opening} It is history kept for reference, not new instructions: requests quoted"
+            " here are the user's own words; decisions, state and next steps are what the agent"
+            " said, not verified facts. Every original item is still in the session log under"
+            " its fact seq. The JSON block at the end is for the service."
+        )
     opening = {
-        "summary": f"Earlier work in this session ({span}) was compacted into this record.",
-        "handoff": f"The work so far in this session ({span}) was handed off into this record"
-        " so that a fresh context can carry on.",
+        "summary": f"Earlier work in this session ({span}), compacted.",
+        "handoff": f"The work so far in this session ({span}), handed off to a fresh context.",
         "notes": f"Notes kept across compactions of this session (latest: {span}).",
     }[kind]
+    goal = f" {GOAL_PINNED_ABOVE}" if goal_pinned else ""
     return (
-        f"{opening} It is history kept for reference, not new instructions: requests quoted"
-        " here are the user's own words; decisions, state and next steps are what the agent"
-        " said, not verified facts. Every original item is still in the session log under its"
-        " fact seq. The JSON block at the end is for the service."
+        f"{opening} For reference, not instructions: quoted requests are the user's own words;"
+        " decisions, state and next steps are the agent's, unverified. Every original is in the"
+        f" session log under its fact seq.{goal}"
     )
 
 
@@ -162,17 +207,31 @@ _FLOORS: tuple[dict[str, int], ...] = (
         "open_questions": 1,
     },
     {"files": 8, "errors": 2, "next_steps": 1, "note_next_steps": 1, "user_requests": 1},
+    # A small budget (a short history compacted to a small target) may take the agent's own
+    # bookkeeping down to nothing, but not the lists holding what the loss check asks for (the
+    # files, the errors, the user's latest words, the notes' facts): the record names each
+    # list it emptied, to recall by seq.
+    {
+        "commands": 0,
+        "note_commands": 0,
+        "verification": 0,
+        "decisions": 0,
+        "note_decisions": 0,
+        "references": 0,
+        "lessons": 0,
+        "open_questions": 0,
+        "next_steps": 0,
+        "note_next_steps": 0,
+    },
 )
-# Per dropped entry beyond its text: its length in the meta's layout.
-_LAYOUT_TOKENS = 2
+# Per dropped multi-line entry beyond its text: its length in the meta.
+_LINES_TOKENS = 8
 
 
 def _values(product: Product) -> dict[str, tuple[str, ...]]:
     """Every section's entries, keyed as in `_SECTIONS`."""
     values: dict[str, tuple[str, ...]] = {}
-    if product.goal_pinned:
-        values["goal_pinned"] = (GOAL_PINNED_ABOVE,)
-    elif product.goal:
+    if product.goal and not product.goal_pinned:
         values["goal"] = (product.goal,)
     values["pinned"] = product.pinned
     if (summary := product.summary) is not None:
@@ -223,42 +282,44 @@ def _with_lists(product: Product, lists: dict[str, tuple[str, ...]]) -> Product:
     return replace(product, summary=summary, notes=notes, handoff=handoff)
 
 
+def _entry_tokens(entry: str, count: Callable[[str], int]) -> int:
+    """What a list entry adds to a record: its line, and its length in the meta if it has
+    line breaks."""
+    return count(f"- {entry}\n") + (_LINES_TOKENS if "\n" in entry else 0)
+
+
 def fit_product(product: Product, *, budget: int, count: Callable[[str], int]) -> Product:
     """`product`, its record within `budget` tokens where the floors allow it.
 
     The oldest entries go first, from the costliest list of the first tier of `_FLOORS` that is
-    above its floor, then of the second; the goal, the runtime's pins, the narrative and the
-    state are never cut. Every list shortened is named in the record (`omitted`, carried across
-    merges), so that the model knows to recall what it no longer lists. Deterministic: a pure
-    function of the product, the budget and the counter.
+    above its floor, then of the next; the goal, the runtime's pins, the narrative, the state
+    and the files' floor are never cut. Every list shortened is named in the record
+    (`omitted`, carried across merges), so that the model knows to recall what it no longer
+    lists. Deterministic: a pure function of the product, the budget and the counter.
     """
     over = item_tokens(render_product(product), count) - budget
     values = _values(product)
-    floors = {key: floor for tier in _FLOORS for key, floor in tier.items()}
-    lists = {key: list(values[key]) for key in floors if values.get(key)}
-    costs = {key: [count(f"- {e}\n") + _LAYOUT_TOKENS for e in lists[key]] for key in lists}
+    lists = {key: list(values[key]) for tier in _FLOORS for key in tier if values.get(key)}
+    costs = {key: [_entry_tokens(e, count) for e in lists[key]] for key in lists}
     omitted = list(product.omitted)
     fitted = product
     while over > 0:
-        open_keys = next(
-            (
-                keys
-                for tier in _FLOORS
-                if (keys := [k for k in tier if len(lists.get(k, ())) > tier[k]])
-            ),
+        tier = next(
+            (tier for tier in _FLOORS if any(len(lists.get(k, ())) > tier[k] for k in tier)),
             None,
         )
-        if open_keys is None:
+        if tier is None:
             break
+        open_keys = [k for k in tier if len(lists.get(k, ())) > tier[k]]
         while over > 0 and open_keys:
             key = max(open_keys, key=lambda k: (sum(costs[k]), k))
             lists[key].pop(0)
             over -= costs[key].pop(0)
-            if len(lists[key]) <= floors[key]:
+            if len(lists[key]) <= tier[key]:
                 open_keys.remove(key)
             if key not in omitted:
                 omitted.append(key)
-                over += count(f"- {_LABELS[key]}\n") + _LAYOUT_TOKENS
+                over += _entry_tokens(_LABELS[key], count)
         fitted = replace(
             _with_lists(product, {key: tuple(entries) for key, entries in lists.items()}),
             omitted=tuple(sorted(omitted, key=list(_HEADINGS).index)),
@@ -270,38 +331,119 @@ def fit_product(product: Product, *, budget: int, count: Callable[[str], int]) -
 
 def render_product(product: Product) -> Item:
     values = _values(product)
-    parts = [_MARKERS[product.kind], "\n", _preamble(product.kind, product.source_range)]
-    layout: list[list[Any]] = []
+    parts = [
+        _MARKERS[product.kind],
+        "\n",
+        _preamble(product.kind, product.source_range, goal_pinned=product.goal_pinned),
+    ]
+    lines: list[list[Any]] = []
     for key, heading, is_list in _SECTIONS:
         if entries := values.get(key, ()):
             parts.append(f"\n\n## {heading}\n")
             parts.append("\n".join(f"- {e}" for e in entries) if is_list else entries[0])
-            layout.append([key, [len(e) for e in entries]])
+            lines.extend([key, index, len(e)] for index, e in enumerate(entries) if "\n" in e)
     first, last = product.source_range
     meta: dict[str, Any] = {
         "contextd": product.kind,
         "version": _PRODUCT_VERSION,
-        "parts": [
-            part
-            for part, present in (
-                ("summary", product.summary),
-                ("notes", product.notes),
-                ("handoff", product.handoff),
-            )
-            if present is not None
-        ],
-        "layout": layout,
-        "source_range": {"from_seq": first, "to_seq": last},
+        "range": [first, last],
     }
-    if (summary := product.summary) is not None:
-        # A summary carried into notes keeps the range it was written for.
-        meta["summary_range"] = {"from_seq": summary.from_seq, "to_seq": summary.to_seq}
+    carried = tuple(
+        part
+        for part, present in (
+            ("summary", product.summary),
+            ("notes", product.notes),
+            ("handoff", product.handoff),
+        )
+        if present is not None
+    )
+    if carried != _OWN_PARTS[product.kind]:
+        meta["parts"] = carried
+    # A summary carried into notes keeps the range it was written for.
+    if (summary := product.summary) is not None and (summary.from_seq, summary.to_seq) != (
+        first,
+        last,
+    ):
+        meta["summary_range"] = [summary.from_seq, summary.to_seq]
+    if lines:
+        meta["lines"] = lines
     parts.append(f"{_META_FENCE}{json.dumps(meta, separators=(',', ':'))}\n```")
     return {
         "type": "message",
         "role": "user",
         "content": [{"type": "input_text", "text": "".join(parts)}],
     }
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """What a record's meta says, in either version."""
+
+    version: int
+    source_range: tuple[int | None, int | None]
+    parts: frozenset[str]
+    summary_range: tuple[int | None, int | None]
+    layout: list[tuple[str, list[int]]] | None
+    """Version 1: every section's entry lengths."""
+    lines: dict[tuple[str, int], int]
+    """Version 2: the lengths of the entries with line breaks, by section and index."""
+
+
+def _read_meta(kind: ProductKind, raw: str) -> _Meta | None:
+    try:
+        meta = json.loads(raw)
+        if meta.get("contextd") != kind:
+            return None
+        if meta.get("version") == 1:
+            first, last = meta["source_range"]["from_seq"], meta["source_range"]["to_seq"]
+            summary_range = meta.get("summary_range") or {}
+            summary = (summary_range.get("from_seq"), summary_range.get("to_seq"))
+            layout = [(str(key), [int(n) for n in lengths]) for key, lengths in meta["layout"]]
+            parsed = _Meta(1, (first, last), frozenset(meta["parts"]), summary, layout, {})
+        elif meta.get("version") == _PRODUCT_VERSION:
+            first, last = meta["range"]
+            summary = tuple(meta.get("summary_range", (first, last)))
+            lines = {(str(key), int(index)): int(n) for key, index, n in meta.get("lines", ())}
+            parts = frozenset(meta.get("parts", _OWN_PARTS[kind]))
+            parsed = _Meta(2, (first, last), parts, (summary[0], summary[1]), None, lines)
+        else:
+            return None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+        return None
+    seqs = (*parsed.source_range, *parsed.summary_range)
+    lengths = [n for _, ns in parsed.layout or () for n in ns] + list(parsed.lines.values())
+    if any(seq is not None and type(seq) is not int for seq in seqs) or any(n < 0 for n in lengths):
+        return None
+    return parsed
+
+
+def _found_layout(
+    text: str, position: int, end: int, lines: dict[tuple[str, int], int]
+) -> list[tuple[str, list[int]]] | None:
+    """A version 2 record's sections from `position` to `end`, with their entries' lengths:
+    the sections come in rendering order, once each, and an entry runs to the end of its line
+    unless the meta gives its length."""
+    keys = [key for key, _, _ in _SECTIONS if key != "goal_pinned"]
+    layout: list[tuple[str, list[int]]] = []
+    while position < end:
+        key = next((k for k in keys if text.startswith(f"\n\n## {_HEADINGS[k]}\n", position)), None)
+        if key is None:
+            return None
+        keys = keys[keys.index(key) + 1 :]
+        position += len(f"\n\n## {_HEADINGS[key]}\n")
+        lengths: list[int] = []
+        while True:
+            position += len(("\n" if lengths else "") + ("- " if _IS_LIST[key] else ""))
+            length = lines.get((key, len(lengths)))
+            if length is None:
+                newline = text.find("\n", position, end)
+                length = (newline if newline >= 0 else end) - position
+            lengths.append(length)
+            position += length
+            if not (_IS_LIST[key] and position < end and text.startswith("\n- ", position)):
+                break
+        layout.append((key, lengths))
+    return layout
 
 
 def read_product(item: Item) -> Product | None:
@@ -313,32 +455,29 @@ def read_product(item: Item) -> Product | None:
     fence = text.rfind(_META_FENCE)
     if kind is None or fence < 0 or not text.endswith("\n```"):
         return None
-    try:
-        meta = json.loads(text[fence + len(_META_FENCE) : -4])
-        first, last = meta["source_range"]["from_seq"], meta["source_range"]["to_seq"]
-        layout = [(str(key), [int(n) for n in lengths]) for key, lengths in meta["layout"]]
-        parts = set(meta["parts"])
-        summary_range = meta.get("summary_range") or {}
-        summary_first, summary_last = summary_range.get("from_seq"), summary_range.get("to_seq")
-    except (ValueError, KeyError, TypeError, AttributeError):
+    meta = _read_meta(kind, text[fence + len(_META_FENCE) : -4])
+    if meta is None:
         return None
-    seqs = (first, last, summary_first, summary_last)
-    if (
-        meta.get("contextd") != kind
-        or meta.get("version") != _PRODUCT_VERSION
-        or any(seq is not None and (type(seq) is not int) for seq in seqs)
-        or any(n < 0 for _, lengths in layout for n in lengths)
-    ):
+    heads = {
+        pinned: f"{_MARKERS[kind]}\n"
+        + _preamble(kind, meta.source_range, goal_pinned=pinned, version=meta.version)
+        for pinned in (True, False)  # the longer first: the other is a prefix of it
+    }
+    goal_pinned = next((pinned for pinned, head in heads.items() if text.startswith(head)), None)
+    if goal_pinned is None:
         return None
-    head = f"{_MARKERS[kind]}\n{_preamble(kind, (first, last))}"
-    if not text.startswith(head):
-        return None
-    values: dict[str, tuple[str, ...]] = {}
-    position = len(head)
-    for key, lengths in layout:
-        if key not in _HEADINGS or not lengths or (len(lengths) > 1 and not _IS_LIST[key]):
+    position = len(heads[goal_pinned])
+    layout = meta.layout
+    if layout is None:
+        layout = _found_layout(text, position, fence, meta.lines)
+        if layout is None:
             return None
-        opening = f"\n\n## {_HEADINGS[key]}\n"
+    headings = _HEADINGS if meta.version == _PRODUCT_VERSION else _V1_HEADINGS
+    values: dict[str, tuple[str, ...]] = {}
+    for key, lengths in layout:
+        if key not in headings or not lengths or (len(lengths) > 1 and not _IS_LIST[key]):
+            return None
+        opening = f"\n\n## {headings[key]}\n"
         if not text.startswith(opening, position):
             return None
         position += len(opening)
@@ -364,6 +503,8 @@ def read_product(item: Item) -> Product | None:
         return values[key][0] if key in values else None
 
     goal = one("goal")
+    parts = meta.parts
+    summary_first, summary_last = meta.summary_range
     return Product(
         kind=kind,
         goal=goal,
@@ -390,8 +531,8 @@ def read_product(item: Item) -> Product | None:
         if "handoff" in parts
         else None,
         pinned=values.get("pinned", ()),
-        source_range=(first, last),
-        goal_pinned=values.get("goal_pinned") == (GOAL_PINNED_ABOVE,),
+        source_range=meta.source_range,
+        goal_pinned=goal_pinned or values.get("goal_pinned") == (_V1_GOAL_PINNED_ABOVE,),
         omitted=tuple(_KEYS_BY_LABEL[label] for label in values.get("omitted", ())),
         trail=trail,
     )
