@@ -107,4 +107,8 @@ def write_record(
             break
         left -= over
         record = replace(fitted, trail=trail_within(fitted, left, of=uses))
+    if record.trail is not None and not record.trail.groups:
+        # A trail with no room for a name would only say where names were last used, which
+        # the record's range says already.
+        record = replace(record, trail=None)
     return record
