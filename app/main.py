@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 from app.api import (
     assembly,
     compaction,
+    evaluation,
     history,
     isolation,
     ops,
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
     app.include_router(sessions.router)
     app.include_router(projection.router)
     app.include_router(recall.router)
+    app.include_router(evaluation.router)
     app.include_router(history.router)
     app.include_router(assembly.router)
     app.include_router(world.router)

@@ -6,10 +6,13 @@ known ones or 'other'; units and phases are capped per tenant and overall (`Labe
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import threading
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping, Sequence
-from typing import get_args
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from typing import ParamSpec, get_args
 
 from prometheus_client import Counter, Histogram
 
@@ -20,6 +23,36 @@ from app.domain.items import KNOWN_TYPES, CountTokens
 from app.domain.prompt_cache import MISSES, CacheOutcome
 from app.hooks import FailureReason, HookResult
 from app.tracing import exemplar
+
+_P = ParamSpec("_P")
+_muted: ContextVar[bool] = ContextVar("contextd_metrics_muted", default=False)
+
+
+@contextlib.contextmanager
+def muted() -> Iterator[None]:
+    """Within the block (in this context: this thread, or this task), the `record_*`
+    functions record nothing: work done on a scratch copy (an evaluation's replay) is not the
+    service's traffic."""
+    token = _muted.set(True)
+    try:
+        yield
+    finally:
+        _muted.reset(token)
+
+
+def _unless_muted(record: Callable[_P, None]) -> Callable[_P, None]:
+    @functools.wraps(record)
+    def recording(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        if not _muted.get():
+            record(*args, **kwargs)
+
+    return recording
+
+
+def is_muted() -> bool:
+    """Whether metrics are muted here (see `muted`), for a metric observed outside `record_*`."""
+    return _muted.get()
+
 
 HTTP_REQUESTS = Counter(
     "contextd_http_requests_total", "HTTP requests answered.", ["method", "route", "status"]
@@ -258,6 +291,7 @@ HOOK_CALLS = Counter(
 )
 
 
+@_unless_muted
 def record_assembly(
     plan: AssemblyPlan,
     *,
@@ -302,6 +336,7 @@ def record_assembly(
                 TOKEN_ESTIMATE_ERROR.observe(abs(estimate - exact) / exact)
 
 
+@_unless_muted
 def record_provider_usage(
     *,
     input_tokens: int,
@@ -320,6 +355,7 @@ def record_provider_usage(
     PROVIDER_TOKENS.labels("output", unit_label, phase_label).inc(output_tokens)
 
 
+@_unless_muted
 def record_cache_outcome(
     *,
     predicted_tokens: int,
@@ -339,6 +375,7 @@ def record_cache_outcome(
         CACHE_MISSES.labels(outcome, unit_label).inc()
 
 
+@_unless_muted
 def record_calibration(*, family: Family, ratio: float, overhead: int, drift: float) -> None:
     """One usage report that calibrated a session: the ratio and overhead fitted after it,
     and how far the prediction before it was off."""
@@ -347,6 +384,7 @@ def record_calibration(*, family: Family, ratio: float, overhead: int, drift: fl
     CALIBRATION_DRIFT.labels(family).observe(drift)
 
 
+@_unless_muted
 def record_append(
     types: Iterable[str], *, tokens: int, unit: str | None, phase: str | None, tenant: int
 ) -> None:
@@ -357,12 +395,14 @@ def record_append(
     )
 
 
+@_unless_muted
 def record_repairs(report: Mapping[str, Sequence[object]]) -> None:
     for kind, entries in report.items():
         if entries:
             NORMALIZE_REPAIRS.labels(kind).inc(len(entries))
 
 
+@_unless_muted
 def record_compaction(
     *, strategy: str, requested_strategy: str, fell_back: bool, tokens_saved: int
 ) -> None:
@@ -372,6 +412,7 @@ def record_compaction(
     COMPACTION_TOKENS_SAVED.labels(strategy).inc(max(0, tokens_saved))
 
 
+@_unless_muted
 def record_grounding(grounding: ActionGrounding, *, unit: str | None, tenant: int) -> None:
     label = UNIT_LABEL(unit, tenant=tenant)
     for outcome in ("visible", "recallable", "neither"):
@@ -382,10 +423,12 @@ def record_grounding(grounding: ActionGrounding, *, unit: str | None, tenant: in
         NEXT_ACTION_CALLS.labels(label, str(grounding.is_all_visible).lower()).inc()
 
 
+@_unless_muted
 def record_hook(hook: HookResult) -> None:
     HOOK_CALLS.labels(hook.event, hook.outcome, hook.reason or "").inc()
 
 
+@_unless_muted
 def record_recall(*, mode: str, outcome: str, tokens: int, unit: str | None, tenant: int) -> None:
     unit_label = UNIT_LABEL(unit, tenant=tenant)
     RECALLS.labels(unit_label, mode, outcome).inc()

@@ -154,6 +154,24 @@ class Settings(BaseSettings):
         description="Hook calls of one tenant in flight per process; beyond, a hook is not"
         " called and the session's failure policy applies.",
     )
+    evaluate_max_facts: int = Field(
+        default=50_000,
+        ge=1,
+        description="Facts a session may hold for `POST /sessions/{id}/evaluate` to replay it;"
+        " a longer log is a 413 before any work.",
+    )
+    evaluate_max_calls: int = Field(
+        default=20_000,
+        ge=1,
+        description="Model calls one evaluation may replay, over all its variants (the"
+        " session's own settings included); beyond, a 413 before any work.",
+    )
+    evaluate_max_concurrent_per_tenant: int = Field(
+        default=1,
+        ge=1,
+        description="Evaluations of one tenant under way at once per process; beyond, a 429"
+        " with Retry-After, so that one tenant's replays cannot take every worker thread.",
+    )
     recall_max_tokens: int = Field(
         default=16_000, ge=16, description="Tokens one recall window may hold, at most."
     )

@@ -1,13 +1,9 @@
 """A provider's prompt cache, simulated, for the replay (`bench/replay.py`): what a call's
-prompt would find cached, what it costs in the provider's terms, and the service's prediction
-and classification of it beside that.
-
-The simulated provider keeps each prompt it served, by message, for its TTL after its last use.
-A call reads the longest run of leading messages it shares with a live entry, counted only from
-the provider's minimum prefix and in whole blocks; everything else it sends is written into the
-cache (at the write price, when the prompt reaches the minimum). Tokens are the service's own
-count of each item (`items[].tokens`, the session's encoding), so the prediction it makes is
-judged on what it can know: which items a provider would find cached.
+prompt would find cached and what it costs in the provider's terms
+(`app.domain.cache_simulation`, which the service's evaluations use too), and the service's
+prediction and classification of it beside that. Tokens are the service's own count of each
+item, so the prediction it makes is judged on what it can know: which items a provider would
+find cached.
 
 Time is the replay's clock (`SimulatedClock`), which the service reads too (`create_app`'s
 `clock`): the calls are `STEP_SECONDS` apart, with a pause of `PAUSE_SECONDS` every
@@ -17,13 +13,12 @@ Time is the replay's clock (`SimulatedClock`), which the service reads too (`cre
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
-
+from app.domain.cache_simulation import Served
 from app.domain.prompt_cache import CACHE_TERMS, CacheTerms
 
 STEP_SECONDS = 5.0
@@ -36,9 +31,6 @@ PROVIDER = CACHE_TERMS["anthropic"]
 BLIND = {"read_price": 1.0, "write_price": 1.0}
 """Session cache terms with no discount: the service then prices no cache, and its advice is
 the one weighed by tokens alone (what it gave before it priced the cache)."""
-KEPT_ENTRIES = 8
-"""The newest prompts the simulated provider matches against (older ones are the same prompts'
-prefixes, or expired)."""
 
 
 def session_terms(terms: CacheTerms) -> dict[str, Any]:
@@ -63,76 +55,6 @@ class SimulatedClock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
-
-
-@dataclass(frozen=True)
-class Served:
-    """One call as the simulated provider served it, in the session's tokens."""
-
-    input: int
-    cached: int
-    written: int
-    expired: bool
-    """Whether a live entry would have served more, had the prompt that wrote it not expired."""
-
-    def cost(self, terms: CacheTerms) -> float:
-        """In fresh input tokens: uncached input at 1, cached at the read price, and the write
-        premium on what is written."""
-        fresh = self.input - self.cached
-        return fresh + terms.read_price * self.cached + (terms.write_price - 1) * self.written
-
-
-@dataclass
-class _Entry:
-    messages: list[bytes]
-    ends: list[int]
-    """Cumulative tokens after each message."""
-    used_at: float
-
-
-@dataclass
-class SimulatedProvider:
-    terms: CacheTerms = PROVIDER
-    entries: list[_Entry] = field(default_factory=list)
-
-    def call(self, messages: Sequence[Any], sizes: Sequence[int], *, at: float) -> Served:
-        encoded = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages]
-        ends: list[int] = []
-        for size in sizes:
-            ends.append((ends[-1] if ends else 0) + size)
-        total = ends[-1] if ends else 0
-        live = [e for e in self.entries if at - e.used_at <= self.terms.ttl_seconds]
-        best, best_entry, lost = 0, None, 0
-        for entry in self.entries:
-            shared = _shared(entry.messages, encoded)
-            tokens = ends[shared - 1] if shared else 0
-            if any(entry is e for e in live):
-                if tokens > best:
-                    best, best_entry = tokens, entry
-            else:
-                lost = max(lost, tokens)
-        cached = self._counted(best)
-        if best_entry is not None:
-            best_entry.used_at = at
-        written = total - cached if total >= self.terms.minimum_prefix else 0
-        self.entries = [*live, _Entry(encoded, ends, at)][-KEPT_ENTRIES:]
-        return Served(
-            input=total, cached=cached, written=written, expired=self._counted(lost) > cached
-        )
-
-    def _counted(self, tokens: int) -> int:
-        if tokens < self.terms.minimum_prefix:
-            return 0
-        return tokens - tokens % self.terms.block
-
-
-def _shared(before: Sequence[bytes], now: Sequence[bytes]) -> int:
-    shared = 0
-    for a, b in zip(before, now, strict=False):
-        if a != b:
-            break
-        shared += 1
-    return shared
 
 
 @dataclass

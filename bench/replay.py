@@ -62,6 +62,7 @@ from langchain_core.messages import (
     trim_messages,
 )
 
+from app.domain.cache_simulation import SimulatedProvider
 from app.domain.grounding import (
     Grounding,
     ground,
@@ -92,7 +93,6 @@ from bench.provider_cache import (
     PROVIDER,
     CacheTally,
     SimulatedClock,
-    SimulatedProvider,
     Timing,
     session_terms,
 )
@@ -438,7 +438,7 @@ def replay(
     ).raise_for_status()
     client.put(f"/sessions/{session_id}/goal", json={"text": goal}).raise_for_status()
     managed, whole, trimmed = Tally(), Tally(), Tally()
-    provider, served = SimulatedProvider(), CacheTally()
+    provider, served = SimulatedProvider(PROVIDER), CacheTally()
     log = FactLog(client, session_id)
     appended = 0
     before = ""  # the text of the items before the call

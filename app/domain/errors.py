@@ -119,6 +119,8 @@ class InvalidInput(ContextdError):
 
 
 RULES: dict[str, str] = {
+    "variant_names": "Each evaluation variant has a name of its own, and none is `current`, "
+    "the name of the session's own settings.",
     "watermarks_out_of_order": "`low_watermark` is below `high_watermark`, a watermark left "
     "out taking the service's setting.",
     "duplicate_candidate_ids": "Candidate ids are distinct within one source.",

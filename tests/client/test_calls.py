@@ -284,6 +284,22 @@ def test_assemble_replay_usage_and_advice(
     )
 
 
+def test_evaluate(ctx: ContextdClient, raw: httpx.Client, session_id: str) -> None:
+    ctx.create_session(session_id=session_id)
+    for n in range(1, 6):
+        ctx.append_items(session_id, items=_turn(n))
+    never: params.EvaluateVariant = {"name": "never", "follow_advice": False}
+    small: params.EvaluateVariant = {"name": "small", "keep_recent": 1}
+
+    evaluation = ctx.evaluate(session_id, variants=[never, small])
+
+    assert evaluation == models.EvaluateResponse.model_validate(
+        _read(raw.post(f"/sessions/{session_id}/evaluate", json={"variants": [never, small]}))
+    )
+    assert [variant.name for variant in evaluation.variants] == ["current", "never", "small"]
+    assert evaluation.variants[1].settings.follow_advice is False
+
+
 def test_compact(ctx: ContextdClient, raw: httpx.Client, session_id: str) -> None:
     ctx.create_session(session_id=session_id)
     for n in range(1, 6):

@@ -130,6 +130,13 @@ def recall(session_id: str, body: p.RecallRequest) -> Call[models.RecallResponse
     return Call("POST", path, read, body=_json(body), is_idempotent=True)
 
 
+def evaluate(session_id: str, body: p.EvaluateRequest) -> Call[models.EvaluateResponse]:
+    # It writes nothing, and the same log and variants give the same answer: retried as a read.
+    path = f"/sessions/{_segment(session_id)}/evaluate"
+    read = _model(models.EvaluateResponse)
+    return Call("POST", path, read, body=_json(body), is_idempotent=True)
+
+
 def normalize(body: p.NormalizeRequest) -> Call[models.NormalizeResponse]:
     return _send("POST", "/history/normalize", models.NormalizeResponse, body)
 

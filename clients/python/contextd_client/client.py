@@ -207,6 +207,13 @@ class ContextdClient:
         Writes nothing (so it is retried like a read)."""
         return self._run(ops.recall(session_id, body))
 
+    def evaluate(
+        self, session_id: str, /, **body: Unpack[p.EvaluateRequest]
+    ) -> models.EvaluateResponse:
+        """The session's logged turns replayed under its own settings (`current`) and each of
+        `variants`: what each would have cost and shown. Writes nothing."""
+        return self._run(ops.evaluate(session_id, body))
+
     def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return self._run(ops.normalize(body))
 
@@ -410,6 +417,13 @@ class AsyncContextdClient:
         one fact or a seq range; `tool_output` is the answer as the recall tool's output.
         Writes nothing (so it is retried like a read)."""
         return await self._run(ops.recall(session_id, body))
+
+    async def evaluate(
+        self, session_id: str, /, **body: Unpack[p.EvaluateRequest]
+    ) -> models.EvaluateResponse:
+        """The session's logged turns replayed under its own settings (`current`) and each of
+        `variants`: what each would have cost and shown. Writes nothing."""
+        return await self._run(ops.evaluate(session_id, body))
 
     async def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return await self._run(ops.normalize(body))

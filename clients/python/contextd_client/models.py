@@ -606,6 +606,59 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
+KeepRecent = TypeAliasType("KeepRecent", Annotated[int, Field(ge=0, le=1000, title="Keep Recent")])
+"""
+Each compaction's `keep_recent`.
+"""
+
+
+High = TypeAliasType("High", Annotated[float, Field(gt=0.0, le=1.0, title="High")])
+
+
+Low = TypeAliasType("Low", Annotated[float, Field(gt=0.0, lt=1.0, title="Low")])
+
+
+class EvaluateWatermarks(BaseModel):
+    """
+    Compaction watermarks, as shares of the usable window; one left out is the session's.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    high: Annotated[High | None, Field(title="High")] = None
+    low: Annotated[Low | None, Field(title="Low")] = None
+
+
+class EvaluationGrounding(BaseModel):
+    """
+    Of the identifiers each call's own output went on to use that the history before it
+    held (the goal's left out): how many the context showed, how many only an elided fact
+    held (one recall away), and how many it held nowhere.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    calls_needing: Annotated[int, Field(title="Calls Needing")]
+    """
+    Calls whose output used any such identifier.
+    """
+    needed: Annotated[int, Field(title="Needed")]
+    visible: Annotated[int, Field(title="Visible")]
+    recallable: Annotated[int, Field(title="Recallable")]
+    missed: Annotated[int, Field(title="Missed")]
+    visible_share: Annotated[float, Field(title="Visible Share")]
+    all_visible_calls: Annotated[float, Field(title="All Visible Calls")]
+    """
+    Share of `calls_needing` that saw them all.
+    """
+    misses_by_form: Annotated[dict[str, int], Field(title="Misses By Form")]
+    """
+    The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
+    """
+
+
 class ExcludedItem(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1199,6 +1252,29 @@ class UsageRequest(BaseModel):
     assembly_id: Annotated[AssemblyId | None, Field(title="Assembly Id")] = None
 
 
+class VariantSettings(BaseModel):
+    """
+    What a variant ran with, every setting resolved.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    context_window: Annotated[int, Field(title="Context Window")]
+    strategy: Annotated[
+        Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"] | None,
+        Field(title="Strategy"),
+    ]
+    """
+    null: the advice's recommendation.
+    """
+    high_watermark: Annotated[float, Field(title="High Watermark")]
+    low_watermark: Annotated[float, Field(title="Low Watermark")]
+    keep_recent: Annotated[int, Field(title="Keep Recent")]
+    follow_advice: Annotated[bool, Field(title="Follow Advice")]
+    recall_tool: Annotated[bool, Field(title="Recall Tool")]
+
+
 class WorkingSetEntry(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1452,6 +1528,35 @@ class CreateSessionRequest(BaseModel):
     """
 
 
+class EvaluateVariant(BaseModel):
+    """
+    One way to run the session. Every field but `name` left out is the session's own.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    name: Annotated[str, Field(max_length=200, min_length=1, pattern="^[^\\x00]*$", title="Name")]
+    context_window: Annotated[ContextWindow | None, Field(title="Context Window")] = None
+    strategy: Annotated[
+        Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"] | None,
+        Field(title="Strategy"),
+    ] = None
+    """
+    The strategy every advised compaction uses; left out, the one the advice recommends.
+    """
+    watermarks: EvaluateWatermarks | None = None
+    keep_recent: Annotated[KeepRecent | None, Field(title="Keep Recent")] = None
+    """
+    Each compaction's `keep_recent`.
+    """
+    follow_advice: Annotated[bool, Field(title="Follow Advice")] = True
+    """
+    false: the runtime never compacts (the window's fitting does all the work).
+    """
+    recall_tool: Annotated[bool | None, Field(title="Recall Tool")] = None
+
+
 class ItemsPageResponse(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1635,6 +1740,44 @@ class SessionResponse(BaseModel):
     last_seq: Annotated[int, Field(title="Last Seq")]
 
 
+class VariantResult(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    name: Annotated[str, Field(title="Name")]
+    settings: VariantSettings
+    calls: Annotated[int, Field(title="Calls")]
+    input_tokens: Annotated[int, Field(title="Input Tokens")]
+    reused_tokens: Annotated[int, Field(title="Reused Tokens")]
+    """
+    Tokens of the leading messages identical to the previous call's.
+    """
+    reuse: Annotated[float, Field(title="Reuse")]
+    fresh_tokens: Annotated[int, Field(title="Fresh Tokens")]
+    cached_tokens: Annotated[int, Field(title="Cached Tokens")]
+    """
+    What a simulated provider cache served.
+    """
+    written_tokens: Annotated[int, Field(title="Written Tokens")]
+    """
+    What it wrote into its cache.
+    """
+    cost: Annotated[float, Field(title="Cost")]
+    """
+    In fresh input tokens, in the session's cache terms: uncached input at 1, cached at the read price, the write premium on what is written.
+    """
+    compactions: Annotated[int, Field(title="Compactions")]
+    compactions_per_100: Annotated[float, Field(title="Compactions Per 100")]
+    peak_tokens: Annotated[int, Field(title="Peak Tokens")]
+    goal_kept: Annotated[float | None, Field(title="Goal Kept")]
+    """
+    Share of calls showing the goal (null: none).
+    """
+    pairing_kept: Annotated[float, Field(title="Pairing Kept")]
+    over_budget_calls: Annotated[int, Field(title="Over Budget Calls")]
+    grounding: EvaluationGrounding
+
+
 class AssembleResponse(BaseModel):
     """
     `items` carry each selected candidate (history items in Responses form); `messages` is
@@ -1766,6 +1909,32 @@ class CompactResponse(BaseModel):
     recommended_strategy: Annotated[str | None, Field(title="Recommended Strategy")] = None
     """
     When the requested strategy found nothing to do or freed too little: the strategy the session's advice recommends now, which would (null when it is the one requested or none is advised). With `fallback`, it is the one planned.
+    """
+
+
+class EvaluateRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    variants: Annotated[list[EvaluateVariant] | None, Field(max_length=8, title="Variants")] = None
+
+
+class EvaluateResponse(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    session_id: Annotated[str, Field(title="Session Id")]
+    last_seq: Annotated[int, Field(title="Last Seq")]
+    """
+    The log was replayed up to this seq.
+    """
+    calls: Annotated[int, Field(title="Calls")]
+    """
+    Model calls in the log: where a run of model output starts.
+    """
+    variants: Annotated[list[VariantResult], Field(title="Variants")]
+    """
+    `current` first, then the request's.
     """
 
 

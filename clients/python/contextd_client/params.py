@@ -320,6 +320,41 @@ class ErrorResponse(TypedDict):
     error: ErrorBody
 
 
+class EvaluateWatermarks(TypedDict):
+    """
+    Compaction watermarks, as shares of the usable window; one left out is the session's.
+    """
+
+    high: NotRequired[float | None]
+    low: NotRequired[float | None]
+
+
+class EvaluationGrounding(TypedDict):
+    """
+    Of the identifiers each call's own output went on to use that the history before it
+    held (the goal's left out): how many the context showed, how many only an elided fact
+    held (one recall away), and how many it held nowhere.
+    """
+
+    calls_needing: int
+    """
+    Calls whose output used any such identifier.
+    """
+    needed: int
+    visible: int
+    recallable: int
+    missed: int
+    visible_share: float
+    all_visible_calls: float
+    """
+    Share of `calls_needing` that saw them all.
+    """
+    misses_by_form: dict[str, int]
+    """
+    The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
+    """
+
+
 class ExcludedItem(TypedDict):
     seq: int
     type: str
@@ -740,6 +775,23 @@ class UsageRequest(TypedDict):
     assembly_id: NotRequired[str | None]
 
 
+class VariantSettings(TypedDict):
+    """
+    What a variant ran with, every setting resolved.
+    """
+
+    context_window: int
+    strategy: Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"] | None
+    """
+    null: the advice's recommendation.
+    """
+    high_watermark: float
+    low_watermark: float
+    keep_recent: int
+    follow_advice: bool
+    recall_tool: bool
+
+
 class WorkingSetEntry(TypedDict):
     seq: int
     reason: str
@@ -935,6 +987,31 @@ class CreateSessionRequest(TypedDict):
     """
 
 
+class EvaluateVariant(TypedDict):
+    """
+    One way to run the session. Every field but `name` left out is the session's own.
+    """
+
+    name: str
+    context_window: NotRequired[int | None]
+    strategy: NotRequired[
+        Literal["clear_tool_results", "truncate", "summary", "handoff", "notes"] | None
+    ]
+    """
+    The strategy every advised compaction uses; left out, the one the advice recommends.
+    """
+    watermarks: NotRequired[EvaluateWatermarks | None]
+    keep_recent: NotRequired[int | None]
+    """
+    Each compaction's `keep_recent`.
+    """
+    follow_advice: NotRequired[bool]
+    """
+    false: the runtime never compacts (the window's fitting does all the work).
+    """
+    recall_tool: NotRequired[bool | None]
+
+
 class ItemsPageResponse(TypedDict):
     items: list[LoggedItem]
     next_after_seq: int | None
@@ -1066,6 +1143,41 @@ class SessionResponse(TypedDict):
     last_seq: int
 
 
+class VariantResult(TypedDict):
+    name: str
+    settings: VariantSettings
+    calls: int
+    input_tokens: int
+    reused_tokens: int
+    """
+    Tokens of the leading messages identical to the previous call's.
+    """
+    reuse: float
+    fresh_tokens: int
+    cached_tokens: int
+    """
+    What a simulated provider cache served.
+    """
+    written_tokens: int
+    """
+    What it wrote into its cache.
+    """
+    cost: float
+    """
+    In fresh input tokens, in the session's cache terms: uncached input at 1, cached at the read price, the write premium on what is written.
+    """
+    compactions: int
+    compactions_per_100: float
+    peak_tokens: int
+    goal_kept: float | None
+    """
+    Share of calls showing the goal (null: none).
+    """
+    pairing_kept: float
+    over_budget_calls: int
+    grounding: EvaluationGrounding
+
+
 class AssembleResponse(TypedDict):
     """
     `items` carry each selected candidate (history items in Responses form); `messages` is
@@ -1188,6 +1300,26 @@ class CompactResponse(TypedDict):
     recommended_strategy: NotRequired[str | None]
     """
     When the requested strategy found nothing to do or freed too little: the strategy the session's advice recommends now, which would (null when it is the one requested or none is advised). With `fallback`, it is the one planned.
+    """
+
+
+class EvaluateRequest(TypedDict):
+    variants: NotRequired[list[EvaluateVariant]]
+
+
+class EvaluateResponse(TypedDict):
+    session_id: str
+    last_seq: int
+    """
+    The log was replayed up to this seq.
+    """
+    calls: int
+    """
+    Model calls in the log: where a run of model output starts.
+    """
+    variants: list[VariantResult]
+    """
+    `current` first, then the request's.
     """
 
 

@@ -340,6 +340,26 @@ export class ContextdClient {
     );
   }
 
+  /** The session's logged turns replayed under its own settings (`current`) and each of
+   * `variants`: what each would have cost and shown. Writes nothing. */
+  evaluate(
+    sessionId: string,
+    body: Schemas["EvaluateRequest"] = {},
+    options?: CallOptions,
+  ): Promise<Schemas["EvaluateResponse"]> {
+    return this.run(
+      READ,
+      "POST /sessions/{session_id}/evaluate",
+      (signal) =>
+        this.http.POST("/sessions/{session_id}/evaluate", {
+          params: { path: { session_id: sessionId } },
+          body,
+          signal,
+        }),
+      options,
+    );
+  }
+
   normalize(
     body: Schemas["NormalizeRequest"],
     options?: CallOptions,

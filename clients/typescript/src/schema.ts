@@ -210,6 +210,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session_id}/evaluate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Evaluate
+         * @description Replays the session's logged turns as a runtime would (append, assemble, compact when
+         *     advised) under its own settings (`current`, first) and under each variant, on a scratch
+         *     store: what each would have cost (reuse, fresh tokens, cost in the session's cache terms,
+         *     compactions) and shown (goal, pairing, over-budget calls, next-action grounding). Writes
+         *     nothing to the session, its plans or the metrics; the same log and variants give the same
+         *     answer.
+         */
+        post: operations["evaluate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/history/normalize": {
         parameters: {
             query?: never;
@@ -1464,6 +1489,105 @@ export interface components {
         ErrorResponse: {
             error: components["schemas"]["ErrorBody"];
         };
+        /** EvaluateRequest */
+        EvaluateRequest: {
+            /** Variants */
+            variants?: components["schemas"]["EvaluateVariant"][];
+        };
+        /** EvaluateResponse */
+        EvaluateResponse: {
+            /** Session Id */
+            session_id: string;
+            /**
+             * Last Seq
+             * @description The log was replayed up to this seq.
+             */
+            last_seq: number;
+            /**
+             * Calls
+             * @description Model calls in the log: where a run of model output starts.
+             */
+            calls: number;
+            /**
+             * Variants
+             * @description `current` first, then the request's.
+             */
+            variants: components["schemas"]["VariantResult"][];
+        };
+        /**
+         * EvaluateVariant
+         * @description One way to run the session. Every field but `name` left out is the session's own.
+         */
+        EvaluateVariant: {
+            /** Name */
+            name: string;
+            /** Context Window */
+            context_window?: number | null;
+            /**
+             * Strategy
+             * @description The strategy every advised compaction uses; left out, the one the advice recommends.
+             */
+            strategy?: ("clear_tool_results" | "truncate" | "summary" | "handoff" | "notes") | null;
+            watermarks?: components["schemas"]["EvaluateWatermarks"] | null;
+            /**
+             * Keep Recent
+             * @description Each compaction's `keep_recent`.
+             */
+            keep_recent?: number | null;
+            /**
+             * Follow Advice
+             * @description false: the runtime never compacts (the window's fitting does all the work).
+             * @default true
+             */
+            follow_advice?: boolean;
+            /** Recall Tool */
+            recall_tool?: boolean | null;
+        };
+        /**
+         * EvaluateWatermarks
+         * @description Compaction watermarks, as shares of the usable window; one left out is the session's.
+         */
+        EvaluateWatermarks: {
+            /** High */
+            high?: number | null;
+            /** Low */
+            low?: number | null;
+        };
+        /**
+         * EvaluationGrounding
+         * @description Of the identifiers each call's own output went on to use that the history before it
+         *     held (the goal's left out): how many the context showed, how many only an elided fact
+         *     held (one recall away), and how many it held nowhere.
+         */
+        EvaluationGrounding: {
+            /**
+             * Calls Needing
+             * @description Calls whose output used any such identifier.
+             */
+            calls_needing: number;
+            /** Needed */
+            needed: number;
+            /** Visible */
+            visible: number;
+            /** Recallable */
+            recallable: number;
+            /** Missed */
+            missed: number;
+            /** Visible Share */
+            visible_share: number;
+            /**
+             * All Visible Calls
+             * @description Share of `calls_needing` that saw them all.
+             */
+            all_visible_calls: number;
+            /**
+             * Misses By Form
+             * @description The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
+             */
+            misses_by_form: {
+                [key: string]: number;
+            };
+        };
         /** ExcludedItem */
         ExcludedItem: {
             /** Seq */
@@ -2338,6 +2462,79 @@ export interface components {
             /** Assembly Id */
             assembly_id?: string | null;
         };
+        /** VariantResult */
+        VariantResult: {
+            /** Name */
+            name: string;
+            settings: components["schemas"]["VariantSettings"];
+            /** Calls */
+            calls: number;
+            /** Input Tokens */
+            input_tokens: number;
+            /**
+             * Reused Tokens
+             * @description Tokens of the leading messages identical to the previous call's.
+             */
+            reused_tokens: number;
+            /** Reuse */
+            reuse: number;
+            /** Fresh Tokens */
+            fresh_tokens: number;
+            /**
+             * Cached Tokens
+             * @description What a simulated provider cache served.
+             */
+            cached_tokens: number;
+            /**
+             * Written Tokens
+             * @description What it wrote into its cache.
+             */
+            written_tokens: number;
+            /**
+             * Cost
+             * @description In fresh input tokens, in the session's cache terms: uncached input at 1, cached at the read price, the write premium on what is written.
+             */
+            cost: number;
+            /** Compactions */
+            compactions: number;
+            /** Compactions Per 100 */
+            compactions_per_100: number;
+            /** Peak Tokens */
+            peak_tokens: number;
+            /**
+             * Goal Kept
+             * @description Share of calls showing the goal (null: none).
+             */
+            goal_kept: number | null;
+            /** Pairing Kept */
+            pairing_kept: number;
+            /** Over Budget Calls */
+            over_budget_calls: number;
+            grounding: components["schemas"]["EvaluationGrounding"];
+        };
+        /**
+         * VariantSettings
+         * @description What a variant ran with, every setting resolved.
+         */
+        VariantSettings: {
+            /** Context Window */
+            context_window: number;
+            /**
+             * Strategy
+             * @description null: the advice's recommendation.
+             */
+            strategy: ("clear_tool_results" | "truncate" | "summary" | "handoff" | "notes") | null;
+            /** High Watermark */
+            high_watermark: number;
+            /** Low Watermark */
+            low_watermark: number;
+            /** Keep Recent */
+            keep_recent: number;
+            /** Follow Advice */
+            follow_advice: boolean;
+            /** Recall Tool */
+            recall_tool: boolean;
+        };
         /** WorkingSetEntry */
         WorkingSetEntry: {
             /** Seq */
@@ -3206,6 +3403,110 @@ export interface operations {
                 };
             };
             /** @description The tenant has `CTX_RECALL_MAX_CONCURRENT_PER_TENANT` searches under way already (`tenant_busy`); retry after the given seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    evaluate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluateRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluateResponse"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Missing or unknown API key. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge (RFC 6750): `Bearer realm="contextd"`, with `error="invalid_token"` for an unknown key, `error="invalid_request"` for a malformed header. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found (or owned by another tenant). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The session holds more facts than `CTX_EVALUATE_MAX_FACTS`, or the variants would replay more calls than `CTX_EVALUATE_MAX_CALLS` (`payload_too_large`); nothing was replayed. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /**
+             * @description Validation failed (`validation_error`), or a rule the schema cannot state was broken, answered with the rule's code:
+             *     - `variant_names`: Each evaluation variant has a name of its own, and none is `current`, the name of the session's own settings.
+             *     - `watermarks_out_of_order`: `low_watermark` is below `high_watermark`, a watermark left out taking the service's setting.
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The tenant has `CTX_EVALUATE_MAX_CONCURRENT_PER_TENANT` evaluations under way already (`tenant_busy`); retry after the given seconds. */
             429: {
                 headers: {
                     [name: string]: unknown;

@@ -277,6 +277,23 @@ describe("ContextdClient", () => {
     });
   });
 
+  test("evaluate: the session's own settings first, then each variant", async () => {
+    const ctx = client();
+    const id = sessionId("ts-evaluate");
+    await ctx.createSession({ session_id: id });
+    for (let n = 1; n <= 5; n += 1) {
+      await ctx.appendItems(id, { items: turn(n) });
+    }
+    const variants = [
+      { name: "never", follow_advice: false },
+      { name: "small", keep_recent: 1 },
+    ];
+    const evaluation = await ctx.evaluate(id, { variants });
+    expect(evaluation).toEqual(await plain("POST", `/sessions/${id}/evaluate`, { variants }));
+    expect(evaluation.variants.map((variant) => variant.name)).toEqual(["current", "never", "small"]);
+    expect(evaluation.variants[1]?.settings.follow_advice).toBe(false);
+  });
+
   test("compact: a dry run, then applied", async () => {
     const ctx = client();
     const id = sessionId("ts-compact");

@@ -1,0 +1,136 @@
+"""`POST /sessions/{id}/evaluate`: a session's logged turns replayed under named variants of its
+settings, and what each would have cost and shown."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from app.contract.common import WHOLE_NUMBER, Label, RequestModel, StrictModel
+from app.domain.compaction import Strategy
+
+MAX_VARIANTS = 8
+CURRENT = "current"
+"""The name of the session's own settings, always evaluated first."""
+
+
+class EvaluateWatermarks(StrictModel):
+    """Compaction watermarks, as shares of the usable window; one left out is the session's."""
+
+    high: Annotated[float, Field(gt=0, le=1)] | None = None
+    low: Annotated[float, Field(gt=0, lt=1)] | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EvaluateWatermarks:
+        if self.high is not None and self.low is not None and self.low >= self.high:
+            raise PydanticCustomError(
+                "watermarks_out_of_order",
+                "low ({low}) must be below high ({high})",
+                {"low": self.low, "high": self.high},
+            )
+        return self
+
+
+class EvaluateVariant(StrictModel):
+    """One way to run the session. Every field but `name` left out is the session's own."""
+
+    name: Label
+    context_window: Annotated[int, Field(gt=0, le=10_000_000), WHOLE_NUMBER] | None = None
+    strategy: Strategy | None = Field(
+        default=None,
+        description="The strategy every advised compaction uses; left out, the one the advice "
+        "recommends.",
+    )
+    watermarks: EvaluateWatermarks | None = None
+    keep_recent: Annotated[int, Field(ge=0, le=1_000), WHOLE_NUMBER] | None = Field(
+        default=None, description="Each compaction's `keep_recent`."
+    )
+    follow_advice: bool = Field(
+        default=True,
+        description="false: the runtime never compacts (the window's fitting does all the work).",
+    )
+    recall_tool: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _not_current(cls, name: str) -> str:
+        if name == CURRENT:
+            raise PydanticCustomError(
+                "variant_names", f"{CURRENT!r} names the session's own settings"
+            )
+        return name
+
+
+class EvaluateRequest(RequestModel):
+    variants: list[EvaluateVariant] = Field(default_factory=list, max_length=MAX_VARIANTS)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> EvaluateRequest:
+        names = [variant.name for variant in self.variants]
+        if len(set(names)) != len(names):
+            raise PydanticCustomError("variant_names", "each variant needs a name of its own")
+        return self
+
+
+class VariantSettings(BaseModel):
+    """What a variant ran with, every setting resolved."""
+
+    context_window: int
+    strategy: Strategy | None = Field(description="null: the advice's recommendation.")
+    high_watermark: float
+    low_watermark: float
+    keep_recent: int
+    follow_advice: bool
+    recall_tool: bool
+
+
+class EvaluationGrounding(BaseModel):
+    """Of the identifiers each call's own output went on to use that the history before it
+    held (the goal's left out): how many the context showed, how many only an elided fact
+    held (one recall away), and how many it held nowhere."""
+
+    calls_needing: int = Field(description="Calls whose output used any such identifier.")
+    needed: int
+    visible: int
+    recallable: int
+    missed: int
+    visible_share: float
+    all_visible_calls: float = Field(description="Share of `calls_needing` that saw them all.")
+    misses_by_form: dict[str, int] = Field(
+        description="The recallable ones, by the form of the `elided` entry holding them "
+        "(`summarized`, `cleared`, `dropped`, `truncated`, ...)."
+    )
+
+
+class VariantResult(BaseModel):
+    name: str
+    settings: VariantSettings
+    calls: int
+    input_tokens: int
+    reused_tokens: int = Field(
+        description="Tokens of the leading messages identical to the previous call's."
+    )
+    reuse: float
+    fresh_tokens: int
+    cached_tokens: int = Field(description="What a simulated provider cache served.")
+    written_tokens: int = Field(description="What it wrote into its cache.")
+    cost: float = Field(
+        description="In fresh input tokens, in the session's cache terms: uncached input at 1, "
+        "cached at the read price, the write premium on what is written."
+    )
+    compactions: int
+    compactions_per_100: float
+    peak_tokens: int
+    goal_kept: float | None = Field(description="Share of calls showing the goal (null: none).")
+    pairing_kept: float
+    over_budget_calls: int
+    grounding: EvaluationGrounding
+
+
+class EvaluateResponse(BaseModel):
+    session_id: str
+    last_seq: int = Field(description="The log was replayed up to this seq.")
+    calls: int = Field(description="Model calls in the log: where a run of model output starts.")
+    variants: list[VariantResult] = Field(description="`current` first, then the request's.")

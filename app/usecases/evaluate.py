@@ -1,0 +1,413 @@
+"""`POST /sessions/{id}/evaluate`: a session's logged turns replayed as a runtime would make
+them, under the session's own settings and under named variants of them, and what each would
+have cost and shown (`app.domain.evaluation`).
+
+The replay runs on a scratch store (`app.storage.scratch`): a session of its own per variant,
+its log the source log's facts copied in seq order (the source's own compactions left out: each
+variant makes its own), and before every model call (the first fact of each run of model
+output) the runtime's step: a session-mode `/assemble`, and when the advice says to compact
+(and the variant follows it), `/compact` with the variant's strategy (else the recommended
+one), then `/assemble` again if it applied. That context is what the call would have sent.
+Nothing is written to the source session, its plans or the service's metrics, no hook is
+called, and a summary is always the built-in one.
+
+Deterministic: the replay's clock is the log's own (each call is made at the time its last
+fact was recorded), and every id the service derives is a function of the scratch store's
+contents, so the same log and variants give the same answer.
+
+Bounded before any work (`PayloadTooLarge`, 413): the facts a session may hold
+(`CTX_EVALUATE_MAX_FACTS`) and the calls one evaluation replays over all its variants
+(`CTX_EVALUATE_MAX_CALLS`); and each tenant runs at most `CTX_EVALUATE_MAX_CONCURRENT_PER_TENANT`
+at once per process (`TenantBusy`, 429).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app import metrics
+from app.contract.assembly import AssembleRequest
+from app.contract.compaction import CompactParams, CompactRequest
+from app.contract.evaluation import CURRENT, EvaluateRequest, EvaluateVariant
+from app.contract.sessions import SessionHooks
+from app.domain.advice import Watermarks
+from app.domain.compaction import DEFAULT_KEEP_RECENT, Strategy
+from app.domain.errors import PayloadTooLarge, RuleBroken, TenantBusy
+from app.domain.evaluation import VariantTally
+from app.domain.facts.kinds import COMPACTION_FACT, GOAL_FACT, NewFact
+from app.domain.grounding import ground, item_text, items_text, needed_identifiers
+from app.domain.ids import derive_id
+from app.domain.items import INTERNAL_TYPE_PREFIX, is_model_output, visible_text
+from app.domain.json_encoding import encode_json
+from app.hooks import HookCaller
+from app.settings import Settings
+from app.storage import repository
+from app.storage.scratch import scratch_store
+from app.storage.tables import SessionRow
+from app.tenant_slots import TenantSlots
+from app.usecases import assemble as assembly
+from app.usecases.compact import compact
+from app.usecases.grounding import NextAction, grade_next_action
+from app.usecases.history import session_cache_terms, session_watermarks, session_window
+from app.usecases.plan_record import ReceivedRequest
+
+__all__ = ["evaluate"]
+
+_evaluating = TenantSlots()
+
+
+@dataclass(frozen=True)
+class _Variant:
+    """A variant with every setting resolved against the session's."""
+
+    name: str
+    context_window: int
+    strategy: Strategy | None
+    high_watermark: float
+    low_watermark: float
+    keep_recent: int
+    follow_advice: bool
+    recall_tool: bool
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "context_window": self.context_window,
+            "strategy": self.strategy,
+            "high_watermark": self.high_watermark,
+            "low_watermark": self.low_watermark,
+            "keep_recent": self.keep_recent,
+            "follow_advice": self.follow_advice,
+            "recall_tool": self.recall_tool,
+        }
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One model call of the log: the facts before it, and the text of what it produced."""
+
+    facts: tuple[Any, ...]
+    """The facts logged since the previous call (the log's rows), to append before it."""
+    output_text: str
+
+
+def evaluate(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    body: EvaluateRequest,
+    settings: Settings,
+) -> dict[str, Any]:
+    """The evaluation of the session's settings and `body`'s variants (module docstring)."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    if session.last_seq > settings.evaluate_max_facts:
+        raise PayloadTooLarge(
+            f"session {session_id!r} holds {session.last_seq} facts; an evaluation replays at"
+            f" most {settings.evaluate_max_facts} (CTX_EVALUATE_MAX_FACTS)"
+        )
+    facts = repository.read_facts(db, session_id=session.id, up_to_seq=session.last_seq)
+    db.rollback()  # the replay holds no transaction of the service's store
+    calls, rest = _calls(facts)
+    variants = [
+        _resolved(variant, number, session, settings)
+        for number, variant in enumerate(_with_current(body))
+    ]
+    if len(calls) * len(variants) > settings.evaluate_max_calls:
+        raise PayloadTooLarge(
+            f"{len(variants)} variants of {len(calls)} calls make {len(calls) * len(variants)}"
+            f" replayed calls; an evaluation replays at most {settings.evaluate_max_calls}"
+            " (CTX_EVALUATE_MAX_CALLS): evaluate fewer variants at once"
+        )
+    with _evaluating.taken(tenant_id, limit=settings.evaluate_max_concurrent_per_tenant) as taken:
+        if not taken:
+            raise TenantBusy(
+                "this tenant has as many evaluations under way as it may"
+                f" ({settings.evaluate_max_concurrent_per_tenant},"
+                " CTX_EVALUATE_MAX_CONCURRENT_PER_TENANT); retry when one is done"
+            )
+        with metrics.muted():
+            results = [
+                _replay(variant, calls, rest, source=session, name=session_id, settings=settings)
+                for variant in variants
+            ]
+    return {
+        "session_id": session_id,
+        "last_seq": session.last_seq,
+        "calls": len(calls),
+        "variants": results,
+    }
+
+
+def _with_current(body: EvaluateRequest) -> Iterator[EvaluateVariant]:
+    yield EvaluateVariant.model_construct(name=CURRENT, follow_advice=True)
+    yield from body.variants
+
+
+def _resolved(
+    variant: EvaluateVariant, number: int, session: SessionRow, settings: Settings
+) -> _Variant:
+    """`variant` (the `number`th, `current` the 0th) with every setting left out the
+    session's; watermarks that end up inverted are refused (`watermarks_out_of_order`)."""
+    own = session_watermarks(settings, session.attributes.get("compaction", {}))
+    marks = variant.watermarks
+    high = marks.high if marks and marks.high is not None else own.high
+    low = marks.low if marks and marks.low is not None else own.low
+    try:
+        Watermarks(high=high, low=low)
+    except ValueError as exc:
+        raise RuleBroken(
+            "watermarks_out_of_order",
+            f"variant {variant.name!r}: low watermark {low} is not below high watermark {high}"
+            " (a watermark left out is the session's)",
+            details=[{"loc": ["body", "variants", number - 1, "watermarks"], "msg": str(exc)}],
+        ) from exc
+    return _Variant(
+        name=variant.name,
+        context_window=variant.context_window or session.context_window,
+        strategy=variant.strategy,
+        high_watermark=high,
+        low_watermark=low,
+        keep_recent=DEFAULT_KEEP_RECENT if variant.keep_recent is None else variant.keep_recent,
+        follow_advice=variant.follow_advice,
+        recall_tool=session.attributes.get("recall_tool", True)
+        if variant.recall_tool is None
+        else variant.recall_tool,
+    )
+
+
+def _calls(facts: Sequence[Any]) -> tuple[list[_Call], tuple[Any, ...]]:
+    """The log's model calls, each the first fact of a run of model output (the facts of the
+    service's own between them do not end a run), and the facts after the last call starts."""
+    starts = []
+    in_output = False
+    for index, fact in enumerate(facts):
+        if fact.type.startswith(INTERNAL_TYPE_PREFIX):
+            continue
+        output = is_model_output(fact.item)
+        if output and not in_output:
+            starts.append(index)
+        in_output = output
+    calls, previous = [], 0
+    for start in starts:
+        produced = []
+        for fact in facts[start:]:
+            if fact.type.startswith(INTERNAL_TYPE_PREFIX):
+                continue
+            if not is_model_output(fact.item):
+                break
+            produced.append(fact.item)
+        calls.append(_Call(tuple(facts[previous:start]), items_text(produced)))
+        previous = start
+    return calls, tuple(facts[previous:])
+
+
+def _replay(
+    variant: _Variant,
+    calls: Sequence[_Call],
+    rest: Sequence[Any],
+    *,
+    source: SessionRow,
+    name: str,
+    settings: Settings,
+) -> dict[str, Any]:
+    """One variant's replay, on a scratch store of its own where the session has the tenant
+    and the name it has here (so the same ids), and its figures."""
+    with (
+        scratch_store(settings, tenant_id=source.tenant_id) as (scratch, sessions),
+        sessions() as db,
+    ):
+        session, _ = repository.create_session(
+            db,
+            tenant_id=source.tenant_id,
+            external_id=name,
+            encoding=source.encoding,
+            context_window=variant.context_window,
+            model=source.model,
+            attributes={
+                **source.attributes,
+                "hooks": SessionHooks().model_dump(mode="json"),
+                "compaction": {
+                    "high_watermark": variant.high_watermark,
+                    "low_watermark": variant.low_watermark,
+                },
+                "recall_tool": variant.recall_tool,
+            },
+            derive_id=lambda internal_id: derive_id("sess", source.tenant_id, internal_id),
+        )
+        db.commit()
+        window = session_window(scratch, session)
+        runtime = _Runtime(
+            db,
+            tenant_id=source.tenant_id,
+            session_id=name,
+            variant=variant,
+            settings=scratch,
+            tally=VariantTally(window=window.tokens, terms=session_cache_terms(session, window)),
+        )
+        for call in calls:
+            runtime.append(call.facts)
+            runtime.call(call.output_text)
+        runtime.append(rest)
+        return {"name": variant.name, "settings": variant.settings(), **runtime.tally.figures()}
+
+
+class _Runtime:
+    """A runtime on one scratch session: appends what the log holds, and makes each call as
+    `contextd_client`'s runtime does."""
+
+    def __init__(
+        self,
+        db: Session,
+        *,
+        tenant_id: int,
+        session_id: str,
+        variant: _Variant,
+        settings: Settings,
+        tally: VariantTally,
+    ) -> None:
+        self.db, self.tenant_id, self.session_id = db, tenant_id, session_id
+        self.variant, self.settings, self.tally = variant, settings, tally
+        self.hooks = HookCaller(settings)
+        self.texts: dict[int, str] = {}
+        """Each scratch fact's text, by its seq, for what an `elided` entry holds."""
+        self.before = ""
+        """The text of the history before the next call (system messages left out)."""
+        self.goal: str | None = None
+        self.first_request: str | None = None
+        self.clock: datetime | None = None
+        self.started: datetime | None = None
+
+    def append(self, facts: Sequence[Any]) -> None:
+        """Copies `facts` (the source's rows) into the scratch log, in runs of one unit and
+        phase, leaving out the source's compactions."""
+        kept = [fact for fact in facts if fact.type != COMPACTION_FACT]
+        seqs: list[int] = []
+        for (unit, phase), run in itertools.groupby(kept, key=lambda f: (f.unit, f.phase)):
+            rows = list(run)
+            session = repository.get_session(
+                self.db, tenant_id=self.tenant_id, external_id=self.session_id, lock=True
+            )
+            result = repository.append_facts(
+                self.db,
+                session=session,
+                facts=[
+                    NewFact(
+                        type=row.type,
+                        item=row.item,
+                        tokens=row.tokens,
+                        provenance=row.provenance,
+                        original=row.original,
+                    )
+                    for row in rows
+                ],
+                unit=unit,
+                phase=phase,
+            )
+            self.db.commit()
+            for appended, row in zip(result.facts, rows, strict=True):
+                self.texts[appended.seq] = item_text(row.item)
+                seqs.append(appended.seq)
+                self._read(row)
+        self._grade(kept, seqs)
+
+    def _grade(self, facts: Sequence[Any], seqs: Sequence[int]) -> None:
+        """What an append of `facts` (written at `seqs`) does after answering: the model's
+        output among them grades the assembly before it (`grade_next_action`), whose grade a
+        later compaction reads."""
+        visible = [
+            (fact, seq)
+            for fact, seq in zip(facts, seqs, strict=True)
+            if not fact.type.startswith(INTERNAL_TYPE_PREFIX)
+        ]
+        start = next((n for n, (fact, _) in enumerate(visible) if is_model_output(fact.item)), None)
+        if start is None:
+            return
+        run = list(itertools.takewhile(lambda pair: is_model_output(pair[0].item), visible[start:]))
+        first, first_seq = run[0]
+        session = repository.get_session(
+            self.db, tenant_id=self.tenant_id, external_id=self.session_id
+        )
+        grade_next_action(
+            self.db,
+            session_pk=session.id,
+            tenant_id=self.tenant_id,
+            unit=first.unit or session.unit,
+            action=NextAction(items=tuple(fact.item for fact, _ in run), first_seq=first_seq),
+            batch_last_seq=seqs[-1],
+        )
+
+    def _read(self, row: Any) -> None:
+        self.clock = row.recorded_at
+        self.started = self.started or row.recorded_at
+        if row.type == GOAL_FACT:
+            self.goal = row.item["text"]
+        elif not row.type.startswith(INTERNAL_TYPE_PREFIX) and row.item.get("role") != "system":
+            self.before += "\n" + item_text(row.item)
+            if self.first_request is None and row.item.get("role") == "user":
+                self.first_request = visible_text(row.item)
+
+    def call(self, output_text: str) -> None:
+        """The runtime's step before one model call, and the context it would send, tallied."""
+        answer = self._assemble()
+        advice = answer["advice"]
+        strategy = self.variant.strategy or advice["recommended_strategy"]
+        if self.variant.follow_advice and advice["should_compact"] and strategy:
+            compacted = compact(
+                self.db,
+                tenant_id=self.tenant_id,
+                body=CompactRequest(
+                    session_id=self.session_id,
+                    strategy=strategy,
+                    params=CompactParams(keep_recent=self.variant.keep_recent),
+                ),
+                settings=self.settings,
+                hook_caller=self.hooks,
+            )
+            self.db.commit()
+            if compacted.applied:
+                self.tally.compactions += 1
+                answer = self._assemble()
+        goal = self.goal or self.first_request
+        needed = needed_identifiers(output_text, history=self.before, goal=goal or "")
+        elided = answer.get("elided", [])
+        grounding = ground(
+            needed,
+            shown=items_text(answer["messages"]),
+            elided=[self._elided_text(entry) for entry in elided],
+        )
+        self.tally.call(
+            answer["messages"],
+            [item["tokens"] for item in answer["items"]],
+            at=self._seconds(),
+            goal=goal,
+            grounding=grounding,
+            elided_forms=[entry["form"] for entry in elided],
+        )
+
+    def _assemble(self) -> dict[str, Any]:
+        value = {"session_id": self.session_id}
+        stored = assembly.assemble(
+            self.db,
+            tenant_id=self.tenant_id,
+            request=AssembleRequest.model_validate(value),
+            received=ReceivedRequest(body=encode_json(value), value=value),
+            settings=self.settings,
+            now=self.clock or datetime.now().astimezone(),
+        )
+        stored.after_answer()
+        return stored.answer
+
+    def _elided_text(self, entry: dict[str, Any]) -> str:
+        first, last = int(entry["first_seq"]), int(entry["last_seq"])
+        return "\n".join(self.texts[s] for s in range(first, last + 1) if s in self.texts)
+
+    def _seconds(self) -> float:
+        if self.clock is None or self.started is None:
+            return 0.0
+        return (self.clock - self.started).total_seconds()
