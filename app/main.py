@@ -42,6 +42,7 @@ from app.storage.loop_pool import create_loop_pool
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter
 from app.tracing import instrument, telemetry_config
+from app.usecases.evaluation_jobs import EvaluationRunner
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
 
     session_factory = create_session_factory(engine)
     loop_pool = create_loop_pool(engine, settings)
+    evaluation_runner = EvaluationRunner(settings, session_factory, clock)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -88,6 +90,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
         retention.cancel()
         with suppress(asyncio.CancelledError):
             await retention
+        await asyncio.to_thread(evaluation_runner.close)
         if loop_pool is not None:
             await loop_pool.close()
         engine.dispose()
@@ -111,6 +114,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
     app.state.loop_pool = loop_pool
     app.state.after_answer_limiter = anyio.CapacityLimiter(engine_capacity(settings))
     app.state.hook_caller = HookCaller(settings)
+    app.state.evaluation_runner = evaluation_runner
     app.state.tenant_by_key_hash = TenantCache(ttl=settings.api_key_cache_seconds)
     app.state.keys_exist = False
     app.state.open_mode_checked_at = float("-inf")
@@ -119,6 +123,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
     app.include_router(projection.router)
     app.include_router(recall.router)
     app.include_router(evaluation.router)
+    app.include_router(evaluation.job_router)
     app.include_router(history.router)
     app.include_router(assembly.router)
     app.include_router(world.router)

@@ -166,6 +166,28 @@ class Settings(BaseSettings):
         description="Model calls one evaluation may replay, over all its variants (the"
         " session's own settings included); beyond, a 413 before any work.",
     )
+    evaluate_sync_calls: int = Field(
+        default=500,
+        ge=0,
+        description="Model calls an evaluation may replay (over all its variants) and still be"
+        " answered at once; beyond, or when the request says `Prefer: respond-async`, it runs"
+        " as a job (202, `Location: /evaluations/{id}`).",
+    )
+    evaluate_job_workers: int = Field(
+        default=2, ge=1, description="Threads running evaluation jobs in each process."
+    )
+    evaluate_progress_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often at most a running job writes its progress (which also says it"
+        " is alive) and reads whether it was cancelled.",
+    )
+    evaluate_lost_after_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A running job whose progress has not moved for this long lost its"
+        " process (a restart, a crash), and is answered `failed`, saying so.",
+    )
     evaluate_max_concurrent_per_tenant: int = Field(
         default=1,
         ge=1,

@@ -19,21 +19,29 @@ class TenantSlots:
         self._under_way: Counter[int] = Counter()
         self._lock = threading.Lock()
 
+    def take(self, tenant_id: int, *, limit: int) -> bool:
+        """Whether the tenant had fewer than `limit` under way; if so a slot is now held, until
+        `give_back` (which any thread may call: a job's runner gives back what its request
+        took)."""
+        with self._lock:
+            if self._under_way[tenant_id] >= limit:
+                return False
+            self._under_way[tenant_id] += 1
+            return True
+
+    def give_back(self, tenant_id: int) -> None:
+        with self._lock:
+            self._under_way[tenant_id] -= 1
+            if not self._under_way[tenant_id]:
+                del self._under_way[tenant_id]
+
     @contextmanager
     def taken(self, tenant_id: int, *, limit: int) -> Iterator[bool]:
         """Whether the tenant had fewer than `limit` under way: a slot is then held until the
         block ends; else none is, and the caller refuses or skips the work."""
-        with self._lock:
-            if self._under_way[tenant_id] >= limit:
-                taken = False
-            else:
-                self._under_way[tenant_id] += 1
-                taken = True
+        taken = self.take(tenant_id, limit=limit)
         try:
             yield taken
         finally:
             if taken:
-                with self._lock:
-                    self._under_way[tenant_id] -= 1
-                    if not self._under_way[tenant_id]:
-                        del self._under_way[tenant_id]
+                self.give_back(tenant_id)

@@ -47,4 +47,7 @@ SELECT create_distributed_table('facts', 'session_id', colocate_with => 'session
 SELECT create_distributed_table('assemblies', 'session_key', colocate_with => 'sessions');
 SELECT create_distributed_table('candidate_bodies', 'session_key', colocate_with => 'sessions');
 
+-- Evaluation jobs: every statement names a job by its id, which is what they are spread on.
+SELECT create_distributed_table('evaluations', 'id');
+
 -- alembic_version stays a local table of the coordinator, which runs the migrations.

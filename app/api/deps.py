@@ -34,6 +34,7 @@ from app.metrics import AFTER_ANSWER_FAILURES
 from app.settings import Settings
 from app.storage import repository
 from app.storage.database import answer_deadline, spend_at_most
+from app.usecases.evaluation_jobs import EvaluationRunner
 
 log = logging.getLogger("contextd")
 
@@ -59,6 +60,11 @@ async def get_now(request: Request) -> datetime:
 async def get_hook_caller(request: Request) -> HookCaller:
     hook_caller: HookCaller = request.app.state.hook_caller
     return hook_caller
+
+
+async def get_evaluation_runner(request: Request) -> EvaluationRunner:
+    runner: EvaluationRunner = request.app.state.evaluation_runner
+    return runner
 
 
 async def set_wait_budget(request: Request) -> None:
@@ -288,4 +294,5 @@ JsonBody = Annotated[Any, Depends(get_json_body)]
 TenantId = Annotated[int, Depends(get_tenant)]
 AppSettings = Annotated[Settings, Depends(get_settings)]
 Hooks = Annotated[HookCaller, Depends(get_hook_caller)]
+EvaluationJobs = Annotated[EvaluationRunner, Depends(get_evaluation_runner)]
 Now = Annotated[datetime, Depends(get_now)]

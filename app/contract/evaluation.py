@@ -3,7 +3,8 @@ settings, and what each would have cost and shown."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -134,3 +135,24 @@ class EvaluateResponse(BaseModel):
     last_seq: int = Field(description="The log was replayed up to this seq.")
     calls: int = Field(description="Model calls in the log: where a run of model output starts.")
     variants: list[VariantResult] = Field(description="`current` first, then the request's.")
+
+
+class EvaluationProgress(BaseModel):
+    calls_done: int
+    calls_total: int = Field(description="The calls the replay makes over all its variants.")
+
+
+class EvaluationJobResponse(BaseModel):
+    """An evaluation run as a job: `GET /evaluations/{id}` while it runs, and after."""
+
+    evaluation_id: str
+    session_id: str
+    status: Literal["running", "done", "failed", "cancelled"]
+    progress: EvaluationProgress
+    result: EvaluateResponse | None = Field(description="The evaluation, once `done`.")
+    error: str | None = Field(
+        description="Why it `failed`: the replay's error, the service stopping, or the job lost"
+        " with its process (a restart)."
+    )
+    created_at: datetime
+    updated_at: datetime = Field(description="When its runner last wrote its progress.")

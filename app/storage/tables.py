@@ -147,6 +147,29 @@ class Fact(Base):
     before it was recorded."""
 
 
+class EvaluationRow(Base):
+    """An evaluation run as a job (`app.usecases.evaluation_jobs`): its state, its progress and,
+    once done, its answer. Its runner writes `updated_at` as it goes; a running job whose
+    `updated_at` stopped moving lost its process. Rows are updated as the job moves on."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (Index("ix_evaluations_tenant_status", "tenant_id", "status"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """Derived from the tenant, the session, the log's last seq and the request: the same
+    evaluation asked twice is one job."""
+    tenant_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("tenants.id"))
+    session_id: Mapped[str] = mapped_column(String(200))
+    """The session's name, as the caller gave it."""
+    status: Mapped[str] = mapped_column(String(16))
+    calls_done: Mapped[int] = mapped_column(BigInteger)
+    calls_total: Mapped[int] = mapped_column(BigInteger)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
 class AssemblyRow(Base):
     """One stored assembly: the request as received, the response and plan as returned.
 

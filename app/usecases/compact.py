@@ -351,9 +351,15 @@ def _pre_compact(
 ) -> HookResult:
     """The session's `pre_compact` hook on the plan; a veto (or a failure that fails closed)
     is a 409 and nothing is written."""
+    if not hooks.pre_compact:
+        # No hook to call: answered here, on whichever thread runs the compaction (an
+        # evaluation's job has no event loop to hand a call to).
+        unset = HookResult("pre_compact", "not_configured")
+        record_hook(unset)
+        return unset
     call = partial(
         hook_caller.call,
-        str(hooks.pre_compact) if hooks.pre_compact else None,
+        str(hooks.pre_compact),
         tenant_id=tenant_id,
         event="pre_compact",
         payload={

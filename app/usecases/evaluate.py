@@ -24,7 +24,7 @@ at once per process (`TenantBusy`, 429).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -57,9 +57,10 @@ from app.usecases.grounding import NextAction, grade_next_action
 from app.usecases.history import session_cache_terms, session_watermarks, session_window
 from app.usecases.plan_record import ReceivedRequest
 
-__all__ = ["evaluate"]
+__all__ = ["Prepared", "evaluate", "evaluating", "prepare", "run", "tenant_busy"]
 
-_evaluating = TenantSlots()
+evaluating = TenantSlots()
+"""Each tenant's evaluations under way in this process, run now or as jobs."""
 
 
 @dataclass(frozen=True)
@@ -96,15 +97,27 @@ class _Call:
     output_text: str
 
 
-def evaluate(
-    db: Session,
-    *,
-    tenant_id: int,
-    session_id: str,
-    body: EvaluateRequest,
-    settings: Settings,
-) -> dict[str, Any]:
-    """The evaluation of the session's settings and `body`'s variants (module docstring)."""
+@dataclass(frozen=True)
+class Prepared:
+    """An evaluation read and checked, not yet run: the log's calls and the variants."""
+
+    session: SessionRow
+    session_id: str
+    calls: tuple[_Call, ...]
+    rest: tuple[Any, ...]
+    variants: tuple[_Variant, ...]
+
+    @property
+    def calls_total(self) -> int:
+        """The calls the replay makes over all its variants."""
+        return len(self.calls) * len(self.variants)
+
+
+def prepare(
+    db: Session, *, tenant_id: int, session_id: str, body: EvaluateRequest, settings: Settings
+) -> Prepared:
+    """The session's log and the request's variants, checked against the limits (module
+    docstring) before any work; the transaction that read them ended."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     if session.last_seq > settings.evaluate_max_facts:
         raise PayloadTooLarge(
@@ -114,34 +127,61 @@ def evaluate(
     facts = repository.read_facts(db, session_id=session.id, up_to_seq=session.last_seq)
     db.rollback()  # the replay holds no transaction of the service's store
     calls, rest = _calls(facts)
-    variants = [
+    variants = tuple(
         _resolved(variant, number, session, settings)
         for number, variant in enumerate(_with_current(body))
-    ]
-    if len(calls) * len(variants) > settings.evaluate_max_calls:
+    )
+    prepared = Prepared(session, session_id, tuple(calls), rest, variants)
+    if prepared.calls_total > settings.evaluate_max_calls:
         raise PayloadTooLarge(
-            f"{len(variants)} variants of {len(calls)} calls make {len(calls) * len(variants)}"
+            f"{len(variants)} variants of {len(calls)} calls make {prepared.calls_total}"
             f" replayed calls; an evaluation replays at most {settings.evaluate_max_calls}"
             " (CTX_EVALUATE_MAX_CALLS): evaluate fewer variants at once"
         )
-    with _evaluating.taken(tenant_id, limit=settings.evaluate_max_concurrent_per_tenant) as taken:
-        if not taken:
-            raise TenantBusy(
-                "this tenant has as many evaluations under way as it may"
-                f" ({settings.evaluate_max_concurrent_per_tenant},"
-                " CTX_EVALUATE_MAX_CONCURRENT_PER_TENANT); retry when one is done"
+    return prepared
+
+
+def tenant_busy(settings: Settings) -> TenantBusy:
+    return TenantBusy(
+        "this tenant has as many evaluations under way as it may"
+        f" ({settings.evaluate_max_concurrent_per_tenant},"
+        " CTX_EVALUATE_MAX_CONCURRENT_PER_TENANT); retry when one is done"
+    )
+
+
+def run(
+    prepared: Prepared, settings: Settings, *, progress: Callable[[int], None] = lambda _: None
+) -> dict[str, Any]:
+    """The evaluation's answer. `progress(calls_done)` is told after each replayed call (of
+    `prepared.calls_total`); what it raises stops the replay."""
+    done = itertools.count(1)
+    with metrics.muted():
+        results = [
+            _replay(
+                variant,
+                prepared,
+                settings=settings,
+                after_call=lambda: progress(next(done)),
             )
-        with metrics.muted():
-            results = [
-                _replay(variant, calls, rest, source=session, name=session_id, settings=settings)
-                for variant in variants
-            ]
+            for variant in prepared.variants
+        ]
     return {
-        "session_id": session_id,
-        "last_seq": session.last_seq,
-        "calls": len(calls),
+        "session_id": prepared.session_id,
+        "last_seq": prepared.session.last_seq,
+        "calls": len(prepared.calls),
         "variants": results,
     }
+
+
+def evaluate(
+    db: Session, *, tenant_id: int, session_id: str, body: EvaluateRequest, settings: Settings
+) -> dict[str, Any]:
+    """The evaluation, run now (module docstring)."""
+    prepared = prepare(db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings)
+    with evaluating.taken(tenant_id, limit=settings.evaluate_max_concurrent_per_tenant) as taken:
+        if not taken:
+            raise tenant_busy(settings)
+        return run(prepared, settings)
 
 
 def _with_current(body: EvaluateRequest) -> Iterator[EvaluateVariant]:
@@ -208,16 +248,11 @@ def _calls(facts: Sequence[Any]) -> tuple[list[_Call], tuple[Any, ...]]:
 
 
 def _replay(
-    variant: _Variant,
-    calls: Sequence[_Call],
-    rest: Sequence[Any],
-    *,
-    source: SessionRow,
-    name: str,
-    settings: Settings,
+    variant: _Variant, prepared: Prepared, *, settings: Settings, after_call: Callable[[], None]
 ) -> dict[str, Any]:
     """One variant's replay, on a scratch store of its own where the session has the tenant
     and the name it has here (so the same ids), and its figures."""
+    source, name = prepared.session, prepared.session_id
     with (
         scratch_store(settings, tenant_id=source.tenant_id) as (scratch, sessions),
         sessions() as db,
@@ -250,10 +285,11 @@ def _replay(
             settings=scratch,
             tally=VariantTally(window=window.tokens, terms=session_cache_terms(session, window)),
         )
-        for call in calls:
+        for call in prepared.calls:
             runtime.append(call.facts)
             runtime.call(call.output_text)
-        runtime.append(rest)
+            after_call()
+        runtime.append(prepared.rest)
         return {"name": variant.name, "settings": variant.settings(), **runtime.tally.figures()}
 
 

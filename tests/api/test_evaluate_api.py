@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.contract.evaluation import EvaluateResponse
+from app.contract.evaluation import EvaluateResponse, EvaluationJobResponse
 from app.domain.evaluation import VariantTally
 from app.domain.grounding import ground
 from app.domain.items import is_model_output, visible_text
@@ -293,3 +293,85 @@ def test_a_tenant_evaluating_at_its_limit_gets_429_and_another_tenant_is_served(
     assert refused.json()["error"]["code"] == "tenant_busy"
     assert "CTX_EVALUATE_MAX_CONCURRENT_PER_TENANT" in refused.json()["error"]["message"]
     assert other.status_code == 200
+
+
+def _job_settings(postgres_url: str, **overrides: Any) -> Settings:
+    """Every evaluation a job, its progress written at every call."""
+    return Settings(
+        database_url=postgres_url,
+        evaluate_sync_calls=0,
+        evaluate_progress_seconds=1e-6,
+        **overrides,
+    )
+
+
+def _follow(client: TestClient, location: str) -> list[dict[str, Any]]:
+    """The job's states, polled until it is no longer running."""
+    states = [client.get(location).json()]
+    while states[-1]["status"] == "running":
+        states.append(client.get(location).json())
+    return states
+
+
+def test_a_long_evaluation_is_a_job_whose_progress_rises_to_the_same_answer(
+    client: TestClient, postgres_url: str, sessions: dict[str, list[dict[str, Any]]]
+) -> None:
+    session_id = f"evaluate-{THREE[1]}"[:120]
+    url = f"/sessions/{session_id}/evaluate"
+    at_once = client.post(url, json={"variants": VARIANTS[:2]})
+    with TestClient(create_app(_job_settings(postgres_url))) as jobs:
+        started = jobs.post(url, json={"variants": VARIANTS[:2]})
+        states = _follow(jobs, started.headers["location"])
+        again = jobs.post(url, json={"variants": VARIANTS[:2]})
+        other = jobs.get(started.headers["location"].replace("eval_", "eval_0"))
+
+    assert (at_once.status_code, started.status_code) == (200, 202)
+    job = started.json()
+    EvaluationJobResponse.model_validate(job)
+    assert started.headers["location"] == f"/evaluations/{job['evaluation_id']}"
+    assert (job["session_id"], job["status"]) == (session_id, "running")
+    calls = at_once.json()["calls"]
+    assert job["progress"] == {"calls_done": 0, "calls_total": 3 * calls}
+    done = [state["progress"]["calls_done"] for state in states]
+    assert done == sorted(done)  # progress only rises
+    assert states[-1]["status"] == "done"
+    assert states[-1]["progress"] == {"calls_done": 3 * calls, "calls_total": 3 * calls}
+    assert states[-1]["result"] == at_once.json()  # the same evaluation, run as a job
+    # Asked again once done: the same job, done.
+    assert again.status_code == 202
+    assert again.json() == {**states[-1], "updated_at": again.json()["updated_at"]}
+    assert other.status_code == 404
+
+
+def test_a_cancelled_job_stops_and_another_tenant_cannot_see_it(
+    postgres_url: str, session_id: str
+) -> None:
+    settings = _job_settings(postgres_url, api_keys=["alpha:key-alpha", "beta:key-beta"])
+    alpha, beta = {"Authorization": "Bearer key-alpha"}, {"Authorization": "Bearer key-beta"}
+    slow = {"variants": [{"name": f"v{n}", "keep_recent": n} for n in range(8)]}
+    with TestClient(create_app(settings)) as client:
+        client.post("/sessions", json={"session_id": session_id}, headers=alpha)
+        client.post(
+            f"/sessions/{session_id}/items",
+            json={"items": load_trajectory(RUNS[THREE[0]])},
+            headers=alpha,
+        ).raise_for_status()
+        started = client.post(f"/sessions/{session_id}/evaluate", json=slow, headers=alpha)
+        location = started.headers["location"]
+        hidden = (client.get(location, headers=beta), client.delete(location, headers=beta))
+        cancelled = client.delete(location, headers=alpha)
+        states = [client.get(location, headers=alpha).json() for _ in range(3)]
+        # Its slot is given back once its runner has stopped: the tenant evaluates again.
+        while (
+            retried := client.post(f"/sessions/{session_id}/evaluate", json={}, headers=alpha)
+        ).status_code == 429:
+            pass
+
+    assert [answer.status_code for answer in hidden] == [404, 404]
+    assert cancelled.status_code == 200
+    assert cancelled.json()["status"] == "cancelled"
+    total = started.json()["progress"]["calls_total"]
+    assert all(state["status"] == "cancelled" for state in states)
+    assert states[-1]["progress"]["calls_done"] < total
+    assert states[-1]["result"] is None
+    assert retried.status_code == 202

@@ -24,7 +24,13 @@ QUICK = Retries(attempts=3, backoff=0.05)
 
 @pytest.fixture(scope="session")
 def server(postgres_url: str) -> Iterator[Server]:
-    with running(postgres_url, CTX_API_KEYS=f'["client-tests:{API_KEY}"]') as service:
+    # An evaluation of more than 25 calls runs as a job: the clients follow it to its result.
+    with running(
+        postgres_url,
+        CTX_API_KEYS=f'["client-tests:{API_KEY}"]',
+        CTX_EVALUATE_SYNC_CALLS="25",
+        CTX_EVALUATE_PROGRESS_SECONDS="0.01",
+    ) as service:
         yield service
 
 

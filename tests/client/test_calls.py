@@ -286,18 +286,28 @@ def test_assemble_replay_usage_and_advice(
 
 def test_evaluate(ctx: ContextdClient, raw: httpx.Client, session_id: str) -> None:
     ctx.create_session(session_id=session_id)
-    for n in range(1, 6):
-        ctx.append_items(session_id, items=_turn(n))
+    ctx.append_items(session_id, items=[item for n in range(1, 6) for item in _turn(n)])
     never: params.EvaluateVariant = {"name": "never", "follow_advice": False}
     small: params.EvaluateVariant = {"name": "small", "keep_recent": 1}
 
-    evaluation = ctx.evaluate(session_id, variants=[never, small])
+    at_once = ctx.evaluate(session_id, variants=[never])  # 2 x 10 calls: answered at once
+    # 3 x 10 calls, over the server's 25: a job, which the client follows to its result.
+    followed = ctx.evaluate(session_id, variants=[never, small], poll_seconds=0.01)
 
-    assert evaluation == models.EvaluateResponse.model_validate(
-        _read(raw.post(f"/sessions/{session_id}/evaluate", json={"variants": [never, small]}))
+    started = raw.post(f"/sessions/{session_id}/evaluate", json={"variants": [never, small]})
+    assert started.status_code == 202
+    job = ctx.get_evaluation(started.json()["evaluation_id"])
+    assert job == models.EvaluationJobResponse.model_validate(
+        _read(raw.get(started.headers["location"]))
     )
-    assert [variant.name for variant in evaluation.variants] == ["current", "never", "small"]
-    assert evaluation.variants[1].settings.follow_advice is False
+    assert (job.status, job.result) == ("done", followed)
+    assert ctx.cancel_evaluation(job.evaluation_id) == job  # done: nothing to cancel
+    assert at_once == models.EvaluateResponse.model_validate(
+        _read(raw.post(f"/sessions/{session_id}/evaluate", json={"variants": [never]}))
+    )
+    assert [variant.name for variant in followed.variants] == ["current", "never", "small"]
+    assert followed.variants[:2] == at_once.variants
+    assert followed.variants[1].settings.follow_advice is False
 
 
 def test_compact(ctx: ContextdClient, raw: httpx.Client, session_id: str) -> None:

@@ -72,8 +72,11 @@ def test_a_method_takes_exactly_its_operations_parameters(operation_id: str) -> 
     method = _parameters(ContextdClient, operation_id)
     assert {**method, "positional": len(method["positional"])} == {
         **contract,
-        # /metrics takes the scrape token in a header of its own, not the client's API key.
-        "keyword": contract["keyword"] | ({"token"} if operation_id == "metrics" else set()),
+        # /metrics takes the scrape token in a header of its own, not the client's API key;
+        # evaluate follows a job every `poll_seconds` to its result.
+        "keyword": contract["keyword"]
+        | ({"token"} if operation_id == "metrics" else set())
+        | ({"poll_seconds"} if operation_id == "evaluate" else set()),
     }
 
 

@@ -217,6 +217,7 @@ def test_migrations_round_trip(tmp_path: object, postgres_url: str) -> None:
         "assemblies",
         "manifests",
         "candidate_bodies",
+        "evaluations",
     }
     assert triggers == {"facts_append_only", "facts_no_truncate"}
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from contextd_client import models
 from contextd_client import params as p
+from contextd_client.errors import EvaluationEnded
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -130,11 +131,38 @@ def recall(session_id: str, body: p.RecallRequest) -> Call[models.RecallResponse
     return Call("POST", path, read, body=_json(body), is_idempotent=True)
 
 
-def evaluate(session_id: str, body: p.EvaluateRequest) -> Call[models.EvaluateResponse]:
-    # It writes nothing, and the same log and variants give the same answer: retried as a read.
+def evaluate(
+    session_id: str, body: p.EvaluateRequest
+) -> Call[models.EvaluateResponse | models.EvaluationJobResponse]:
+    # It writes nothing but a job's row, which the same request names again: retried as a read.
     path = f"/sessions/{_segment(session_id)}/evaluate"
-    read = _model(models.EvaluateResponse)
+
+    def read(response: httpx.Response) -> models.EvaluateResponse | models.EvaluationJobResponse:
+        if response.status_code == 202:  # run as a job: `result` comes with `get_evaluation`
+            return models.EvaluationJobResponse.model_validate_json(response.content)
+        return models.EvaluateResponse.model_validate_json(response.content)
+
     return Call("POST", path, read, body=_json(body), is_idempotent=True)
+
+
+def get_evaluation(evaluation_id: str) -> Call[models.EvaluationJobResponse]:
+    return _get(f"/evaluations/{_segment(evaluation_id)}", models.EvaluationJobResponse)
+
+
+def cancel_evaluation(evaluation_id: str) -> Call[models.EvaluationJobResponse]:
+    path = f"/evaluations/{_segment(evaluation_id)}"
+    read = _model(models.EvaluationJobResponse)
+    return Call("DELETE", path, read, is_idempotent=True)
+
+
+def evaluation_result(job: models.EvaluationJobResponse) -> models.EvaluateResponse | None:
+    """A job's evaluation once done; None while it runs; `EvaluationEnded` when it failed or
+    was cancelled."""
+    if job.status == "running":
+        return None
+    if job.status == "done" and job.result is not None:
+        return job.result
+    raise EvaluationEnded(job)
 
 
 def normalize(body: p.NormalizeRequest) -> Call[models.NormalizeResponse]:

@@ -208,11 +208,27 @@ class ContextdClient:
         return self._run(ops.recall(session_id, body))
 
     def evaluate(
-        self, session_id: str, /, **body: Unpack[p.EvaluateRequest]
+        self, session_id: str, /, *, poll_seconds: float = 1.0, **body: Unpack[p.EvaluateRequest]
     ) -> models.EvaluateResponse:
         """The session's logged turns replayed under its own settings (`current`) and each of
-        `variants`: what each would have cost and shown. Writes nothing."""
-        return self._run(ops.evaluate(session_id, body))
+        `variants`: what each would have cost and shown. Writes nothing. A long one runs as a
+        job, followed every `poll_seconds` until it is done (`EvaluationEnded` if it failed
+        or was cancelled)."""
+        answer = self._run(ops.evaluate(session_id, body))
+        while isinstance(answer, models.EvaluationJobResponse):
+            if (result := ops.evaluation_result(answer)) is not None:
+                return result
+            time.sleep(poll_seconds)
+            answer = self._run(ops.get_evaluation(answer.evaluation_id))
+        return answer
+
+    def get_evaluation(self, evaluation_id: str, /) -> models.EvaluationJobResponse:
+        """Where an evaluation job stands."""
+        return self._run(ops.get_evaluation(evaluation_id))
+
+    def cancel_evaluation(self, evaluation_id: str, /) -> models.EvaluationJobResponse:
+        """Cancels an evaluation job if it is running; where it stands either way."""
+        return self._run(ops.cancel_evaluation(evaluation_id))
 
     def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return self._run(ops.normalize(body))
@@ -419,11 +435,27 @@ class AsyncContextdClient:
         return await self._run(ops.recall(session_id, body))
 
     async def evaluate(
-        self, session_id: str, /, **body: Unpack[p.EvaluateRequest]
+        self, session_id: str, /, *, poll_seconds: float = 1.0, **body: Unpack[p.EvaluateRequest]
     ) -> models.EvaluateResponse:
         """The session's logged turns replayed under its own settings (`current`) and each of
-        `variants`: what each would have cost and shown. Writes nothing."""
-        return await self._run(ops.evaluate(session_id, body))
+        `variants`: what each would have cost and shown. Writes nothing. A long one runs as a
+        job, followed every `poll_seconds` until it is done (`EvaluationEnded` if it failed
+        or was cancelled)."""
+        answer = await self._run(ops.evaluate(session_id, body))
+        while isinstance(answer, models.EvaluationJobResponse):
+            if (result := ops.evaluation_result(answer)) is not None:
+                return result
+            await asyncio.sleep(poll_seconds)
+            answer = await self._run(ops.get_evaluation(answer.evaluation_id))
+        return answer
+
+    async def get_evaluation(self, evaluation_id: str, /) -> models.EvaluationJobResponse:
+        """Where an evaluation job stands."""
+        return await self._run(ops.get_evaluation(evaluation_id))
+
+    async def cancel_evaluation(self, evaluation_id: str, /) -> models.EvaluationJobResponse:
+        """Cancels an evaluation job if it is running; where it stands either way."""
+        return await self._run(ops.cancel_evaluation(evaluation_id))
 
     async def normalize(self, **body: Unpack[p.NormalizeRequest]) -> models.NormalizeResponse:
         return await self._run(ops.normalize(body))

@@ -45,6 +45,20 @@ class ContextdError(Exception):
         self.details = details
 
 
+class EvaluationEnded(ContextdError):
+    """An evaluation job ended without a result: it failed (its `error` says why: the replay,
+    the service stopping, or the job lost with its process) or was cancelled."""
+
+    def __init__(self, job: Any) -> None:
+        super().__init__(
+            f"evaluation {job.evaluation_id} {job.status}"
+            + (f": {job.error}" if job.error else ""),
+            status=None,
+            code=f"evaluation_{job.status}",
+        )
+        self.job = job
+
+
 class BadRequest(ContextdError):
     """400: the body was not valid JSON."""
 

@@ -659,6 +659,17 @@ class EvaluationGrounding(BaseModel):
     """
 
 
+class EvaluationProgress(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    calls_done: Annotated[int, Field(title="Calls Done")]
+    calls_total: Annotated[int, Field(title="Calls Total")]
+    """
+    The calls the replay makes over all its variants.
+    """
+
+
 class ExcludedItem(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -1935,6 +1946,33 @@ class EvaluateResponse(BaseModel):
     variants: Annotated[list[VariantResult], Field(title="Variants")]
     """
     `current` first, then the request's.
+    """
+
+
+class EvaluationJobResponse(BaseModel):
+    """
+    An evaluation run as a job: `GET /evaluations/{id}` while it runs, and after.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    evaluation_id: Annotated[str, Field(title="Evaluation Id")]
+    session_id: Annotated[str, Field(title="Session Id")]
+    status: Annotated[Literal["running", "done", "failed", "cancelled"], Field(title="Status")]
+    progress: EvaluationProgress
+    result: EvaluateResponse | None
+    """
+    The evaluation, once `done`.
+    """
+    error: Annotated[str | None, Field(title="Error")]
+    """
+    Why it `failed`: the replay's error, the service stopping, or the job lost with its process (a restart).
+    """
+    created_at: Annotated[AwareDatetime, Field(title="Created At")]
+    updated_at: Annotated[AwareDatetime, Field(title="Updated At")]
+    """
+    When its runner last wrote its progress.
     """
 
 

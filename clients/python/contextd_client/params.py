@@ -355,6 +355,14 @@ class EvaluationGrounding(TypedDict):
     """
 
 
+class EvaluationProgress(TypedDict):
+    calls_done: int
+    calls_total: int
+    """
+    The calls the replay makes over all its variants.
+    """
+
+
 class ExcludedItem(TypedDict):
     seq: int
     type: str
@@ -1320,6 +1328,30 @@ class EvaluateResponse(TypedDict):
     variants: list[VariantResult]
     """
     `current` first, then the request's.
+    """
+
+
+class EvaluationJobResponse(TypedDict):
+    """
+    An evaluation run as a job: `GET /evaluations/{id}` while it runs, and after.
+    """
+
+    evaluation_id: str
+    session_id: str
+    status: Literal["running", "done", "failed", "cancelled"]
+    progress: EvaluationProgress
+    result: EvaluateResponse | None
+    """
+    The evaluation, once `done`.
+    """
+    error: str | None
+    """
+    Why it `failed`: the replay's error, the service stopping, or the job lost with its process (a restart).
+    """
+    created_at: str
+    updated_at: str
+    """
+    When its runner last wrote its progress.
     """
 
 

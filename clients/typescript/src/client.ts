@@ -13,7 +13,7 @@ import { randomUUID } from "node:crypto";
 import createClient from "openapi-fetch";
 import { Agent } from "undici";
 
-import { ContextdError, errorFrom, Unreachable } from "./errors.js";
+import { ContextdError, errorFrom, EvaluationEnded, Unreachable } from "./errors.js";
 import {
   type CallKind,
   DEFAULT_RETRIES,
@@ -341,19 +341,66 @@ export class ContextdClient {
   }
 
   /** The session's logged turns replayed under its own settings (`current`) and each of
-   * `variants`: what each would have cost and shown. Writes nothing. */
-  evaluate(
+   * `variants`: what each would have cost and shown. Writes nothing. A long one runs as a job,
+   * followed every `pollMs` until it is done (`EvaluationEnded` if it failed or was
+   * cancelled). */
+  async evaluate(
     sessionId: string,
     body: Schemas["EvaluateRequest"] = {},
-    options?: CallOptions,
+    { pollMs = 1000, ...options }: CallOptions & { pollMs?: number } = {},
   ): Promise<Schemas["EvaluateResponse"]> {
-    return this.run(
+    let answer: Schemas["EvaluateResponse"] | Schemas["EvaluationJobResponse"] = await this.run(
       READ,
       "POST /sessions/{session_id}/evaluate",
       (signal) =>
         this.http.POST("/sessions/{session_id}/evaluate", {
           params: { path: { session_id: sessionId } },
           body,
+          signal,
+        }),
+      options,
+    );
+    while ("evaluation_id" in answer) {
+      if (answer.status === "done" && answer.result) {
+        return answer.result;
+      }
+      if (answer.status !== "running") {
+        throw new EvaluationEnded(answer);
+      }
+      await sleep(pollMs, undefined, options.signal === undefined ? {} : { signal: options.signal });
+      answer = await this.getEvaluation(answer.evaluation_id, options);
+    }
+    return answer;
+  }
+
+  /** Where an evaluation job stands. */
+  getEvaluation(
+    evaluationId: string,
+    options?: CallOptions,
+  ): Promise<Schemas["EvaluationJobResponse"]> {
+    return this.run(
+      READ,
+      "GET /evaluations/{evaluation_id}",
+      (signal) =>
+        this.http.GET("/evaluations/{evaluation_id}", {
+          params: { path: { evaluation_id: evaluationId } },
+          signal,
+        }),
+      options,
+    );
+  }
+
+  /** Cancels an evaluation job if it is running; where it stands either way. */
+  cancelEvaluation(
+    evaluationId: string,
+    options?: CallOptions,
+  ): Promise<Schemas["EvaluationJobResponse"]> {
+    return this.run(
+      READ,
+      "DELETE /evaluations/{evaluation_id}",
+      (signal) =>
+        this.http.DELETE("/evaluations/{evaluation_id}", {
+          params: { path: { evaluation_id: evaluationId } },
           signal,
         }),
       options,

@@ -60,6 +60,20 @@ export class ContextdError extends Error {
   }
 }
 
+/** An evaluation job that ended without a result: it failed (`job.error` says why: the replay,
+ * the service stopping, or the job lost with its process) or was cancelled. */
+export class EvaluationEnded extends ContextdError {
+  readonly job: { evaluation_id: string; status: string; error?: string | null };
+
+  constructor(job: { evaluation_id: string; status: string; error?: string | null }) {
+    super(`evaluation ${job.evaluation_id} ${job.status}${job.error ? `: ${job.error}` : ""}`, {
+      status: null,
+      code: `evaluation_${job.status}`,
+    });
+    this.job = job;
+  }
+}
+
 /** 400: the body was not valid JSON. */
 export class BadRequest extends ContextdError {}
 

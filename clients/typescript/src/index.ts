@@ -19,6 +19,7 @@ export {
   Conflict,
   ContextdError,
   type ErrorBody,
+  EvaluationEnded,
   NotFound,
   PayloadTooLarge,
   SequenceConflict,

@@ -226,10 +226,37 @@ export interface paths {
          *     store: what each would have cost (reuse, fresh tokens, cost in the session's cache terms,
          *     compactions) and shown (goal, pairing, over-budget calls, next-action grounding). Writes
          *     nothing to the session, its plans or the metrics; the same log and variants give the same
-         *     answer.
+         *     answer. A long one (or one asked with `Prefer: respond-async`) is a job: 202, and
+         *     `GET /evaluations/{id}` follows it.
          */
         post: operations["evaluate"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/evaluations/{evaluation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Evaluation
+         * @description Where the evaluation job stands: `running` with its progress, `done` with its result,
+         *     `failed` saying why (a job lost with its process says so), or `cancelled`.
+         */
+        get: operations["get_evaluation"];
+        put?: never;
+        post?: never;
+        /**
+         * Cancel Evaluation
+         * @description Cancels the evaluation job if it is running (it stops at the call it is on); answers
+         *     where it stands either way.
+         */
+        delete: operations["cancel_evaluation"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1587,6 +1614,50 @@ export interface components {
             misses_by_form: {
                 [key: string]: number;
             };
+        };
+        /**
+         * EvaluationJobResponse
+         * @description An evaluation run as a job: `GET /evaluations/{id}` while it runs, and after.
+         */
+        EvaluationJobResponse: {
+            /** Evaluation Id */
+            evaluation_id: string;
+            /** Session Id */
+            session_id: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "running" | "done" | "failed" | "cancelled";
+            progress: components["schemas"]["EvaluationProgress"];
+            /** @description The evaluation, once `done`. */
+            result: components["schemas"]["EvaluateResponse"] | null;
+            /**
+             * Error
+             * @description Why it `failed`: the replay's error, the service stopping, or the job lost with its process (a restart).
+             */
+            error: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             * @description When its runner last wrote its progress.
+             */
+            updated_at: string;
+        };
+        /** EvaluationProgress */
+        EvaluationProgress: {
+            /** Calls Done */
+            calls_done: number;
+            /**
+             * Calls Total
+             * @description The calls the replay makes over all its variants.
+             */
+            calls_total: number;
         };
         /** ExcludedItem */
         ExcludedItem: {
@@ -3425,7 +3496,9 @@ export interface operations {
     evaluate: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                prefer?: string | null;
+            };
             path: {
                 session_id: string;
             };
@@ -3444,6 +3517,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EvaluateResponse"];
+                };
+            };
+            /** @description Run as a job: more than `CTX_EVALUATE_SYNC_CALLS` calls to replay, or `Prefer: respond-async`. `Location` names the job. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationJobResponse"];
                 };
             };
             /** @description Malformed JSON. */
@@ -3508,6 +3590,180 @@ export interface operations {
             };
             /** @description The tenant has `CTX_EVALUATE_MAX_CONCURRENT_PER_TENANT` evaluations under way already (`tenant_busy`); retry after the given seconds. */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_evaluation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                evaluation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationJobResponse"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Missing or unknown API key. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge (RFC 6750): `Bearer realm="contextd"`, with `error="invalid_token"` for an unknown key, `error="invalid_request"` for a malformed header. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found (or owned by another tenant). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Body or item too large. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation failed. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Database unavailable; retry after the given seconds. For a request that writes, `details.write_in_doubt` says whether the write may have been applied (the database went quiet after it was sent): a retry with the same idempotency key is safe. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    cancel_evaluation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                evaluation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationJobResponse"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Missing or unknown API key. */
+            401: {
+                headers: {
+                    /** @description The Bearer challenge (RFC 6750): `Bearer realm="contextd"`, with `error="invalid_token"` for an unknown key, `error="invalid_request"` for a malformed header. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found (or owned by another tenant). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Body or item too large. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Validation failed. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -277,21 +277,27 @@ describe("ContextdClient", () => {
     });
   });
 
-  test("evaluate: the session's own settings first, then each variant", async () => {
+  test("evaluate: at once, or as a job the client follows to its result", async () => {
     const ctx = client();
     const id = sessionId("ts-evaluate");
     await ctx.createSession({ session_id: id });
-    for (let n = 1; n <= 5; n += 1) {
-      await ctx.appendItems(id, { items: turn(n) });
-    }
-    const variants = [
-      { name: "never", follow_advice: false },
-      { name: "small", keep_recent: 1 },
-    ];
-    const evaluation = await ctx.evaluate(id, { variants });
-    expect(evaluation).toEqual(await plain("POST", `/sessions/${id}/evaluate`, { variants }));
-    expect(evaluation.variants.map((variant) => variant.name)).toEqual(["current", "never", "small"]);
-    expect(evaluation.variants[1]?.settings.follow_advice).toBe(false);
+    await ctx.appendItems(id, { items: [1, 2, 3, 4, 5].flatMap((n) => turn(n)) });
+    const never = { name: "never", follow_advice: false };
+    const small = { name: "small", keep_recent: 1 };
+    // 2 x 10 calls: answered at once.
+    const atOnce = await ctx.evaluate(id, { variants: [never] });
+    expect(atOnce).toEqual(await plain("POST", `/sessions/${id}/evaluate`, { variants: [never] }));
+    // 3 x 10 calls, over the server's 25: a job, which the client follows to its result.
+    const followed = await ctx.evaluate(id, { variants: [never, small] }, { pollMs: 10 });
+    expect(followed.variants.map((variant) => variant.name)).toEqual(["current", "never", "small"]);
+    expect(followed.variants.slice(0, 2)).toEqual(atOnce.variants);
+    const started = (await plain("POST", `/sessions/${id}/evaluate`, {
+      variants: [never, small],
+    })) as { evaluation_id: string };
+    const job = await ctx.getEvaluation(started.evaluation_id);
+    expect(job).toEqual(await plain("GET", `/evaluations/${started.evaluation_id}`));
+    expect([job.status, job.result]).toEqual(["done", followed]);
+    expect(await ctx.cancelEvaluation(job.evaluation_id)).toEqual(job); // done: nothing to cancel
   });
 
   test("compact: a dry run, then applied", async () => {

@@ -88,6 +88,9 @@ export async function startServer(): Promise<RunningServer> {
     ...process.env,
     CTX_DATABASE_URL: withDatabase(ADMIN_URL, database, { libpq: false }),
     CTX_API_KEYS: JSON.stringify([`ts-tests:${apiKey}`]),
+    // An evaluation of more than 25 calls runs as a job: the client follows it to its result.
+    CTX_EVALUATE_SYNC_CALLS: "25",
+    CTX_EVALUATE_PROGRESS_SECONDS: "0.01",
   };
   execFileSync(`${BIN}/contextd`, ["migrate"], { env, cwd: ROOT, stdio: "ignore" });
   const port = await freePort();
