@@ -8,7 +8,7 @@ export CTX_TEST_POSTGRES_URL ?= postgresql+psycopg://postgres@$(PG_HOST):$(PG_PO
 
 .PHONY: install lock run test lint typecheck pytest typescript postgres bench fuzz load stall openapi client-models clean
 
-PY_PACKAGES := -e '.[dev,bench]' -e 'clients/python[agents,langchain,pydantic-ai]'
+PY_PACKAGES := -e '.[dev,bench,chart]' -e 'clients/python[agents,langchain,pydantic-ai]'
 
 # Every dependency at the version pinned in constraints.txt, so that a fresh machine installs what
 # was last tested together; uv installs them (the same packages as pip, in a quarter of the time),

@@ -1,4 +1,5 @@
-"""The `contextd` command line: migrate, serve, create-key, plan."""
+"""The `contextd` command line: migrate, serve, create-key, list-keys, revoke-key, plan,
+evaluate."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import secrets
 import sys
 import tempfile
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, get_args
 
 import httpx
 import uvicorn
 
 from app.api.http_protocol import BoundedHttpProtocol
 from app.domain.ids import hash_api_key
+from app.domain.items import Format
+from app.evaluate_files import run_evaluate
 from app.settings import Settings
 from app.storage import repository
 from app.storage.database import create_db_engine, create_session_factory, migrate
@@ -196,6 +200,22 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("assembly_id")
     plan.add_argument("--url", default=f"http://{settings.host}:{settings.port}")
     plan.add_argument("--api-key", default=os.environ.get("CTX_API_KEY"))
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="replay JSONL trajectories under variants of the settings: what each would cost"
+        " and show",
+    )
+    evaluate.add_argument("files", nargs="+", type=Path, help="JSONL files, one item per line")
+    evaluate.add_argument("--format", choices=get_args(Format), default="responses")
+    evaluate.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help='a variant as JSON, e.g. \'{"name": "never", "follow_advice": false}\' (repeat)',
+    )
+    evaluate.add_argument("--context-window", type=int, help="each session's window")
+    evaluate.add_argument("--json", type=Path, help="write every file's answer and the totals")
+    evaluate.add_argument("--chart", type=Path, help="write a bar chart (.svg or .png)")
     args = parser.parse_args(argv)
     match args.command:
         case "migrate":
@@ -210,6 +230,16 @@ def main(argv: list[str] | None = None) -> int:
             return run_revoke_key(settings, key_id=args.key_id)
         case "plan":
             return run_plan(assembly_id=args.assembly_id, url=args.url, api_key=args.api_key)
+        case "evaluate":
+            return run_evaluate(
+                args.files,
+                fmt=args.format,
+                variants=args.variant,
+                context_window=args.context_window,
+                json_path=args.json,
+                chart_path=args.chart,
+                settings=settings,
+            )
         case _:
             parser.error(f"unknown command {args.command}")
     return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import signal
 import sqlite3
@@ -16,6 +17,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from app.contract.evaluation import EvaluateResponse
 from app.main import create_app
 from app.settings import Settings
 from bench.common import free_port
@@ -135,3 +137,74 @@ def test_make_run_serves_on_the_port_it_is_given(tmp_path: Path, how: str) -> No
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=60)
+
+
+CHAT_RUN = [
+    {"role": "user", "content": "Why does test_parse fail in parser.py?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "shell", "arguments": '{"cmd": "pytest tests/test_parse.py"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "E KeyError: 'date' in parse_row\n" * 40},
+    {"role": "assistant", "content": "parse_row reads row['date']; the fixture says 'day'."},
+]
+
+
+def test_evaluate_on_files_prints_the_table_and_writes_the_json_and_the_chart(
+    tmp_path: Path,
+) -> None:
+    runs = [ROOT / "tests/data/trajectories/swea_ctf_crypto_katy.jsonl"]
+    chat = tmp_path / "chat-run.jsonl"
+    chat.write_text("".join(json.dumps(message) + "\n" for message in CHAT_RUN))
+    variants = [
+        '{"name": "never", "follow_advice": false}',
+        '{"name": "truncate", "strategy": "truncate"}',
+    ]
+    options = [arg for variant in variants for arg in ("--variant", variant)]
+    outputs = ("--json", str(tmp_path / "report.json"), "--chart", str(tmp_path / "chart.svg"))
+    url = f"sqlite:///{tmp_path / 'unused.db'}"  # evaluate keeps nothing: no database is made
+
+    responses = _contextd(
+        "evaluate",
+        *map(str, runs),
+        "--context-window",
+        "8000",
+        *options,
+        *outputs,
+        database_url=url,
+    )
+    chats = _contextd("evaluate", str(chat), "--format", "chat", *options, database_url=url)
+    again = _contextd(
+        "evaluate", *map(str, runs), "--context-window", "8000", *options, database_url=url
+    )
+    bad = _contextd("evaluate", str(chat), "--variant", '{"name": "current"}', database_url=url)
+
+    assert responses.returncode == 0, responses.stderr
+    table = responses.stdout.splitlines()
+    assert table[0].split()[:3] == ["variant", "calls", "reuse"]
+    assert [line.split()[0] for line in table[1:]] == ["current", "never", "truncate"]
+    assert "replaying" in responses.stderr
+    assert "100%" in responses.stderr
+    assert again.stdout == responses.stdout  # deterministic
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [entry["file"] for entry in report["files"]] == [str(runs[0])]
+    evaluation = report["files"][0]["evaluation"]
+    EvaluateResponse.model_validate(evaluation)
+    assert [total["calls"] for total in report["totals"]] == [
+        variant["calls"] for variant in evaluation["variants"]
+    ]
+    chart = (tmp_path / "chart.svg").read_text()
+    assert chart.startswith("<?xml")
+    assert "<svg" in chart
+    assert chats.returncode == 0, chats.stderr
+    assert [line.split()[1] for line in chats.stdout.splitlines()[1:]] == ["2", "2", "2"]
+    assert bad.returncode == 2
+    assert "current" in bad.stderr
+    assert not (tmp_path / "unused.db").exists()
