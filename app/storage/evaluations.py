@@ -9,13 +9,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.domain.errors import NotFound
 from app.storage.tables import EvaluationRow
 
-__all__ = ["cancel", "finish", "get", "progress", "start"]
+__all__ = ["cancel", "finish", "get", "progress", "prune", "start"]
 
 RUNNING = "running"
 
@@ -98,3 +98,18 @@ def cancel(db: Session, *, tenant_id: int, evaluation_id: str, now: datetime) ->
         row.status, row.updated_at = "cancelled", now
         db.flush()
     return row
+
+
+def prune(db: Session, *, older_than: datetime, limit: int) -> int:
+    """Deletes up to `limit` jobs whose row has not moved since `older_than` (done, failed,
+    cancelled, or lost long ago); how many it deleted."""
+    stale = (
+        select(EvaluationRow.id)
+        .where(EvaluationRow.updated_at < older_than)
+        .order_by(EvaluationRow.updated_at)
+        .limit(limit)
+    )
+    ids = list(db.scalars(stale))
+    if ids:
+        db.execute(delete(EvaluationRow).where(EvaluationRow.id.in_(ids)))
+    return len(ids)

@@ -21,7 +21,8 @@ age out a week at a time:
   maintain partitions at once take turns (an advisory lock).
 
 Candidate bodies (`app.storage.bodies`) are deleted once no kept plan can name them, in the
-same batches.
+same batches; evaluation jobs (`app.storage.evaluations`) once their row has not moved for as
+long as a plan is kept.
 
 The per-session and per-tenant bounds delete rows, on both engines, in batches of
 `assembly_retention_batch`, each its own transaction; on SQLite the age bound does too.
@@ -41,7 +42,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
-from app.storage import bodies
+from app.storage import bodies, evaluations
 from app.storage.tables import AssemblyRow, week_of
 
 log = logging.getLogger("contextd")
@@ -242,6 +243,7 @@ def prune_once(
         lambda db: bodies.prune_bodies(db, plans_older_than=oldest_kept, limit=batch),
         batch,
     )
+    _in_batches(factory, lambda db: evaluations.prune(db, older_than=cutoff, limit=batch), batch)
     return total
 
 

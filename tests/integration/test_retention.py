@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.settings import Settings
-from app.storage import plans, repository, retention
+from app.storage import evaluations, plans, repository, retention
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.retention import prune_once
-from app.storage.tables import AssemblyRow, Fact
+from app.storage.tables import AssemblyRow, EvaluationRow, Fact
 from tests.builders import user_msg
 from tests.integration.storage import append_items, new_session
 
@@ -133,3 +133,32 @@ def _kept(factory: Any, tenants: dict[str, int]) -> dict[str, list[int]]:
             )
             for name, tenant_id in tenants.items()
         }
+
+
+def test_retention_deletes_evaluation_jobs_that_have_not_moved_for_as_long_as_a_plan_is_kept(
+    postgres_url: str,
+) -> None:
+    settings = Settings(database_url=postgres_url, assembly_retention_days=7)
+    engine = create_db_engine(settings)
+    factory = create_session_factory(engine)
+    now = datetime(2026, 12, 7, 12, tzinfo=UTC)
+    ages = {"eval_old_done": 8, "eval_old_running": 30, "eval_recent": 6}
+    with factory() as db:
+        tenant_id = repository.ensure_tenant(db, "evaluation-retention")
+        for evaluation_id, days in ages.items():
+            evaluations.start(
+                db,
+                evaluation_id=evaluation_id,
+                tenant_id=tenant_id,
+                session_id="s",
+                calls_total=3,
+                now=now - timedelta(days=days),
+            )
+        db.commit()
+
+    prune_once(factory, settings, now=now)
+
+    with factory() as db:
+        kept = set(db.scalars(select(EvaluationRow.id).where(EvaluationRow.id.in_(ages))))
+    engine.dispose()
+    assert kept == {"eval_recent"}
