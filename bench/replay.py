@@ -35,7 +35,10 @@ and the first two again with idle gaps injected.
 
 Every call is also served by a simulated provider cache on the replay's clock
 (`bench.provider_cache`): its cost in the provider's terms, the service's predicted reuse
-against it, and the service's class of each call it served less than predicted.
+against it, and the service's class of each call it served less than predicted. After each
+run without pauses, `POST /sessions/{id}/evaluate` replays the session's log under its own
+settings (following the advice or not, as the run did) and the bench counts the runs it
+replayed with the same calls and compactions (its clock is the log's, which holds no pauses).
 Run: `make bench` (or `.venv/bin/python -m bench.replay [DIR ...]`).
 """
 
@@ -313,6 +316,10 @@ class RunResult:
     whole: Tally
     trimmed: Tally
     served: CacheTally
+    evaluated: bool | None = None
+    """Whether `POST /sessions/{id}/evaluate`, the session's own settings, replayed the run
+    with the same calls and compactions as this replay made (None: not asked; its clock is the
+    log's, which holds no pauses)."""
 
 
 def share_window(items: Sequence[Item]) -> tuple[int, int]:
@@ -519,7 +526,16 @@ def replay(
         stored.raise_for_status()
         managed.grade(stored.json().get("grounding"))
         served.classified(stored.json().get("cache_outcome"), missed=missed[assembly_id])
-    return RunResult(name, window, managed, whole, trimmed, served)
+    evaluated = None
+    if not timing.pauses:
+        # The runtime replayed here, as a variant: the session's own settings, following the
+        # advice or not.
+        variants = [] if follow_advice else [{"name": "never", "follow_advice": False}]
+        answer = client.post(f"/sessions/{session_id}/evaluate", json={"variants": variants})
+        answer.raise_for_status()
+        own = answer.json()["variants"][-1]
+        evaluated = (own["calls"], own["compactions"]) == (managed.calls, managed.compactions)
+    return RunResult(name, window, managed, whole, trimmed, served, evaluated)
 
 
 def load_runs(directories: Sequence[Path]) -> dict[str, list[Item]]:
@@ -551,6 +567,12 @@ def report(label: str, results: Sequence[RunResult], *, verbose: bool) -> None:
         f"prefix breaks: {totals['contextd'].broken} calls left the previous call's history"
         f" early; contextd named {sum(breaks.values())} ({causes or 'none'})"
     )
+    if asked := [result for result in results if result.evaluated is not None]:
+        agreed = sum(bool(result.evaluated) for result in asked)
+        print(
+            f"evaluate (the session's own settings) replayed {agreed} of {len(asked)} runs with"
+            " the same calls and compactions"
+        )
     print(CACHE_HEADER)
     for result in results if verbose else ():
         print(result.served.row(f"  {result.name[:40]} ({result.window:,})"))
@@ -612,7 +634,12 @@ def run_configuration(
     clock = SimulatedClock()
     with (
         bench_database("contextd_bench_replay") as url,
-        TestClient(create_app(Settings(database_url=url, api_keys=[]), clock=clock)) as client,
+        TestClient(
+            # Evaluations of a whole run answered at once, however long.
+            create_app(
+                Settings(database_url=url, api_keys=[], evaluate_sync_calls=10**6), clock=clock
+            )
+        ) as client,
     ):
         timing = Timing(clock, configuration.pauses, configuration.session_cache)
         results = []
