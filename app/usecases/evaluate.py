@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -57,7 +57,7 @@ from app.usecases.grounding import NextAction, grade_next_action
 from app.usecases.history import session_cache_terms, session_watermarks, session_window
 from app.usecases.plan_record import ReceivedRequest
 
-__all__ = ["Prepared", "evaluate", "evaluating", "prepare", "run", "tenant_busy"]
+__all__ = ["Prepared", "evaluating", "prepare", "run", "tenant_busy"]
 
 evaluating = TenantSlots()
 """Each tenant's evaluations under way in this process, run now or as jobs."""
@@ -77,15 +77,7 @@ class _Variant:
     recall_tool: bool
 
     def settings(self) -> dict[str, Any]:
-        return {
-            "context_window": self.context_window,
-            "strategy": self.strategy,
-            "high_watermark": self.high_watermark,
-            "low_watermark": self.low_watermark,
-            "keep_recent": self.keep_recent,
-            "follow_advice": self.follow_advice,
-            "recall_tool": self.recall_tool,
-        }
+        return {key: value for key, value in asdict(self).items() if key != "name"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +98,9 @@ class Prepared:
     calls: tuple[_Call, ...]
     rest: tuple[Any, ...]
     variants: tuple[_Variant, ...]
+    opened_at: datetime
+    """When the log's first fact was recorded (the session's creation, for an empty log): the
+    replay's clock before any fact is copied."""
 
     @property
     def calls_total(self) -> int:
@@ -131,7 +126,8 @@ def prepare(
         _resolved(variant, number, session, settings)
         for number, variant in enumerate(_with_current(body))
     )
-    prepared = Prepared(session, session_id, tuple(calls), rest, variants)
+    opened_at = facts[0].recorded_at if facts else session.created_at
+    prepared = Prepared(session, session_id, tuple(calls), rest, variants, opened_at)
     if prepared.calls_total > settings.evaluate_max_calls:
         raise PayloadTooLarge(
             f"{len(variants)} variants of {len(calls)} calls make {prepared.calls_total}"
@@ -171,17 +167,6 @@ def run(
         "calls": len(prepared.calls),
         "variants": results,
     }
-
-
-def evaluate(
-    db: Session, *, tenant_id: int, session_id: str, body: EvaluateRequest, settings: Settings
-) -> dict[str, Any]:
-    """The evaluation, run now (module docstring)."""
-    prepared = prepare(db, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings)
-    with evaluating.taken(tenant_id, limit=settings.evaluate_max_concurrent_per_tenant) as taken:
-        if not taken:
-            raise tenant_busy(settings)
-        return run(prepared, settings)
 
 
 def _with_current(body: EvaluateRequest) -> Iterator[EvaluateVariant]:
@@ -284,6 +269,7 @@ def _replay(
             variant=variant,
             settings=scratch,
             tally=VariantTally(window=window.tokens, terms=session_cache_terms(session, window)),
+            opened_at=prepared.opened_at,
         )
         for call in prepared.calls:
             runtime.append(call.facts)
@@ -306,6 +292,7 @@ class _Runtime:
         variant: _Variant,
         settings: Settings,
         tally: VariantTally,
+        opened_at: datetime,
     ) -> None:
         self.db, self.tenant_id, self.session_id = db, tenant_id, session_id
         self.variant, self.settings, self.tally = variant, settings, tally
@@ -316,8 +303,8 @@ class _Runtime:
         """The text of the history before the next call (system messages left out)."""
         self.goal: str | None = None
         self.first_request: str | None = None
-        self.clock: datetime | None = None
-        self.started: datetime | None = None
+        self.started = self.clock = opened_at
+        """The replay's clock: when the newest fact copied was recorded."""
 
     def append(self, facts: Sequence[Any]) -> None:
         """Copies `facts` (the source's rows) into the scratch log, in runs of one unit and
@@ -380,7 +367,6 @@ class _Runtime:
 
     def _read(self, row: Any) -> None:
         self.clock = row.recorded_at
-        self.started = self.started or row.recorded_at
         if row.type == GOAL_FACT:
             self.goal = row.item["text"]
         elif not row.type.startswith(INTERNAL_TYPE_PREFIX) and row.item.get("role") != "system":
@@ -420,7 +406,7 @@ class _Runtime:
         self.tally.call(
             answer["messages"],
             [item["tokens"] for item in answer["items"]],
-            at=self._seconds(),
+            at=(self.clock - self.started).total_seconds(),
             goal=goal,
             grounding=grounding,
             elided_forms=[entry["form"] for entry in elided],
@@ -434,7 +420,7 @@ class _Runtime:
             request=AssembleRequest.model_validate(value),
             received=ReceivedRequest(body=encode_json(value), value=value),
             settings=self.settings,
-            now=self.clock or datetime.now().astimezone(),
+            now=self.clock,
         )
         stored.after_answer()
         return stored.answer
@@ -442,8 +428,3 @@ class _Runtime:
     def _elided_text(self, entry: dict[str, Any]) -> str:
         first, last = int(entry["first_seq"]), int(entry["last_seq"])
         return "\n".join(self.texts[s] for s in range(first, last + 1) if s in self.texts)
-
-    def _seconds(self) -> float:
-        if self.clock is None or self.started is None:
-            return 0.0
-        return (self.clock - self.started).total_seconds()

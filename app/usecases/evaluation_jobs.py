@@ -139,10 +139,12 @@ def start_or_run(
         hashlib.sha256(encode_json(body.model_dump(mode="json"))).hexdigest(),
     )
     known = db.get(EvaluationRow, evaluation_id)
-    if known is not None and (
-        known.status == "done" or _state(known, settings, now=now)["status"] == "running"
+    # The same job, running or done, is answered; one failed, cancelled or lost runs again.
+    if known is not None and (state := _state(known, settings, now=now))["status"] in (
+        "running",
+        "done",
     ):
-        return False, _state(known, settings, now=now)
+        return False, state
     if not evaluating.take(tenant_id, limit=settings.evaluate_max_concurrent_per_tenant):
         raise tenant_busy(settings)
     try:
