@@ -1,6 +1,7 @@
-"""The service's clock: the one place that reads the time the service decides by (when an
-assembly was made, how long a lineage's prompt cache has been idle). `create_app` takes another,
-so that a test or a replay can move time on."""
+"""The service's clock: the one place that reads the time the service decides by (when a fact
+was recorded, when an assembly was made, how long a lineage's prompt cache has been idle; an
+evaluation replays a log on the times its facts were recorded). `create_app` takes another, so
+that a test or a replay can move time on."""
 
 from __future__ import annotations
 

@@ -23,9 +23,11 @@ from typing import Any
 from pydantic import ValidationError
 from tqdm import tqdm
 
+from app.clock import system_clock
 from app.contract.evaluation import EvaluateRequest
 from app.contract.sessions import AppendRequest
 from app.domain.errors import ContextdError
+from app.domain.evaluation import combined
 from app.domain.ids import derive_id
 from app.domain.items import Format
 from app.domain.json_encoding import decode_json
@@ -38,17 +40,6 @@ from app.usecases.evaluate import prepare, run
 __all__ = ["evaluate_files", "render_table", "totals", "write_chart"]
 
 TENANT = 1
-_SUMMED = (
-    "calls",
-    "input_tokens",
-    "reused_tokens",
-    "fresh_tokens",
-    "cached_tokens",
-    "written_tokens",
-    "compactions",
-    "over_budget_calls",
-)
-_GROUNDING_SUMMED = ("calls_needing", "needed", "visible", "recallable", "missed")
 
 
 def read_items(path: Path) -> list[dict[str, Any]]:
@@ -98,7 +89,12 @@ def evaluate_files(
             for start in range(0, len(items), batch):
                 body = AppendRequest(items=items[start : start + batch], format=fmt)
                 appended = appending.append(
-                    db, tenant_id=TENANT, session_id=name, body=body, settings=scratch
+                    db,
+                    tenant_id=TENANT,
+                    session_id=name,
+                    body=body,
+                    settings=scratch,
+                    now=system_clock(),
                 )
                 if appended.after_answer is not None:
                     appended.after_answer()
@@ -130,29 +126,14 @@ def evaluate_files(
 
 
 def totals(evaluations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each variant's figures over every evaluation: counts summed, shares recomputed from
-    them, the peak the largest."""
-    combined: list[dict[str, Any]] = []
-    for position, first in enumerate(evaluations[0]["variants"] if evaluations else ()):
-        runs = [evaluation["variants"][position] for evaluation in evaluations]
-        summed: dict[str, Any] = {key: sum(r[key] for r in runs) for key in _SUMMED}
-        grounding = {key: sum(r["grounding"][key] for r in runs) for key in _GROUNDING_SUMMED}
-        calls = max(summed["calls"], 1)
-        combined.append(
-            {
-                "name": first["name"],
-                **summed,
-                "reuse": round(summed["reused_tokens"] / max(summed["input_tokens"], 1), 4),
-                "cost": round(sum(r["cost"] for r in runs), 1),
-                "compactions_per_100": round(100 * summed["compactions"] / calls, 2),
-                "peak_tokens": max(r["peak_tokens"] for r in runs),
-                "grounding": {
-                    **grounding,
-                    "visible_share": round(grounding["visible"] / max(grounding["needed"], 1), 4),
-                },
-            }
-        )
-    return combined
+    """Each variant's figures over every evaluation (`app.domain.evaluation.combined`)."""
+    return [
+        {
+            "name": first["name"],
+            **combined([evaluation["variants"][position] for evaluation in evaluations]),
+        }
+        for position, first in enumerate(evaluations[0]["variants"] if evaluations else ())
+    ]
 
 
 def render_table(rows: Sequence[dict[str, Any]]) -> str:

@@ -44,9 +44,10 @@ def compact(
     settings: AppSettings,
     hook_caller: Hooks,
     response: Response,
+    now: Now,
 ) -> CompactResponse:
     answer = compaction.compact(
-        db, tenant_id=tenant_id, body=body, settings=settings, hook_caller=hook_caller
+        db, tenant_id=tenant_id, body=body, settings=settings, hook_caller=hook_caller, now=now
     )
     if not answer.applied:
         response.status_code = status.HTTP_200_OK
@@ -112,10 +113,20 @@ def context_window(
     responses=rule_responses("conclusion_not_one_item", "reserved_item_type", "unstorable_value"),
 )
 def end_session(
-    session_id: str, body: EndSessionRequest, tenant_id: TenantId, db: Db, hook_caller: Hooks
+    session_id: str,
+    body: EndSessionRequest,
+    tenant_id: TenantId,
+    db: Db,
+    hook_caller: Hooks,
+    now: Now,
 ) -> EndSessionResponse:
     """Writes a final handoff of the session and fires its `session_end` hook. A `conclusion`
     from a session without a parent is a 409 `not_a_child_session`."""
     return compaction.end_session(
-        db, tenant_id=tenant_id, session_id=session_id, body=body, hook_caller=hook_caller
+        db,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        body=body,
+        hook_caller=hook_caller,
+        now=now,
     )

@@ -8,12 +8,13 @@ does not have. Each child keeps its own `unit`, so its tokens are accounted sepa
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 from sqlalchemy.orm import Session
 
-from app.api.deps import Db, TenantId
+from app.api.deps import Db, Now, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.contract.common import ManifestName
@@ -55,9 +56,9 @@ def _checked_inheritance(parent: WorldState, inherit: dict[str, bool]) -> dict[s
 
 
 def _create_child(
-    db: Session, *, tenant_id: int, parent_id: str, body: ForkRequest
+    db: Session, *, tenant_id: int, parent_id: str, body: ForkRequest, now: datetime
 ) -> ChildSessionResponse:
-    """A fork, or a delegate when `body` carries a brief."""
+    """A fork, or a delegate when `body` carries a brief, its facts recorded `now`."""
     kind: ChildKind = "delegate" if isinstance(body, DelegateRequest) else "fork"
     parent = repository.get_session(db, tenant_id=tenant_id, external_id=parent_id, lock=True)
     parent_state = load_history(db, parent).active.world_state
@@ -89,7 +90,7 @@ def _create_child(
             count_tokens=token_counter(child.encoding),
         )
         if facts:
-            repository.append_facts(db, session=child, facts=facts, unit=body.unit)
+            repository.append_facts(db, session=child, facts=facts, unit=body.unit, recorded_at=now)
     link = child_link_fact(
         child_session_id=child.external_id or "",
         kind=kind,
@@ -97,7 +98,7 @@ def _create_child(
         unit=body.unit,
         fork_seq=child.fork_seq,
     )
-    repository.append_facts(db, session=parent, facts=[link])
+    repository.append_facts(db, session=parent, facts=[link], recorded_at=now)
     db.commit()
     return ChildSessionResponse(
         session_id=child.external_id or "",
@@ -117,11 +118,11 @@ def _create_child(
     responses=rule_responses("reserved_item_type", "unstorable_value"),
 )
 def delegate(
-    session_id: str, body: DelegateRequest, tenant_id: TenantId, db: Db
+    session_id: str, body: DelegateRequest, tenant_id: TenantId, db: Db, now: Now
 ) -> ChildSessionResponse:
     """A child that starts from a brief (goal and the items given), not the parent's history.
     Inheriting a world-state section the parent lacks is a 409 `section_not_in_parent`."""
-    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body)
+    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body, now=now)
 
 
 @router.post(
@@ -130,10 +131,12 @@ def delegate(
     response_model=ChildSessionResponse,
     responses=rule_responses("unstorable_value"),
 )
-def fork(session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db) -> ChildSessionResponse:
+def fork(
+    session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db, now: Now
+) -> ChildSessionResponse:
     """A child that sees the parent's active history as of now, shared rather than copied.
     Inheriting a world-state section the parent lacks is a 409 `section_not_in_parent`."""
-    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body)
+    return _create_child(db, tenant_id=tenant_id, parent_id=session_id, body=body, now=now)
 
 
 @router.post(
@@ -143,7 +146,7 @@ def fork(session_id: str, body: ForkRequest, tenant_id: TenantId, db: Db) -> Chi
     responses=rule_responses("conclusion_not_one_item", "reserved_item_type", "unstorable_value"),
 )
 def merge(
-    session_id: str, body: ConclusionRequest, tenant_id: TenantId, db: Db
+    session_id: str, body: ConclusionRequest, tenant_id: TenantId, db: Db, now: Now
 ) -> ConclusionResponse:
     """The only way anything flows from a fork back to its parent: one explicit conclusion.
     From a session without a parent, a 409 `not_a_child_session`."""
@@ -154,6 +157,7 @@ def merge(
         conclusion=body.conclusion,
         fmt=body.format,
         via="merge",
+        recorded_at=now,
     )
     db.commit()
     return ConclusionResponse(parent_id=parent.external_id or "", seq=seq)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from app.api.deps import Db, TenantId
+from app.api.deps import Db, Now, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.contract.projection import (
@@ -31,14 +31,14 @@ router = APIRouter(
     responses=rule_responses("unstorable_value"),
 )
 def retract(
-    session_id: str, body: RetractionRequest, tenant_id: TenantId, db: Db
+    session_id: str, body: RetractionRequest, tenant_id: TenantId, db: Db, now: Now
 ) -> RetractionResponse:
     """Hides item `seq` (the newest shown when none is given) from the active history, with
     its call or outputs (pairing holds). Refusals are 409s: `nothing_to_retract`,
     `not_in_active_history` (past the log included), `already_retracted`."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     retraction = plan_retraction(fold_session(db, session), body.seq)
-    written = repository.append_facts(db, session=session, facts=[retraction.fact])
+    written = repository.append_facts(db, session=session, facts=[retraction.fact], recorded_at=now)
     db.commit()
     return RetractionResponse(
         seq=written.facts[0].seq,
@@ -50,9 +50,9 @@ def retract(
 @router.post(
     "/{session_id}/reset", status_code=status.HTTP_201_CREATED, response_model=ResetResponse
 )
-def reset(session_id: str, tenant_id: TenantId, db: Db) -> ResetResponse:
+def reset(session_id: str, tenant_id: TenantId, db: Db, now: Now) -> ResetResponse:
     """From here on the active history starts empty; the goal and world state stay."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    written = repository.append_facts(db, session=session, facts=[reset_fact()])
+    written = repository.append_facts(db, session=session, facts=[reset_fact()], recorded_at=now)
     db.commit()
     return ResetResponse(seq=written.facts[0].seq)

@@ -176,6 +176,7 @@ async def append_items(
         body=body,
         body_bytes=len(await request.body()),
         settings=state.settings,
+        now=state.clock(),
     )
     code = status.HTTP_200_OK if appended.replayed else status.HTTP_201_CREATED
     # A response, not the model: FastAPI would validate the model again.

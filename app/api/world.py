@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import Db, TenantId
+from app.api.deps import Db, Now, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.contract.world import GoalRequest, GoalResponse, WorldStateRequest, WorldStateResponse
@@ -28,7 +28,9 @@ router = APIRouter(
     response_model=GoalResponse,
     responses=rule_responses("blank_goal", "unstorable_value"),
 )
-def put_goal(session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db) -> GoalResponse:
+def put_goal(
+    session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db, now: Now
+) -> GoalResponse:
     if not body.text.strip():
         raise RuleBroken(
             "blank_goal",
@@ -41,7 +43,7 @@ def put_goal(session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db) ->
     fact = goal_fact(
         body.text, version=version, count_tokens=token_counter(session.encoding), source=None
     )
-    result = repository.append_facts(db, session=session, facts=[fact])
+    result = repository.append_facts(db, session=session, facts=[fact], recorded_at=now)
     db.commit()
     return GoalResponse(version=version, seq=result.facts[0].seq)
 
@@ -52,7 +54,7 @@ def put_goal(session_id: str, body: GoalRequest, tenant_id: TenantId, db: Db) ->
     responses=rule_responses("invalid_world_state", "unstorable_value"),
 )
 def put_world_state(
-    session_id: str, body: WorldStateRequest, tenant_id: TenantId, db: Db
+    session_id: str, body: WorldStateRequest, tenant_id: TenantId, db: Db, now: Now
 ) -> WorldStateResponse:
     sections = validate_sections(body.sections)
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
@@ -69,7 +71,7 @@ def put_world_state(
     facts = world_state_facts(
         update, sections=sections, version=version, count_tokens=token_counter(session.encoding)
     )
-    repository.append_facts(db, session=session, facts=facts)
+    repository.append_facts(db, session=session, facts=facts, recorded_at=now)
     db.commit()
     return WorldStateResponse(
         version=version,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from app.contract.common import WHOLE_NUMBER, Label, RequestModel, StrictModel
+from app.contract.sessions import CacheOptions
 from app.domain.compaction import Strategy
 
 MAX_VARIANTS = 8
@@ -53,6 +54,13 @@ class EvaluateVariant(StrictModel):
         description="false: the runtime never compacts (the window's fitting does all the work).",
     )
     recall_tool: bool | None = None
+    cache: CacheOptions | None = Field(
+        default=None,
+        description="Prompt-cache terms to tell the service, over the session's own: its advice "
+        "prices the cache by them. The simulated provider keeps the session's terms, so a "
+        "variant that tells the service no cache discount (`read_price` 1) shows what advice "
+        "blind to the cache would cost.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -85,6 +93,19 @@ class VariantSettings(BaseModel):
     keep_recent: int
     follow_advice: bool
     recall_tool: bool
+    cache: dict[str, int | float] = Field(
+        description="The session's `cache` terms the service was told."
+    )
+
+
+class GradedGrounding(BaseModel):
+    """The same measure as the service took it itself, grading each call when its output was
+    appended (an assembly's `grounding`)."""
+
+    calls_needing: int
+    needed: int
+    visible: int
+    calls_seeing_all: int
 
 
 class EvaluationGrounding(BaseModel):
@@ -99,10 +120,50 @@ class EvaluationGrounding(BaseModel):
     missed: int
     visible_share: float
     all_visible_calls: float = Field(description="Share of `calls_needing` that saw them all.")
+    calls_seeing_all: int = Field(description="Of `calls_needing`, those that saw them all.")
     misses_by_form: dict[str, int] = Field(
         description="The recallable ones, by the form of the `elided` entry holding them "
         "(`summarized`, `cleared`, `dropped`, `truncated`, ...)."
     )
+    calls_hiding: int = Field(description="Calls whose context elided anything.")
+    calls_naming_every_seq: int = Field(
+        description="Of `calls_hiding`, those whose visible text names every elided entry's "
+        "first seq (what a recall starts from)."
+    )
+    recall_checked: int = Field(
+        description="Recallable identifiers searched for with `/recall` over their entry's range."
+    )
+    recall_confirmed: int = Field(description="Of those, the ones the search handed back.")
+    graded: GradedGrounding
+
+
+class PrefixFigures(BaseModel):
+    left_history_calls: int = Field(
+        description="Calls whose messages left the previous call's before the end of its "
+        "history: a prefix the provider's cache could not serve whole."
+    )
+    named_breaks: dict[str, int] = Field(
+        description="The prefix breaks the service named (`cache.break`), by cause."
+    )
+
+
+class ProviderCacheFigures(BaseModel):
+    """The simulated provider against the service's own prediction of each call."""
+
+    expired_calls: int = Field(
+        description="Calls an expired entry would have served more, had it not expired."
+    )
+    predicted_unexpired_tokens: int = Field(
+        description="The service's predicted reused prefix over the calls without expiry, under "
+        "the provider's minimum prefix and blocks."
+    )
+    cached_unexpired_tokens: int = Field(description="What the provider served of those calls.")
+    misses: int = Field(description="Calls the provider served less than the service predicted.")
+    misses_by_class: dict[str, int] = Field(
+        description="The class the service gave each miss when its usage was reported "
+        "(`cache_outcome`)."
+    )
+    unclassified_misses: int
 
 
 class VariantResult(BaseModel):
@@ -124,10 +185,26 @@ class VariantResult(BaseModel):
     compactions: int
     compactions_per_100: float
     peak_tokens: int
-    goal_kept: float | None = Field(description="Share of calls showing the goal (null: none).")
-    pairing_kept: float
+    goal_calls: int = Field(description="Calls with a goal to keep.")
+    goal_kept: float | None = Field(
+        description="Share of `goal_calls` showing the goal (null: none)."
+    )
+    goal_kept_calls: int
+    pairing_kept: float = Field(description="Share of calls whose tool calls and outputs pair.")
+    pairing_kept_calls: int
     over_budget_calls: int
     grounding: EvaluationGrounding
+    predicted_reused_tokens: int = Field(
+        description="The reused prefix the service predicted (`cache.reused_prefix_tokens`), "
+        "summed."
+    )
+    restated_tokens: int = Field(description="Tokens of the goal's restatement at the end, summed.")
+    history_cut_calls: int = Field(
+        description="Calls whose assembly had to cut the history: its oldest items left the "
+        "context without a compaction's record of them."
+    )
+    prefix: PrefixFigures
+    provider_cache: ProviderCacheFigures
 
 
 class EvaluateResponse(BaseModel):

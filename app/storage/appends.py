@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -290,6 +290,8 @@ class SessionBatch:
     idempotency_key: str | None
     expected_last_seq: int | None
     grade: bool
+    recorded_at: datetime
+    """When the batch is recorded, by the service's clock (`app.clock`)."""
 
     def first_encoding(self) -> str:
         """The guess, unless this process learnt the session counts in another encoding."""
@@ -307,7 +309,7 @@ class SessionBatch:
             "count": len(facts),
             "unit": self.unit,
             "phase": self.phase,
-            "recorded_at": datetime.now(UTC),
+            "recorded_at": self.recorded_at,
             "grade": self.grade,
         }
         if len(facts) == 1:
@@ -389,6 +391,7 @@ def append_to_session(db: Session, batch: SessionBatch) -> SessionAppend:
         phase=batch.phase,
         idempotency_key=batch.idempotency_key,
         expected_last_seq=batch.expected_last_seq,
+        recorded_at=batch.recorded_at,
     )
     ungraded = None
     if batch.grade and not result.replayed:

@@ -379,8 +379,10 @@ def append_facts(
     phase: str | None = None,
     idempotency_key: str | None = None,
     expected_last_seq: int | None = None,
+    recorded_at: datetime,
 ) -> AppendResult:
-    """Append `facts` atomically after the session's last seq. `session` must be locked.
+    """Append `facts` atomically after the session's last seq, recorded at `recorded_at` (the
+    service's clock: `app.clock`). `session` must be locked.
 
     A known `idempotency_key` is a replay when the batch is the same as the one the key
     names (`replay_batch`): nothing is written and the original result is returned. With another
@@ -399,7 +401,6 @@ def append_facts(
             return replayed
     if expected_last_seq is not None and expected_last_seq != session.last_seq:
         raise SequenceConflict(expected=expected_last_seq, actual=session.last_seq)
-    recorded_at = _now()
     first_seq = session.last_seq + 1
     rows = [
         {
@@ -434,6 +435,7 @@ def append_conclusion(
     conclusion: dict[str, Any],
     fmt: Format,
     via: str,
+    recorded_at: datetime,
 ) -> tuple[SessionRow, int]:
     """Append a child session's one conclusion to its parent (locked here); returns the parent
     and the conclusion's seq there."""
@@ -448,7 +450,9 @@ def append_conclusion(
     fact = conclusion_fact(
         item, from_session=child_id, via=via, count_tokens=token_counter(parent.encoding)
     )
-    appended = append_facts(db, session=parent, facts=[fact], unit=child.unit)
+    appended = append_facts(
+        db, session=parent, facts=[fact], unit=child.unit, recorded_at=recorded_at
+    )
     return parent, appended.facts[-1].seq
 
 
@@ -460,6 +464,7 @@ def append_compaction(
     expected_last_seq: int,
     result: CompactionResult,
     requested_strategy: str,
+    recorded_at: datetime,
 ) -> str:
     """Append a compaction fact and return its derived id, unless the session moved on since
     the compacted history was read (`SequenceConflict`)."""
@@ -470,7 +475,7 @@ def append_compaction(
     fact = compaction_fact(
         result, compaction_id=compaction_id, requested_strategy=requested_strategy
     )
-    append_facts(db, session=session, facts=[fact])
+    append_facts(db, session=session, facts=[fact], recorded_at=recorded_at)
     return compaction_id
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import anyio.to_thread
@@ -64,10 +65,16 @@ class Batch:
         ]
 
     def to(
-        self, session_id: str, tenant_id: int, body: AppendRequest, settings: Settings
+        self,
+        session_id: str,
+        tenant_id: int,
+        body: AppendRequest,
+        settings: Settings,
+        *,
+        now: datetime,
     ) -> appends.SessionBatch:
-        """The batch as appended to the tenant's session `session_id`, as `body` asks. Holding
-        the model's output, it asks which assembly is still to grade against it."""
+        """The batch as appended to the tenant's session `session_id` `now`, as `body` asks.
+        Holding the model's output, it asks which assembly is still to grade against it."""
         return appends.SessionBatch(
             tenant_id=tenant_id,
             session_id=session_id,
@@ -78,6 +85,7 @@ class Batch:
             idempotency_key=body.idempotency_key,
             expected_last_seq=body.expected_last_seq,
             grade=any(is_model_output(item) for item in self.items),
+            recorded_at=now,
         )
 
 
@@ -114,15 +122,28 @@ def batch_of(body: AppendRequest, settings: Settings) -> Batch:
 
 
 def append(
-    db: Session, *, tenant_id: int, session_id: str, body: AppendRequest, settings: Settings
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    body: AppendRequest,
+    settings: Settings,
+    now: datetime,
 ) -> Appended:
-    """`POST /sessions/{id}/items`: the items appended to the log as one batch (or, for an
+    """`POST /sessions/{id}/items`: the items appended to the log as one batch, recorded `now`
+    (or, for an
     idempotency key already used with the same batch, the batch as first written). When they
     hold the model's output after a session-mode assembly, `after_answer` grades that
     assembly against it (`grade_next_action`), in `db`, which it closes."""
     batch = batch_of(body, settings)
     return _append_batch(
-        db, batch, tenant_id=tenant_id, session_id=session_id, body=body, settings=settings
+        db,
+        batch,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        body=body,
+        settings=settings,
+        now=now,
     )
 
 
@@ -134,8 +155,11 @@ def _append_batch(
     session_id: str,
     body: AppendRequest,
     settings: Settings,
+    now: datetime,
 ) -> Appended:
-    appended = appends.append_to_session(db, batch.to(session_id, tenant_id, body, settings))
+    appended = appends.append_to_session(
+        db, batch.to(session_id, tenant_id, body, settings, now=now)
+    )
     if db.in_transaction():  # the locked way's, or a replay's read; the one statement commits
         db.commit()
     return _appended(batch, appended, body=body, tenant_id=tenant_id, grading_in=lambda: db)
@@ -150,6 +174,7 @@ async def append_without_a_thread(
     body: AppendRequest,
     body_bytes: int,
     settings: Settings,
+    now: datetime,
 ) -> Appended:
     """`append`, on the event loop when it can be: a body of at most `LOOP_BODY_BYTES` on
     PostgreSQL is counted there and written by the one statement on a connection of
@@ -161,7 +186,7 @@ async def append_without_a_thread(
     if loop_pool is not None and body_bytes <= LOOP_BODY_BYTES:
         batch = batch_of(body, settings)
         appended = await appends.append_on_the_loop(
-            loop_pool, batch.to(session_id, tenant_id, body, settings)
+            loop_pool, batch.to(session_id, tenant_id, body, settings, now=now)
         )
         if appended is not None:
             return _appended(
@@ -176,6 +201,7 @@ async def append_without_a_thread(
             session_id=session_id,
             body=body,
             settings=settings,
+            now=now,
         )
     )
 
@@ -188,6 +214,7 @@ def _append_in_a_session_of_its_own(
     session_id: str,
     body: AppendRequest,
     settings: Settings,
+    now: datetime,
 ) -> Appended:
     """`batch` (`body`'s, checked here when None) appended in a database session of its own."""
     db = session_factory()
@@ -199,6 +226,7 @@ def _append_in_a_session_of_its_own(
             session_id=session_id,
             body=body,
             settings=settings,
+            now=now,
         )
     except BaseException:
         db.close()

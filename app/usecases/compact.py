@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -63,12 +64,13 @@ def compact(
     body: CompactRequest,
     settings: Settings,
     hook_caller: HookCaller,
+    now: datetime,
 ) -> CompactResponse:
     """`POST /compact`: the plan, made before any summarizer or hook is called; written (and
-    `applied`) unless it is a dry run, a no-op, stateless or frees too little."""
+    `applied`, recorded `now`) unless it is a dry run, a no-op, stateless or frees too little."""
     with stage("compact"):
         response = _compact(
-            db, tenant_id=tenant_id, body=body, settings=settings, hook_caller=hook_caller
+            db, tenant_id=tenant_id, body=body, settings=settings, hook_caller=hook_caller, now=now
         )
         annotate(
             lambda: {
@@ -90,6 +92,7 @@ def _compact(
     body: CompactRequest,
     settings: Settings,
     hook_caller: HookCaller,
+    now: datetime,
 ) -> CompactResponse:
     if (body.session_id is None) == (body.items is None):
         raise InvalidInput(
@@ -178,6 +181,7 @@ def _compact(
         expected_last_seq=loaded.active.last_seq,
         result=result,
         requested_strategy=body.strategy,
+        recorded_at=now,
     )
     db.commit()
     record_compaction(
@@ -205,9 +209,10 @@ def end_session(
     session_id: str,
     body: EndSessionRequest,
     hook_caller: HookCaller,
+    now: datetime,
 ) -> EndSessionResponse:
-    """Writes a final handoff of the session and fires its `session_end` hook. A `conclusion`
-    from a session without a parent is a 409 `not_a_child_session`."""
+    """Writes a final handoff of the session (recorded `now`) and fires its `session_end`
+    hook. A `conclusion` from a session without a parent is a 409 `not_a_child_session`."""
     session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, session)
     hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
@@ -222,6 +227,7 @@ def end_session(
             expected_last_seq=loaded.active.last_seq,
             result=result,
             requested_strategy="handoff",
+            recorded_at=now,
         )
         record_compaction(
             strategy=result.strategy,
@@ -253,6 +259,7 @@ def end_session(
             conclusion=body.conclusion,
             fmt=body.format,
             via="end",
+            recorded_at=now,
         )
         db.commit()
     return EndSessionResponse(

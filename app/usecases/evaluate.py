@@ -7,9 +7,15 @@ its log the source log's facts copied in seq order (the source's own compactions
 variant makes its own), and before every model call (the first fact of each run of model
 output) the runtime's step: a session-mode `/assemble`, and when the advice says to compact
 (and the variant follows it), `/compact` with the variant's strategy (else the recommended
-one), then `/assemble` again if it applied. That context is what the call would have sent.
+one), then `/assemble` again if it applied. That context is what the call would have sent: a
+simulated provider cache in the session's own terms serves it, and the runtime reports what it
+served (`/usage`), as a runtime reports its provider's. Each identifier the grading finds only
+in an elided entry is searched for with `/recall` over that entry's range, and once the log is
+replayed, each assembly's own grade (made when its call's output was appended) is read back.
 Nothing is written to the source session, its plans or the service's metrics, no hook is
-called, and a summary is always the built-in one.
+called, and a summary is always the built-in one. A variant's `cache` terms are what the
+service is told (its advice prices the cache by them); the provider simulated stays the
+session's.
 
 Deterministic: the replay's clock is the log's own (each call is made at the time its last
 fact was recorded), and every id the service derives is a function of the scratch store's
@@ -24,6 +30,7 @@ at once per process (`TenantBusy`, 429).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -35,27 +42,37 @@ from app import metrics
 from app.contract.assembly import AssembleRequest
 from app.contract.compaction import CompactParams, CompactRequest
 from app.contract.evaluation import CURRENT, EvaluateRequest, EvaluateVariant
-from app.contract.sessions import SessionHooks
+from app.contract.recall import RecallRequest
+from app.contract.sessions import SessionHooks, UsageRequest
 from app.domain.advice import Watermarks
 from app.domain.compaction import DEFAULT_KEEP_RECENT, Strategy
 from app.domain.errors import PayloadTooLarge, RuleBroken, TenantBusy
-from app.domain.evaluation import VariantTally
+from app.domain.evaluation import ServiceAnswer, VariantTally
 from app.domain.facts.kinds import COMPACTION_FACT, GOAL_FACT, NewFact
-from app.domain.grounding import ground, item_text, items_text, needed_identifiers
+from app.domain.grounding import (
+    ground,
+    item_text,
+    items_text,
+    names_every_seq,
+    needed_identifiers,
+)
 from app.domain.ids import derive_id
 from app.domain.items import INTERNAL_TYPE_PREFIX, is_model_output, visible_text
 from app.domain.json_encoding import encode_json
+from app.domain.prompt_cache import CACHE_TERMS
 from app.hooks import HookCaller
 from app.settings import Settings
-from app.storage import repository
+from app.storage import cache_outcomes, plans, repository
 from app.storage.scratch import scratch_store
 from app.storage.tables import SessionRow
 from app.tenant_slots import TenantSlots
 from app.usecases import assemble as assembly
 from app.usecases.compact import compact
 from app.usecases.grounding import NextAction, grade_next_action
-from app.usecases.history import session_cache_terms, session_watermarks, session_window
+from app.usecases.history import session_watermarks, session_window
 from app.usecases.plan_record import ReceivedRequest
+from app.usecases.recall import recall
+from app.usecases.usage import report_usage
 
 __all__ = ["Prepared", "evaluating", "prepare", "run", "tenant_busy"]
 
@@ -75,6 +92,8 @@ class _Variant:
     keep_recent: int
     follow_advice: bool
     recall_tool: bool
+    cache: dict[str, Any]
+    """The session's `cache` terms, as the variant tells the service them."""
 
     def settings(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if key != "name"}
@@ -203,6 +222,10 @@ def _resolved(
         recall_tool=session.attributes.get("recall_tool", True)
         if variant.recall_tool is None
         else variant.recall_tool,
+        cache={
+            **session.attributes.get("cache", {}),
+            **(variant.cache.model_dump(exclude_none=True) if variant.cache else {}),
+        },
     )
 
 
@@ -257,18 +280,23 @@ def _replay(
                     "low_watermark": variant.low_watermark,
                 },
                 "recall_tool": variant.recall_tool,
+                "cache": variant.cache,
             },
             derive_id=lambda internal_id: derive_id("sess", source.tenant_id, internal_id),
         )
         db.commit()
         window = session_window(scratch, session)
+        # The provider is the session's, whatever the variant tells the service of it.
+        provider = CACHE_TERMS[window.tokenizer.family].with_overrides(
+            source.attributes.get("cache", {})
+        )
         runtime = _Runtime(
             db,
             tenant_id=source.tenant_id,
             session_id=name,
             variant=variant,
             settings=scratch,
-            tally=VariantTally(window=window.tokens, terms=session_cache_terms(session, window)),
+            tally=VariantTally(window=window.tokens, terms=provider),
             opened_at=prepared.opened_at,
         )
         for call in prepared.calls:
@@ -276,6 +304,7 @@ def _replay(
             runtime.call(call.output_text)
             after_call()
         runtime.append(prepared.rest)
+        runtime.read_grades()
         return {"name": variant.name, "settings": variant.settings(), **runtime.tally.figures()}
 
 
@@ -303,15 +332,18 @@ class _Runtime:
         """The text of the history before the next call (system messages left out)."""
         self.goal: str | None = None
         self.first_request: str | None = None
+        self.assembly_ids: list[str] = []
+        self.recalled: dict[tuple[str, int, int], bool] = {}
         self.started = self.clock = opened_at
         """The replay's clock: when the newest fact copied was recorded."""
 
     def append(self, facts: Sequence[Any]) -> None:
-        """Copies `facts` (the source's rows) into the scratch log, in runs of one unit and
-        phase, leaving out the source's compactions."""
+        """Copies `facts` (the source's rows) into the scratch log, in runs of one unit, phase
+        and time (each recorded when the source's was), leaving out the source's compactions."""
         kept = [fact for fact in facts if fact.type != COMPACTION_FACT]
         seqs: list[int] = []
-        for (unit, phase), run in itertools.groupby(kept, key=lambda f: (f.unit, f.phase)):
+        runs = itertools.groupby(kept, key=lambda f: (f.unit, f.phase, f.recorded_at))
+        for (unit, phase, recorded_at), run in runs:
             rows = list(run)
             session = repository.get_session(
                 self.db, tenant_id=self.tenant_id, external_id=self.session_id, lock=True
@@ -331,6 +363,7 @@ class _Runtime:
                 ],
                 unit=unit,
                 phase=phase,
+                recorded_at=recorded_at,
             )
             self.db.commit()
             for appended, row in zip(result.facts, rows, strict=True):
@@ -390,6 +423,7 @@ class _Runtime:
                 ),
                 settings=self.settings,
                 hook_caller=self.hooks,
+                now=self.clock,
             )
             self.db.commit()
             if compacted.applied:
@@ -397,20 +431,81 @@ class _Runtime:
                 answer = self._assemble()
         goal = self.goal or self.first_request
         needed = needed_identifiers(output_text, history=self.before, goal=goal or "")
-        elided = answer.get("elided", [])
+        elided = answer["elided"]
+        shown = items_text(answer["messages"])
         grounding = ground(
-            needed,
-            shown=items_text(answer["messages"]),
-            elided=[self._elided_text(entry) for entry in elided],
+            needed, shown=shown, elided=[self._elided_text(entry) for entry in elided]
         )
-        self.tally.call(
+        items = answer["items"]
+        served_less = self.tally.call(
             answer["messages"],
-            [item["tokens"] for item in answer["items"]],
+            [item["tokens"] for item in items],
             at=(self.clock - self.started).total_seconds(),
             goal=goal,
             grounding=grounding,
             elided_forms=[entry["form"] for entry in elided],
+            service=ServiceAnswer(
+                predicted_reused=answer["cache"]["reused_prefix_tokens"],
+                restated=sum(item["tokens"] for item in items if item["id"].endswith("#restated")),
+                history_cut=any(r["signal"] == "history_cut" for r in answer["advice"]["reasons"]),
+                named_break=(answer["cache"].get("break") or {}).get("cause"),
+                history_end=1
+                + max((n for n, i in enumerate(items) if i["source"] == "history"), default=-1),
+                seqs_named=names_every_seq(shown, [entry["first_seq"] for entry in elided]),
+            ),
         )
+        self._report_usage(answer["assembly_id"], served_less=served_less)
+        for identifier, index in grounding.recallable.items():
+            self.tally.recall_checked_for(self._recalls(identifier, elided[index]))
+
+    def _report_usage(self, assembly_id: str, *, served_less: bool) -> None:
+        """Reports the simulated provider's cached tokens for the call, as a runtime reports
+        its provider's; a call served less than predicted adds the class the service gave it."""
+        self.assembly_ids.append(assembly_id)
+        report_usage(
+            self.db,
+            tenant_id=self.tenant_id,
+            session_id=self.session_id,
+            body=UsageRequest(assembly_id=assembly_id, cached_tokens=self.tally.last_cached),
+            settings=self.settings,
+        )
+        if served_less:
+            self.tally.classified(cache_outcomes.outcome_of(self.db, self._stored(assembly_id)))
+
+    def _stored(self, assembly_id: str) -> plans.StoredAssembly:
+        session = repository.get_session(
+            self.db, tenant_id=self.tenant_id, external_id=self.session_id
+        )
+        return plans.get_assembly(
+            self.db, tenant_id=self.tenant_id, external_id=assembly_id, session_key=session.id
+        )
+
+    def _recalls(self, identifier: str, entry: dict[str, Any]) -> bool:
+        """Whether `/recall`'s search of an elided entry's range hands `identifier` back."""
+        first, last = int(entry["first_seq"]), int(entry["last_seq"])
+        key = (identifier, first, last)
+        if key not in self.recalled:
+            found = False
+            start_at: int | None = first
+            while not found and start_at is not None:
+                answer = recall(
+                    self.db,
+                    tenant_id=self.tenant_id,
+                    session_id=self.session_id,
+                    body=RecallRequest.model_validate(
+                        {"from_seq": start_at, "to_seq": last, "pattern": re.escape(identifier)}
+                    ),
+                    settings=self.settings,
+                )
+                found = any(identifier in match.text for match in answer.matches)
+                start_at = answer.next_from_seq
+            self.recalled[key] = found
+        return self.recalled[key]
+
+    def read_grades(self) -> None:
+        """Adds each assembly's own grade, made when its call's output was appended."""
+        for assembly_id in self.assembly_ids:
+            self.tally.graded(self._stored(assembly_id).grounding)
 
     def _assemble(self) -> dict[str, Any]:
         value = {"session_id": self.session_id}

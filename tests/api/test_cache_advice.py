@@ -187,3 +187,57 @@ def test_the_call_sent_after_a_compaction_is_judged_by_the_call_before_it(
     assert service.post(f"/sessions/{session_id}/usage", json=report).status_code == 204
     stored = service.get(f"/assemblies/{answer['assembly_id']}").json()
     assert stored["cache_outcome"] == "expired"
+
+
+def _logged_at(service: TestClient, session_id: str) -> list[tuple[str, datetime]]:
+    page = service.get(f"/sessions/{session_id}/items", params={"limit": 1000})
+    assert page.status_code == 200, page.text
+    return [
+        (fact["item"]["type"], datetime.fromisoformat(fact["recorded_at"]))
+        for fact in page.json()["items"]
+    ]
+
+
+@pytest.mark.parametrize("pause", [5, 400])
+def test_the_log_is_recorded_by_the_service_clock_and_evaluated_on_it(
+    service: TestClient, clock: MovableClock, session_id: str, pause: int
+) -> None:
+    """Every fact the service writes carries the time of the service's clock, so that an
+    evaluation, whose clock is the log's, meets the idle gaps the session met: after a pause
+    longer than the cache's five minutes, the runtime it replays compacts, as one would have."""
+    _half_full(service, session_id)
+    opened = clock.now
+    clock.advance(5)
+    goal = service.put(f"/sessions/{session_id}/goal", json={"text": "make the build pass"})
+    assert goal.status_code == 200, goal.text
+    clock.advance(5)
+    _turn(service, session_id, 10)
+    clock.advance(pause)
+    _turn(service, session_id, 11)
+    turned = clock.now
+    clock.advance(5)
+    _turn(service, session_id, 12)
+    clock.advance(5)
+    compacted = service.post("/compact", json={"session_id": session_id, "strategy": "truncate"})
+    assert compacted.status_code == 201, compacted.text
+
+    logged = _logged_at(service, session_id)
+    assert [at for _, at in logged] == [
+        *[opened] * 13,
+        opened + timedelta(seconds=5),
+        *[opened + timedelta(seconds=10)] * 2,
+        *[turned] * 2,
+        *[turned + timedelta(seconds=5)] * 2,
+        turned + timedelta(seconds=10),
+    ]
+    assert [kind for kind, _ in logged[12:]] == [
+        "function_call_output",
+        "contextd.goal",
+        *["function_call", "function_call_output"] * 3,
+        "contextd.compaction",
+    ]
+    evaluated = service.post(f"/sessions/{session_id}/evaluate", json={"variants": []})
+    assert evaluated.status_code == 200, evaluated.text
+    (current,) = evaluated.json()["variants"]
+    # Past the TTL the cache is cold, and the advice says to compact now (`cache_cold`).
+    assert current["compactions"] == (1 if pause > 300 else 0)

@@ -4,6 +4,7 @@ runs them (append, assemble, compact when advised), then replayed under variants
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -25,11 +26,12 @@ THREE = (
     "tau_airline_gpt4o_task33_trial0",
 )
 WINDOW = 8_000
-VARIANTS = [
+VARIANTS: list[dict[str, Any]] = [
     {"name": "never", "follow_advice": False},
     {"name": "wide", "context_window": 400_000},
     {"name": "truncating", "strategy": "truncate", "keep_recent": 2},
     {"name": "early", "watermarks": {"high": 0.6, "low": 0.2}, "recall_tool": False},
+    {"name": "blind", "cache": {"read_price": 1.0, "write_price": 1.0}},
 ]
 
 
@@ -141,7 +143,38 @@ def test_the_sessions_own_settings_reproduce_what_the_runtime_did(
         "keep_recent": 3,
         "follow_advice": True,
         "recall_tool": True,
+        "cache": {},
     }
+    # What the service said of each context it made, summed as it said it.
+    assert current["predicted_reused_tokens"] == sum(
+        answer["cache"]["reused_prefix_tokens"] for answer in sent
+    )
+    assert current["restated_tokens"] == sum(
+        item["tokens"]
+        for answer in sent
+        for item in answer["items"]
+        if item["id"].endswith("#restated")
+    )
+    assert current["history_cut_calls"] == sum(
+        any(r["signal"] == "history_cut" for r in answer["advice"]["reasons"]) for answer in sent
+    )
+    assert current["prefix"]["named_breaks"] == dict(
+        sorted(
+            Counter(a["cache"]["break"]["cause"] for a in sent if a["cache"].get("break")).items()
+        )
+    )
+    grounding = current["grounding"]
+    assert grounding["calls_hiding"] == sum(bool(answer["elided"]) for answer in sent)
+    assert grounding["calls_naming_every_seq"] <= grounding["calls_hiding"]
+    # Every identifier one recall away is handed back by the recall search of its range.
+    assert grounding["recall_checked"] == grounding["recallable"] == grounding["recall_confirmed"]
+    # The service's own grades, one per call whose output used an identifier it held.
+    graded = grounding["graded"]
+    assert 0 < graded["calls_needing"] <= current["calls"]
+    assert graded["calls_seeing_all"] <= graded["calls_needing"]
+    assert graded["visible"] <= graded["needed"]
+    cache = current["provider_cache"]
+    assert cache["misses"] == sum(cache["misses_by_class"].values()) + cache["unclassified_misses"]
 
 
 def test_variants_change_what_they_name_and_the_replay_writes_nothing(
@@ -157,7 +190,7 @@ def test_variants_change_what_they_name_and_the_replay_writes_nothing(
 
     assert first.status_code == again.status_code == 200
     assert first.content == again.content  # the same log and variants, the same bytes
-    current, never, wide, truncating, early = first.json()["variants"]
+    current, never, wide, truncating, early, blind = first.json()["variants"]
     assert never["compactions"] == 0 < current["compactions"]
     assert never["settings"]["follow_advice"] is False
     # A window holding the whole run: nothing compacted, nothing hidden, nothing over budget.
@@ -169,6 +202,11 @@ def test_variants_change_what_they_name_and_the_replay_writes_nothing(
     assert truncating["compactions"] > 0
     assert early["settings"]["high_watermark"] == 0.6
     assert early["compactions"] >= current["compactions"]
+    # Told no cache discount, the service weighs its advice by tokens alone; the provider
+    # simulated is still the session's, and still serves reads at its discount.
+    assert blind["settings"]["cache"] == {"read_price": 1.0, "write_price": 1.0}
+    assert blind["cached_tokens"] > 0
+    assert blind["cost"] < blind["input_tokens"]
     for variant in (current, never, truncating, early):
         grounding = variant["grounding"]
         assert (

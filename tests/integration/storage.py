@@ -4,6 +4,7 @@ the session's row lock."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, select, text
@@ -67,6 +68,7 @@ def append_items(
         phase=phase,
         idempotency_key=idempotency_key,
         expected_last_seq=expected_last_seq,
+        recorded_at=datetime.now(UTC),
     )
 
 

@@ -8,6 +8,7 @@ small batch."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import anyio
@@ -91,6 +92,7 @@ def _append(
         idempotency_key=key,
         expected_last_seq=expected_last_seq,
         grade=False,
+        recorded_at=datetime.now(UTC),
     )
     return appends.append_on_the_loop(pool, batch)
 
@@ -165,6 +167,7 @@ def test_a_small_batch_needs_no_worker_thread_and_a_replay_takes_one(
             body=body,
             body_bytes=LOOP_BODY_BYTES,
             settings=settings,
+            now=datetime.now(UTC),
         )
 
     async def work(pool: LoopPool) -> list[Any]:
@@ -205,6 +208,7 @@ def test_a_batch_that_finds_the_loops_connections_all_in_use_takes_a_worker_thre
                 body=body,
                 body_bytes=0,
                 settings=settings,
+                now=datetime.now(UTC),
             )
             still_held = not held.closed
         return [refused, appended, still_held]

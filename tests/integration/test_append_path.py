@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -77,6 +78,7 @@ def _append(
             idempotency_key=key,
             expected_last_seq=expected_last_seq,
             grade=False,
+            recorded_at=datetime.now(UTC),
         )
         appended = appends.append_to_session(db, batch)
         db.commit()
@@ -292,6 +294,7 @@ def test_a_model_output_grades_only_an_assembly_the_database_holds_still_ungrade
                 session_id=session_id,
                 body=AppendRequest(items=items),
                 settings=settings,
+                now=datetime.now(UTC),
             )
 
     opening = append_here([user_msg("Find open_export."), tool_call("c1"), tool_output("c1", "")])
@@ -465,6 +468,7 @@ def test_an_append_in_the_callers_transaction_is_undone_with_it(
             idempotency_key="undone",
             expected_last_seq=0,
             grade=False,
+            recorded_at=datetime.now(UTC),
         )
         appended = appends.append_to_session(db, batch)
         db.rollback()

@@ -4,6 +4,7 @@ compact and recall, on real PostgreSQL. What bench, the CLI or another front end
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 
 import anyio
 import orjson
@@ -51,6 +52,7 @@ def test_a_turn_runs_through_the_use_cases_without_http(postgres_url: str) -> No
             session_id="walk",
             body=AppendRequest(items=items),
             settings=settings,
+            now=datetime.now(UTC),
         )
         request = AssembleRequest(session_id="walk")
         assembled = assemble(
@@ -74,6 +76,7 @@ def test_a_turn_runs_through_the_use_cases_without_http(postgres_url: str) -> No
                 body=CompactRequest(session_id="walk", strategy="clear_tool_results"),
                 settings=settings,
                 hook_caller=HookCaller(settings),
+                now=datetime.now(UTC),
             ),
         )
         read_back = recall(

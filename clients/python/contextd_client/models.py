@@ -630,35 +630,6 @@ class EvaluateWatermarks(BaseModel):
     low: Annotated[Low | None, Field(title="Low")] = None
 
 
-class EvaluationGrounding(BaseModel):
-    """
-    Of the identifiers each call's own output went on to use that the history before it
-    held (the goal's left out): how many the context showed, how many only an elided fact
-    held (one recall away), and how many it held nowhere.
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    calls_needing: Annotated[int, Field(title="Calls Needing")]
-    """
-    Calls whose output used any such identifier.
-    """
-    needed: Annotated[int, Field(title="Needed")]
-    visible: Annotated[int, Field(title="Visible")]
-    recallable: Annotated[int, Field(title="Recallable")]
-    missed: Annotated[int, Field(title="Missed")]
-    visible_share: Annotated[float, Field(title="Visible Share")]
-    all_visible_calls: Annotated[float, Field(title="All Visible Calls")]
-    """
-    Share of `calls_needing` that saw them all.
-    """
-    misses_by_form: Annotated[dict[str, int], Field(title="Misses By Form")]
-    """
-    The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
-    """
-
-
 class EvaluationProgress(BaseModel):
     model_config = ConfigDict(
         extra="allow",
@@ -711,6 +682,21 @@ class GoalResponse(BaseModel):
     )
     version: Annotated[int, Field(title="Version")]
     seq: Annotated[int, Field(title="Seq")]
+
+
+class GradedGrounding(BaseModel):
+    """
+    The same measure as the service took it itself, grading each call when its output was
+    appended (an assembly's `grounding`).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    calls_needing: Annotated[int, Field(title="Calls Needing")]
+    needed: Annotated[int, Field(title="Needed")]
+    visible: Annotated[int, Field(title="Visible")]
+    calls_seeing_all: Annotated[int, Field(title="Calls Seeing All")]
 
 
 class HealthResponse(BaseModel):
@@ -921,6 +907,51 @@ class PrefixBreakBody(BaseModel):
     """
     What changed, in words, with the seqs or versions.
     """
+
+
+class PrefixFigures(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    left_history_calls: Annotated[int, Field(title="Left History Calls")]
+    """
+    Calls whose messages left the previous call's before the end of its history: a prefix the provider's cache could not serve whole.
+    """
+    named_breaks: Annotated[dict[str, int], Field(title="Named Breaks")]
+    """
+    The prefix breaks the service named (`cache.break`), by cause.
+    """
+
+
+class ProviderCacheFigures(BaseModel):
+    """
+    The simulated provider against the service's own prediction of each call.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    expired_calls: Annotated[int, Field(title="Expired Calls")]
+    """
+    Calls an expired entry would have served more, had it not expired.
+    """
+    predicted_unexpired_tokens: Annotated[int, Field(title="Predicted Unexpired Tokens")]
+    """
+    The service's predicted reused prefix over the calls without expiry, under the provider's minimum prefix and blocks.
+    """
+    cached_unexpired_tokens: Annotated[int, Field(title="Cached Unexpired Tokens")]
+    """
+    What the provider served of those calls.
+    """
+    misses: Annotated[int, Field(title="Misses")]
+    """
+    Calls the provider served less than the service predicted.
+    """
+    misses_by_class: Annotated[dict[str, int], Field(title="Misses By Class")]
+    """
+    The class the service gave each miss when its usage was reported (`cache_outcome`).
+    """
+    unclassified_misses: Annotated[int, Field(title="Unclassified Misses")]
 
 
 class RecallMatchBody(BaseModel):
@@ -1284,6 +1315,10 @@ class VariantSettings(BaseModel):
     keep_recent: Annotated[int, Field(title="Keep Recent")]
     follow_advice: Annotated[bool, Field(title="Follow Advice")]
     recall_tool: Annotated[bool, Field(title="Recall Tool")]
+    cache: Annotated[dict[str, int | float], Field(title="Cache")]
+    """
+    The session's `cache` terms the service was told.
+    """
 
 
 class WorkingSetEntry(BaseModel):
@@ -1566,6 +1601,60 @@ class EvaluateVariant(BaseModel):
     false: the runtime never compacts (the window's fitting does all the work).
     """
     recall_tool: Annotated[bool | None, Field(title="Recall Tool")] = None
+    cache: CacheOptions | None = None
+    """
+    Prompt-cache terms to tell the service, over the session's own: its advice prices the cache by them. The simulated provider keeps the session's terms, so a variant that tells the service no cache discount (`read_price` 1) shows what advice blind to the cache would cost.
+    """
+
+
+class EvaluationGrounding(BaseModel):
+    """
+    Of the identifiers each call's own output went on to use that the history before it
+    held (the goal's left out): how many the context showed, how many only an elided fact
+    held (one recall away), and how many it held nowhere.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    calls_needing: Annotated[int, Field(title="Calls Needing")]
+    """
+    Calls whose output used any such identifier.
+    """
+    needed: Annotated[int, Field(title="Needed")]
+    visible: Annotated[int, Field(title="Visible")]
+    recallable: Annotated[int, Field(title="Recallable")]
+    missed: Annotated[int, Field(title="Missed")]
+    visible_share: Annotated[float, Field(title="Visible Share")]
+    all_visible_calls: Annotated[float, Field(title="All Visible Calls")]
+    """
+    Share of `calls_needing` that saw them all.
+    """
+    calls_seeing_all: Annotated[int, Field(title="Calls Seeing All")]
+    """
+    Of `calls_needing`, those that saw them all.
+    """
+    misses_by_form: Annotated[dict[str, int], Field(title="Misses By Form")]
+    """
+    The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
+    """
+    calls_hiding: Annotated[int, Field(title="Calls Hiding")]
+    """
+    Calls whose context elided anything.
+    """
+    calls_naming_every_seq: Annotated[int, Field(title="Calls Naming Every Seq")]
+    """
+    Of `calls_hiding`, those whose visible text names every elided entry's first seq (what a recall starts from).
+    """
+    recall_checked: Annotated[int, Field(title="Recall Checked")]
+    """
+    Recallable identifiers searched for with `/recall` over their entry's range.
+    """
+    recall_confirmed: Annotated[int, Field(title="Recall Confirmed")]
+    """
+    Of those, the ones the search handed back.
+    """
+    graded: GradedGrounding
 
 
 class ItemsPageResponse(BaseModel):
@@ -1780,13 +1869,36 @@ class VariantResult(BaseModel):
     compactions: Annotated[int, Field(title="Compactions")]
     compactions_per_100: Annotated[float, Field(title="Compactions Per 100")]
     peak_tokens: Annotated[int, Field(title="Peak Tokens")]
+    goal_calls: Annotated[int, Field(title="Goal Calls")]
+    """
+    Calls with a goal to keep.
+    """
     goal_kept: Annotated[float | None, Field(title="Goal Kept")]
     """
-    Share of calls showing the goal (null: none).
+    Share of `goal_calls` showing the goal (null: none).
     """
+    goal_kept_calls: Annotated[int, Field(title="Goal Kept Calls")]
     pairing_kept: Annotated[float, Field(title="Pairing Kept")]
+    """
+    Share of calls whose tool calls and outputs pair.
+    """
+    pairing_kept_calls: Annotated[int, Field(title="Pairing Kept Calls")]
     over_budget_calls: Annotated[int, Field(title="Over Budget Calls")]
     grounding: EvaluationGrounding
+    predicted_reused_tokens: Annotated[int, Field(title="Predicted Reused Tokens")]
+    """
+    The reused prefix the service predicted (`cache.reused_prefix_tokens`), summed.
+    """
+    restated_tokens: Annotated[int, Field(title="Restated Tokens")]
+    """
+    Tokens of the goal's restatement at the end, summed.
+    """
+    history_cut_calls: Annotated[int, Field(title="History Cut Calls")]
+    """
+    Calls whose assembly had to cut the history: its oldest items left the context without a compaction's record of them.
+    """
+    prefix: PrefixFigures
+    provider_cache: ProviderCacheFigures
 
 
 class AssembleResponse(BaseModel):

@@ -329,32 +329,6 @@ class EvaluateWatermarks(TypedDict):
     low: NotRequired[float | None]
 
 
-class EvaluationGrounding(TypedDict):
-    """
-    Of the identifiers each call's own output went on to use that the history before it
-    held (the goal's left out): how many the context showed, how many only an elided fact
-    held (one recall away), and how many it held nowhere.
-    """
-
-    calls_needing: int
-    """
-    Calls whose output used any such identifier.
-    """
-    needed: int
-    visible: int
-    recallable: int
-    missed: int
-    visible_share: float
-    all_visible_calls: float
-    """
-    Share of `calls_needing` that saw them all.
-    """
-    misses_by_form: dict[str, int]
-    """
-    The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
-    """
-
-
 class EvaluationProgress(TypedDict):
     calls_done: int
     calls_total: int
@@ -390,6 +364,18 @@ class GoalRequest(TypedDict):
 class GoalResponse(TypedDict):
     version: int
     seq: int
+
+
+class GradedGrounding(TypedDict):
+    """
+    The same measure as the service took it itself, grading each call when its output was
+    appended (an assembly's `grounding`).
+    """
+
+    calls_needing: int
+    needed: int
+    visible: int
+    calls_seeing_all: int
 
 
 class HealthResponse(TypedDict):
@@ -548,6 +534,45 @@ class PrefixBreakBody(TypedDict):
     """
     What changed, in words, with the seqs or versions.
     """
+
+
+class PrefixFigures(TypedDict):
+    left_history_calls: int
+    """
+    Calls whose messages left the previous call's before the end of its history: a prefix the provider's cache could not serve whole.
+    """
+    named_breaks: dict[str, int]
+    """
+    The prefix breaks the service named (`cache.break`), by cause.
+    """
+
+
+class ProviderCacheFigures(TypedDict):
+    """
+    The simulated provider against the service's own prediction of each call.
+    """
+
+    expired_calls: int
+    """
+    Calls an expired entry would have served more, had it not expired.
+    """
+    predicted_unexpired_tokens: int
+    """
+    The service's predicted reused prefix over the calls without expiry, under the provider's minimum prefix and blocks.
+    """
+    cached_unexpired_tokens: int
+    """
+    What the provider served of those calls.
+    """
+    misses: int
+    """
+    Calls the provider served less than the service predicted.
+    """
+    misses_by_class: dict[str, int]
+    """
+    The class the service gave each miss when its usage was reported (`cache_outcome`).
+    """
+    unclassified_misses: int
 
 
 class RecallMatchBody(TypedDict):
@@ -798,6 +823,10 @@ class VariantSettings(TypedDict):
     keep_recent: int
     follow_advice: bool
     recall_tool: bool
+    cache: dict[str, int | float]
+    """
+    The session's `cache` terms the service was told.
+    """
 
 
 class WorkingSetEntry(TypedDict):
@@ -1018,6 +1047,57 @@ class EvaluateVariant(TypedDict):
     false: the runtime never compacts (the window's fitting does all the work).
     """
     recall_tool: NotRequired[bool | None]
+    cache: NotRequired[CacheOptions | None]
+    """
+    Prompt-cache terms to tell the service, over the session's own: its advice prices the cache by them. The simulated provider keeps the session's terms, so a variant that tells the service no cache discount (`read_price` 1) shows what advice blind to the cache would cost.
+    """
+
+
+class EvaluationGrounding(TypedDict):
+    """
+    Of the identifiers each call's own output went on to use that the history before it
+    held (the goal's left out): how many the context showed, how many only an elided fact
+    held (one recall away), and how many it held nowhere.
+    """
+
+    calls_needing: int
+    """
+    Calls whose output used any such identifier.
+    """
+    needed: int
+    visible: int
+    recallable: int
+    missed: int
+    visible_share: float
+    all_visible_calls: float
+    """
+    Share of `calls_needing` that saw them all.
+    """
+    calls_seeing_all: int
+    """
+    Of `calls_needing`, those that saw them all.
+    """
+    misses_by_form: dict[str, int]
+    """
+    The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
+    """
+    calls_hiding: int
+    """
+    Calls whose context elided anything.
+    """
+    calls_naming_every_seq: int
+    """
+    Of `calls_hiding`, those whose visible text names every elided entry's first seq (what a recall starts from).
+    """
+    recall_checked: int
+    """
+    Recallable identifiers searched for with `/recall` over their entry's range.
+    """
+    recall_confirmed: int
+    """
+    Of those, the ones the search handed back.
+    """
+    graded: GradedGrounding
 
 
 class ItemsPageResponse(TypedDict):
@@ -1177,13 +1257,36 @@ class VariantResult(TypedDict):
     compactions: int
     compactions_per_100: float
     peak_tokens: int
+    goal_calls: int
+    """
+    Calls with a goal to keep.
+    """
     goal_kept: float | None
     """
-    Share of calls showing the goal (null: none).
+    Share of `goal_calls` showing the goal (null: none).
     """
+    goal_kept_calls: int
     pairing_kept: float
+    """
+    Share of calls whose tool calls and outputs pair.
+    """
+    pairing_kept_calls: int
     over_budget_calls: int
     grounding: EvaluationGrounding
+    predicted_reused_tokens: int
+    """
+    The reused prefix the service predicted (`cache.reused_prefix_tokens`), summed.
+    """
+    restated_tokens: int
+    """
+    Tokens of the goal's restatement at the end, summed.
+    """
+    history_cut_calls: int
+    """
+    Calls whose assembly had to cut the history: its oldest items left the context without a compaction's record of them.
+    """
+    prefix: PrefixFigures
+    provider_cache: ProviderCacheFigures
 
 
 class AssembleResponse(TypedDict):

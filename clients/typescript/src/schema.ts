@@ -1569,6 +1569,8 @@ export interface components {
             follow_advice?: boolean;
             /** Recall Tool */
             recall_tool?: boolean | null;
+            /** @description Prompt-cache terms to tell the service, over the session's own: its advice prices the cache by them. The simulated provider keeps the session's terms, so a variant that tells the service no cache discount (`read_price` 1) shows what advice blind to the cache would cost. */
+            cache?: components["schemas"]["CacheOptions"] | null;
         };
         /**
          * EvaluateWatermarks
@@ -1608,12 +1610,38 @@ export interface components {
              */
             all_visible_calls: number;
             /**
+             * Calls Seeing All
+             * @description Of `calls_needing`, those that saw them all.
+             */
+            calls_seeing_all: number;
+            /**
              * Misses By Form
              * @description The recallable ones, by the form of the `elided` entry holding them (`summarized`, `cleared`, `dropped`, `truncated`, ...).
              */
             misses_by_form: {
                 [key: string]: number;
             };
+            /**
+             * Calls Hiding
+             * @description Calls whose context elided anything.
+             */
+            calls_hiding: number;
+            /**
+             * Calls Naming Every Seq
+             * @description Of `calls_hiding`, those whose visible text names every elided entry's first seq (what a recall starts from).
+             */
+            calls_naming_every_seq: number;
+            /**
+             * Recall Checked
+             * @description Recallable identifiers searched for with `/recall` over their entry's range.
+             */
+            recall_checked: number;
+            /**
+             * Recall Confirmed
+             * @description Of those, the ones the search handed back.
+             */
+            recall_confirmed: number;
+            graded: components["schemas"]["GradedGrounding"];
         };
         /**
          * EvaluationJobResponse
@@ -1698,6 +1726,21 @@ export interface components {
             version: number;
             /** Seq */
             seq: number;
+        };
+        /**
+         * GradedGrounding
+         * @description The same measure as the service took it itself, grading each call when its output was
+         *     appended (an assembly's `grounding`).
+         */
+        GradedGrounding: {
+            /** Calls Needing */
+            calls_needing: number;
+            /** Needed */
+            needed: number;
+            /** Visible */
+            visible: number;
+            /** Calls Seeing All */
+            calls_seeing_all: number;
         };
         /** HealthResponse */
         HealthResponse: {
@@ -2073,6 +2116,56 @@ export interface components {
              * @description What changed, in words, with the seqs or versions.
              */
             detail: string;
+        };
+        /** PrefixFigures */
+        PrefixFigures: {
+            /**
+             * Left History Calls
+             * @description Calls whose messages left the previous call's before the end of its history: a prefix the provider's cache could not serve whole.
+             */
+            left_history_calls: number;
+            /**
+             * Named Breaks
+             * @description The prefix breaks the service named (`cache.break`), by cause.
+             */
+            named_breaks: {
+                [key: string]: number;
+            };
+        };
+        /**
+         * ProviderCacheFigures
+         * @description The simulated provider against the service's own prediction of each call.
+         */
+        ProviderCacheFigures: {
+            /**
+             * Expired Calls
+             * @description Calls an expired entry would have served more, had it not expired.
+             */
+            expired_calls: number;
+            /**
+             * Predicted Unexpired Tokens
+             * @description The service's predicted reused prefix over the calls without expiry, under the provider's minimum prefix and blocks.
+             */
+            predicted_unexpired_tokens: number;
+            /**
+             * Cached Unexpired Tokens
+             * @description What the provider served of those calls.
+             */
+            cached_unexpired_tokens: number;
+            /**
+             * Misses
+             * @description Calls the provider served less than the service predicted.
+             */
+            misses: number;
+            /**
+             * Misses By Class
+             * @description The class the service gave each miss when its usage was reported (`cache_outcome`).
+             */
+            misses_by_class: {
+                [key: string]: number;
+            };
+            /** Unclassified Misses */
+            unclassified_misses: number;
         };
         /** RecallMatchBody */
         RecallMatchBody: {
@@ -2573,15 +2666,44 @@ export interface components {
             /** Peak Tokens */
             peak_tokens: number;
             /**
+             * Goal Calls
+             * @description Calls with a goal to keep.
+             */
+            goal_calls: number;
+            /**
              * Goal Kept
-             * @description Share of calls showing the goal (null: none).
+             * @description Share of `goal_calls` showing the goal (null: none).
              */
             goal_kept: number | null;
-            /** Pairing Kept */
+            /** Goal Kept Calls */
+            goal_kept_calls: number;
+            /**
+             * Pairing Kept
+             * @description Share of calls whose tool calls and outputs pair.
+             */
             pairing_kept: number;
+            /** Pairing Kept Calls */
+            pairing_kept_calls: number;
             /** Over Budget Calls */
             over_budget_calls: number;
             grounding: components["schemas"]["EvaluationGrounding"];
+            /**
+             * Predicted Reused Tokens
+             * @description The reused prefix the service predicted (`cache.reused_prefix_tokens`), summed.
+             */
+            predicted_reused_tokens: number;
+            /**
+             * Restated Tokens
+             * @description Tokens of the goal's restatement at the end, summed.
+             */
+            restated_tokens: number;
+            /**
+             * History Cut Calls
+             * @description Calls whose assembly had to cut the history: its oldest items left the context without a compaction's record of them.
+             */
+            history_cut_calls: number;
+            prefix: components["schemas"]["PrefixFigures"];
+            provider_cache: components["schemas"]["ProviderCacheFigures"];
         };
         /**
          * VariantSettings
@@ -2605,6 +2727,13 @@ export interface components {
             follow_advice: boolean;
             /** Recall Tool */
             recall_tool: boolean;
+            /**
+             * Cache
+             * @description The session's `cache` terms the service was told.
+             */
+            cache: {
+                [key: string]: number;
+            };
         };
         /** WorkingSetEntry */
         WorkingSetEntry: {
