@@ -54,6 +54,13 @@ class EvaluateVariant(StrictModel):
         description="false: the runtime never compacts (the window's fitting does all the work).",
     )
     recall_tool: bool | None = None
+    summarizer: Literal["builtin", "client"] = Field(
+        default="builtin",
+        description="`client`: each product record's summary is the narrative the log recorded "
+        "where the session compacted with a summarizer of its own (the newest before the "
+        "replayed compaction, each used once), else the built-in one. The replay calls no "
+        "summarizer.",
+    )
     cache: CacheOptions | None = Field(
         default=None,
         description="Prompt-cache terms to tell the service, over the session's own: its advice "
@@ -96,6 +103,7 @@ class VariantSettings(BaseModel):
     cache: dict[str, int | float] = Field(
         description="The session's `cache` terms the service was told."
     )
+    summarizer: Literal["builtin", "client"]
 
 
 class GradedGrounding(BaseModel):
@@ -184,6 +192,9 @@ class VariantResult(BaseModel):
     )
     compactions: int
     compactions_per_100: float
+    recorded_summaries: int = Field(
+        description="Compactions whose record used the summary the log recorded (`client`)."
+    )
     peak_tokens: int
     goal_calls: int = Field(description="Calls with a goal to keep.")
     goal_kept: float | None = Field(

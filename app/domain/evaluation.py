@@ -72,6 +72,8 @@ class VariantTally:
     written_tokens: int = 0
     cost: float = 0.0
     compactions: int = 0
+    recorded_summaries: int = 0
+    """Compactions whose record used the summary the log recorded (a variant's `client`)."""
     peak_tokens: int = 0
     goal_calls: int = 0
     """Calls with a goal to keep."""
@@ -213,6 +215,7 @@ class VariantTally:
             "written_tokens": self.written_tokens,
             "cost": self.cost,
             "compactions": self.compactions,
+            "recorded_summaries": self.recorded_summaries,
             "peak_tokens": self.peak_tokens,
             "goal_calls": self.goal_calls,
             "goal_kept_calls": self.goal_kept,
@@ -297,6 +300,7 @@ def _with_shares(counts: Mapping[str, Any]) -> dict[str, Any]:
         "cost": round(counts["cost"], 1),
         "compactions": counts["compactions"],
         "compactions_per_100": round(100 * counts["compactions"] / max(calls, 1), 2),
+        "recorded_summaries": counts["recorded_summaries"],
         "peak_tokens": counts["peak_tokens"],
         "goal_calls": goal_calls,
         "goal_kept": _share(counts["goal_kept_calls"], goal_calls) if goal_calls else None,

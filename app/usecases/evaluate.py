@@ -12,10 +12,13 @@ simulated provider cache in the session's own terms serves it, and the runtime r
 served (`/usage`), as a runtime reports its provider's. Each identifier the grading finds only
 in an elided entry is searched for with `/recall` over that entry's range, and once the log is
 replayed, each assembly's own grade (made when its call's output was appended) is read back.
-Nothing is written to the source session, its plans or the service's metrics, no hook is
-called, and a summary is always the built-in one. A variant's `cache` terms are what the
-service is told (its advice prices the cache by them); the provider simulated stays the
-session's.
+Nothing is written to the source session, its plans or the service's metrics, and no hook
+or summarizer is called. A product record's summary is the built-in one, or, for a variant
+whose `summarizer` is `client`, the narrative the log recorded where the session compacted
+with a summarizer of its own (`client` or `llm`): the newest such compaction logged before the
+replayed one, each used once; where there is none, the built-in one. A variant's `cache` terms
+are what the service is told (its advice prices the cache by them); the provider simulated
+stays the session's.
 
 Deterministic: the replay's clock is the log's own (each call is made at the time its last
 fact was recorded), and every id the service derives is a function of the scratch store's
@@ -34,18 +37,18 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
 from app import metrics
 from app.contract.assembly import AssembleRequest
-from app.contract.compaction import CompactParams, CompactRequest
+from app.contract.compaction import ClientSummary, CompactParams, CompactRequest
 from app.contract.evaluation import CURRENT, EvaluateRequest, EvaluateVariant
 from app.contract.recall import RecallRequest
 from app.contract.sessions import SessionHooks, UsageRequest
 from app.domain.advice import Watermarks
-from app.domain.compaction import DEFAULT_KEEP_RECENT, Strategy
+from app.domain.compaction import DEFAULT_KEEP_RECENT, PRODUCT_STRATEGIES, Strategy
 from app.domain.errors import PayloadTooLarge, RuleBroken, TenantBusy
 from app.domain.evaluation import ServiceAnswer, VariantTally
 from app.domain.facts.kinds import COMPACTION_FACT, GOAL_FACT, NewFact
@@ -94,6 +97,7 @@ class _Variant:
     recall_tool: bool
     cache: dict[str, Any]
     """The session's `cache` terms, as the variant tells the service them."""
+    summarizer: Literal["builtin", "client"]
 
     def settings(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if key != "name"}
@@ -226,6 +230,7 @@ def _resolved(
             **session.attributes.get("cache", {}),
             **(variant.cache.model_dump(exclude_none=True) if variant.cache else {}),
         },
+        summarizer=variant.summarizer,
     )
 
 
@@ -333,6 +338,9 @@ class _Runtime:
         self.goal: str | None = None
         self.first_request: str | None = None
         self.assembly_ids: list[str] = []
+        self.recorded_summary: str | None = None
+        """The narrative of the newest compaction the log recorded with a summarizer of its
+        own, until a replayed compaction uses it."""
         self.recalled: dict[tuple[str, int, int], bool] = {}
         self.started = self.clock = opened_at
         """The replay's clock: when the newest fact copied was recorded."""
@@ -341,6 +349,9 @@ class _Runtime:
         """Copies `facts` (the source's rows) into the scratch log, in runs of one unit, phase
         and time (each recorded when the source's was), leaving out the source's compactions."""
         kept = [fact for fact in facts if fact.type != COMPACTION_FACT]
+        for fact in facts:
+            if fact.type == COMPACTION_FACT and (fact.item.get("summary") or {}).get("narrative"):
+                self.recorded_summary = fact.item["summary"]["narrative"]
         seqs: list[int] = []
         runs = itertools.groupby(kept, key=lambda f: (f.unit, f.phase, f.recorded_at))
         for (unit, phase, recorded_at), run in runs:
@@ -412,23 +423,9 @@ class _Runtime:
         answer = self._assemble()
         advice = answer["advice"]
         strategy = self.variant.strategy or advice["recommended_strategy"]
-        if self.variant.follow_advice and advice["should_compact"] and strategy:
-            compacted = compact(
-                self.db,
-                tenant_id=self.tenant_id,
-                body=CompactRequest(
-                    session_id=self.session_id,
-                    strategy=strategy,
-                    params=CompactParams(keep_recent=self.variant.keep_recent),
-                ),
-                settings=self.settings,
-                hook_caller=self.hooks,
-                now=self.clock,
-            )
-            self.db.commit()
-            if compacted.applied:
-                self.tally.compactions += 1
-                answer = self._assemble()
+        advised = self.variant.follow_advice and advice["should_compact"] and strategy
+        if advised and self._compact(strategy):
+            answer = self._assemble()
         goal = self.goal or self.first_request
         needed = needed_identifiers(output_text, history=self.before, goal=goal or "")
         elided = answer["elided"]
@@ -457,6 +454,36 @@ class _Runtime:
         self._report_usage(answer["assembly_id"], served_less=served_less)
         for identifier, index in grounding.recallable.items():
             self.tally.recall_checked_for(self._recalls(identifier, elided[index]))
+
+    def _compact(self, strategy: Strategy) -> bool:
+        """The advised compaction, with the log's recorded summary where the variant asks for
+        it and one is left (`recorded_summary`); whether it applied."""
+        summary = None
+        if self.variant.summarizer == "client" and strategy in PRODUCT_STRATEGIES:
+            summary = self.recorded_summary
+        compacted = compact(
+            self.db,
+            tenant_id=self.tenant_id,
+            body=CompactRequest(
+                session_id=self.session_id,
+                strategy=strategy,
+                params=CompactParams(
+                    keep_recent=self.variant.keep_recent,
+                    summarizer="client" if summary else "builtin",
+                ),
+                summary=ClientSummary(text=summary) if summary else None,
+            ),
+            settings=self.settings,
+            hook_caller=self.hooks,
+            now=self.clock,
+        )
+        self.db.commit()
+        if compacted.applied:
+            self.tally.compactions += 1
+            if summary:
+                self.tally.recorded_summaries += 1
+                self.recorded_summary = None
+        return compacted.applied
 
     def _report_usage(self, assembly_id: str, *, served_less: bool) -> None:
         """Reports the simulated provider's cached tokens for the call, as a runtime reports

@@ -40,11 +40,16 @@ def _goal(items: list[dict[str, Any]]) -> str:
 
 
 def _run_as_a_runtime(
-    client: TestClient, session_id: str, items: list[dict[str, Any]]
+    client: TestClient,
+    session_id: str,
+    items: list[dict[str, Any]],
+    *,
+    own_summary: str | None = None,
 ) -> list[dict[str, Any]]:
     """The session made as `contextd_client`'s runtime makes one: before each model call, an
     assembly, a compaction when advised and an assembly again if it applied; the answers sent,
-    in order."""
+    in order. With `own_summary`, a product record's compaction posts it, numbered, as the
+    runtime's own summary (`summarizer: client`)."""
     client.post(
         "/sessions", json={"session_id": session_id, "context_window": WINDOW}
     ).raise_for_status()
@@ -63,10 +68,14 @@ def _run_as_a_runtime(
         answer = client.post("/assemble", json={"session_id": session_id}).json()
         advice = answer["advice"]
         if advice["should_compact"] and advice["recommended_strategy"]:
-            compacted = client.post(
-                "/compact",
-                json={"session_id": session_id, "strategy": advice["recommended_strategy"]},
-            )
+            request: dict[str, Any] = {
+                "session_id": session_id,
+                "strategy": advice["recommended_strategy"],
+            }
+            if own_summary and request["strategy"] in ("summary", "handoff", "notes"):
+                request["params"] = {"summarizer": "client"}
+                request["summary"] = {"text": f"{own_summary} (part {point})"}
+            compacted = client.post("/compact", json=request)
             if compacted.status_code == 201:
                 answer = client.post("/assemble", json={"session_id": session_id}).json()
         sent.append(answer)
@@ -144,6 +153,7 @@ def test_the_sessions_own_settings_reproduce_what_the_runtime_did(
         "follow_advice": True,
         "recall_tool": True,
         "cache": {},
+        "summarizer": "builtin",
     }
     # What the service said of each context it made, summed as it said it.
     assert current["predicted_reused_tokens"] == sum(
@@ -413,3 +423,41 @@ def test_a_cancelled_job_stops_and_another_tenant_cannot_see_it(
     assert states[-1]["progress"]["calls_done"] < total
     assert states[-1]["result"] is None
     assert retried.status_code == 202
+
+
+def test_a_client_variant_replays_the_summaries_the_log_recorded(
+    client: TestClient, session_id: str
+) -> None:
+    """A runtime that posted its own summaries: the variant whose `summarizer` is `client` uses
+    the one the log recorded at each compaction it replays (the replay calls no summarizer);
+    the session's own settings use the built-in one."""
+    own = (
+        "The agent changed the booking after checking the fare rules and the passenger's "
+        "stated preferences; the refund is still to be confirmed with the customer."
+    )
+    items = load_trajectory(RUNS["tau_airline_gpt4o_task33_trial0"])
+    _run_as_a_runtime(client, session_id, items, own_summary=own)
+    log = client.get(f"/sessions/{session_id}/items", params={"limit": 1000}).json()["items"]
+    recorded = [
+        fact["item"]["summary"]["narrative"]
+        for fact in log
+        if fact["item"]["type"] == "contextd.compaction" and fact["item"]["summary"]
+    ]
+    assert recorded
+    assert all(narrative.startswith(own) for narrative in recorded)
+
+    answer = client.post(
+        f"/sessions/{session_id}/evaluate",
+        json={"variants": [{"name": "own", "summarizer": "client"}]},
+    )
+
+    assert answer.status_code == 200, answer.text
+    current, variant = answer.json()["variants"]
+    assert (current["settings"]["summarizer"], variant["settings"]["summarizer"]) == (
+        "builtin",
+        "client",
+    )
+    assert current["compactions"] == variant["compactions"] == len(recorded)
+    assert (current["recorded_summaries"], variant["recorded_summaries"]) == (0, len(recorded))
+    # The records differ by their narratives, and so do the contexts that carry them.
+    assert variant["input_tokens"] != current["input_tokens"]

@@ -1319,6 +1319,7 @@ class VariantSettings(BaseModel):
     """
     The session's `cache` terms the service was told.
     """
+    summarizer: Annotated[Literal["builtin", "client"], Field(title="Summarizer")]
 
 
 class WorkingSetEntry(BaseModel):
@@ -1601,6 +1602,10 @@ class EvaluateVariant(BaseModel):
     false: the runtime never compacts (the window's fitting does all the work).
     """
     recall_tool: Annotated[bool | None, Field(title="Recall Tool")] = None
+    summarizer: Annotated[Literal["builtin", "client"], Field(title="Summarizer")] = "builtin"
+    """
+    `client`: each product record's summary is the narrative the log recorded where the session compacted with a summarizer of its own (the newest before the replayed compaction, each used once), else the built-in one. The replay calls no summarizer.
+    """
     cache: CacheOptions | None = None
     """
     Prompt-cache terms to tell the service, over the session's own: its advice prices the cache by them. The simulated provider keeps the session's terms, so a variant that tells the service no cache discount (`read_price` 1) shows what advice blind to the cache would cost.
@@ -1868,6 +1873,10 @@ class VariantResult(BaseModel):
     """
     compactions: Annotated[int, Field(title="Compactions")]
     compactions_per_100: Annotated[float, Field(title="Compactions Per 100")]
+    recorded_summaries: Annotated[int, Field(title="Recorded Summaries")]
+    """
+    Compactions whose record used the summary the log recorded (`client`).
+    """
     peak_tokens: Annotated[int, Field(title="Peak Tokens")]
     goal_calls: Annotated[int, Field(title="Goal Calls")]
     """

@@ -827,6 +827,7 @@ class VariantSettings(TypedDict):
     """
     The session's `cache` terms the service was told.
     """
+    summarizer: Literal["builtin", "client"]
 
 
 class WorkingSetEntry(TypedDict):
@@ -1047,6 +1048,10 @@ class EvaluateVariant(TypedDict):
     false: the runtime never compacts (the window's fitting does all the work).
     """
     recall_tool: NotRequired[bool | None]
+    summarizer: NotRequired[Literal["builtin", "client"]]
+    """
+    `client`: each product record's summary is the narrative the log recorded where the session compacted with a summarizer of its own (the newest before the replayed compaction, each used once), else the built-in one. The replay calls no summarizer.
+    """
     cache: NotRequired[CacheOptions | None]
     """
     Prompt-cache terms to tell the service, over the session's own: its advice prices the cache by them. The simulated provider keeps the session's terms, so a variant that tells the service no cache discount (`read_price` 1) shows what advice blind to the cache would cost.
@@ -1256,6 +1261,10 @@ class VariantResult(TypedDict):
     """
     compactions: int
     compactions_per_100: float
+    recorded_summaries: int
+    """
+    Compactions whose record used the summary the log recorded (`client`).
+    """
     peak_tokens: int
     goal_calls: int
     """

@@ -1569,6 +1569,13 @@ export interface components {
             follow_advice?: boolean;
             /** Recall Tool */
             recall_tool?: boolean | null;
+            /**
+             * Summarizer
+             * @description `client`: each product record's summary is the narrative the log recorded where the session compacted with a summarizer of its own (the newest before the replayed compaction, each used once), else the built-in one. The replay calls no summarizer.
+             * @default builtin
+             * @enum {string}
+             */
+            summarizer?: "builtin" | "client";
             /** @description Prompt-cache terms to tell the service, over the session's own: its advice prices the cache by them. The simulated provider keeps the session's terms, so a variant that tells the service no cache discount (`read_price` 1) shows what advice blind to the cache would cost. */
             cache?: components["schemas"]["CacheOptions"] | null;
         };
@@ -2663,6 +2670,11 @@ export interface components {
             compactions: number;
             /** Compactions Per 100 */
             compactions_per_100: number;
+            /**
+             * Recorded Summaries
+             * @description Compactions whose record used the summary the log recorded (`client`).
+             */
+            recorded_summaries: number;
             /** Peak Tokens */
             peak_tokens: number;
             /**
@@ -2734,6 +2746,11 @@ export interface components {
             cache: {
                 [key: string]: number;
             };
+            /**
+             * Summarizer
+             * @enum {string}
+             */
+            summarizer: "builtin" | "client";
         };
         /** WorkingSetEntry */
         WorkingSetEntry: {
