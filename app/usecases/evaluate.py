@@ -2,7 +2,8 @@
 them, under the session's own settings and under named variants of them, and what each would
 have cost and shown (`app.domain.evaluation`).
 
-The replay runs on a scratch store (`app.storage.scratch`): a session of its own per variant,
+The replay runs on a scratch store (`app.storage.scratch`), by a runtime of its own
+(`app.usecases.replay_runtime`): a session of its own per variant,
 its log the source log's facts copied in seq order (the source's own compactions left out: each
 variant makes its own), and before every model call (the first fact of each run of model
 output) the runtime's step: a session-mode `/assemble`, and when the advice says to compact
@@ -20,6 +21,10 @@ replayed one, each used once; where there is none, the built-in one. A variant's
 are what the service is told (its advice prices the cache by them); the provider simulated
 stays the session's.
 
+A fork's history starts from its parent's as of the fork point, so its replay recreates the
+parent (and the parent's, for a fork of a fork) on the scratch store first, with its log up to
+that point copied whole, and replays the fork's own turns from there.
+
 Deterministic: the replay's clock is the log's own (each call is made at the time its last
 fact was recorded), and every id the service derives is a function of the scratch store's
 contents, so the same log and variants give the same answer.
@@ -33,74 +38,37 @@ at once per process (`TenantBusy`, 429).
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app import metrics
-from app.contract.assembly import AssembleRequest
-from app.contract.compaction import ClientSummary, CompactParams, CompactRequest
 from app.contract.evaluation import CURRENT, EvaluateRequest, EvaluateVariant
-from app.contract.recall import RecallRequest
-from app.contract.sessions import SessionHooks, UsageRequest
+from app.contract.sessions import SessionHooks
 from app.domain.advice import Watermarks
-from app.domain.compaction import DEFAULT_KEEP_RECENT, PRODUCT_STRATEGIES, Strategy
+from app.domain.compaction import DEFAULT_KEEP_RECENT
 from app.domain.errors import PayloadTooLarge, RuleBroken, TenantBusy
-from app.domain.evaluation import ServiceAnswer, VariantTally
-from app.domain.facts.kinds import COMPACTION_FACT, GOAL_FACT, NewFact
-from app.domain.grounding import (
-    ground,
-    item_text,
-    items_text,
-    names_every_seq,
-    needed_identifiers,
-)
+from app.domain.evaluation import VariantTally
+from app.domain.grounding import items_text
 from app.domain.ids import derive_id
-from app.domain.items import INTERNAL_TYPE_PREFIX, is_model_output, visible_text
-from app.domain.json_encoding import encode_json
+from app.domain.items import INTERNAL_TYPE_PREFIX, is_model_output
 from app.domain.prompt_cache import CACHE_TERMS
-from app.hooks import HookCaller
 from app.settings import Settings
-from app.storage import cache_outcomes, plans, repository
+from app.storage import repository
+from app.storage.history import fold_session
 from app.storage.scratch import scratch_store
 from app.storage.tables import SessionRow
 from app.tenant_slots import TenantSlots
-from app.usecases import assemble as assembly
-from app.usecases.compact import compact
-from app.usecases.grounding import NextAction, grade_next_action
 from app.usecases.history import session_watermarks, session_window
-from app.usecases.plan_record import ReceivedRequest
-from app.usecases.recall import recall
-from app.usecases.usage import report_usage
+from app.usecases.replay_runtime import ReplayRuntime, Variant, copy_facts
 
 __all__ = ["Prepared", "evaluating", "prepare", "run", "tenant_busy"]
 
 evaluating = TenantSlots()
 """Each tenant's evaluations under way in this process, run now or as jobs."""
-
-
-@dataclass(frozen=True)
-class _Variant:
-    """A variant with every setting resolved against the session's."""
-
-    name: str
-    context_window: int
-    strategy: Strategy | None
-    high_watermark: float
-    low_watermark: float
-    keep_recent: int
-    follow_advice: bool
-    recall_tool: bool
-    cache: dict[str, Any]
-    """The session's `cache` terms, as the variant tells the service them."""
-    summarizer: Literal["builtin", "client"]
-
-    def settings(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if key != "name"}
 
 
 @dataclass(frozen=True)
@@ -113,6 +81,21 @@ class _Call:
 
 
 @dataclass(frozen=True)
+class _Ancestor:
+    """A session a fork's history starts from, as the replay recreates it: its columns and its
+    log up to the fork point."""
+
+    external_id: str
+    encoding: str
+    context_window: int
+    model: str | None
+    attributes: dict[str, Any]
+    inherit: dict[str, Any]
+    unit: str | None
+    facts: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class Prepared:
     """An evaluation read and checked, not yet run: the log's calls and the variants."""
 
@@ -120,10 +103,12 @@ class Prepared:
     session_id: str
     calls: tuple[_Call, ...]
     rest: tuple[Any, ...]
-    variants: tuple[_Variant, ...]
+    variants: tuple[Variant, ...]
     opened_at: datetime
     """When the log's first fact was recorded (the session's creation, for an empty log): the
     replay's clock before any fact is copied."""
+    ancestry: tuple[_Ancestor, ...] = ()
+    """For a fork: the sessions its history starts from, the outermost first."""
 
     @property
     def calls_total(self) -> int:
@@ -143,6 +128,13 @@ def prepare(
             f" most {settings.evaluate_max_facts} (CTX_EVALUATE_MAX_FACTS)"
         )
     facts = repository.read_facts(db, session_id=session.id, up_to_seq=session.last_seq)
+    ancestry = _ancestry(db, session)
+    total = len(facts) + sum(len(ancestor.facts) for ancestor in ancestry)
+    if total > settings.evaluate_max_facts:
+        raise PayloadTooLarge(
+            f"session {session_id!r} and the history it was forked from hold {total} facts; an"
+            f" evaluation replays at most {settings.evaluate_max_facts} (CTX_EVALUATE_MAX_FACTS)"
+        )
     db.rollback()  # the replay holds no transaction of the service's store
     calls, rest = _calls(facts)
     variants = tuple(
@@ -150,7 +142,7 @@ def prepare(
         for number, variant in enumerate(_with_current(body))
     )
     opened_at = facts[0].recorded_at if facts else session.created_at
-    prepared = Prepared(session, session_id, tuple(calls), rest, variants, opened_at)
+    prepared = Prepared(session, session_id, tuple(calls), rest, variants, opened_at, ancestry)
     if prepared.calls_total > settings.evaluate_max_calls:
         raise PayloadTooLarge(
             f"{len(variants)} variants of {len(calls)} calls make {prepared.calls_total}"
@@ -158,6 +150,31 @@ def prepare(
             " (CTX_EVALUATE_MAX_CALLS): evaluate fewer variants at once"
         )
     return prepared
+
+
+def _ancestry(db: Session, session: SessionRow) -> tuple[_Ancestor, ...]:
+    """The sessions a fork's history starts from, each with its log up to its child's fork
+    point, the outermost first (none for a root session or a delegate, whose log holds its
+    whole start)."""
+    chain: list[_Ancestor] = []
+    child = session
+    while child.kind == "fork" and child.parent_id is not None and child.fork_seq is not None:
+        parent = repository.get_session_by_pk(db, child.parent_id)
+        facts = repository.read_facts(db, session_id=parent.id, up_to_seq=child.fork_seq)
+        chain.append(
+            _Ancestor(
+                external_id=parent.external_id or "",
+                encoding=parent.encoding,
+                context_window=parent.context_window,
+                model=parent.model,
+                attributes=parent.attributes,
+                inherit=parent.inherit,
+                unit=parent.unit,
+                facts=tuple(facts),
+            )
+        )
+        child = parent
+    return tuple(reversed(chain))
 
 
 def tenant_busy(settings: Settings) -> TenantBusy:
@@ -199,7 +216,7 @@ def _with_current(body: EvaluateRequest) -> Iterator[EvaluateVariant]:
 
 def _resolved(
     variant: EvaluateVariant, number: int, session: SessionRow, settings: Settings
-) -> _Variant:
+) -> Variant:
     """`variant` (the `number`th, `current` the 0th) with every setting left out the
     session's; watermarks that end up inverted are refused (`watermarks_out_of_order`)."""
     own = session_watermarks(settings, session.attributes.get("compaction", {}))
@@ -215,7 +232,7 @@ def _resolved(
             " (a watermark left out is the session's)",
             details=[{"loc": ["body", "variants", number - 1, "watermarks"], "msg": str(exc)}],
         ) from exc
-    return _Variant(
+    return Variant(
         name=variant.name,
         context_window=variant.context_window or session.context_window,
         strategy=variant.strategy,
@@ -261,7 +278,7 @@ def _calls(facts: Sequence[Any]) -> tuple[list[_Call], tuple[Any, ...]]:
 
 
 def _replay(
-    variant: _Variant, prepared: Prepared, *, settings: Settings, after_call: Callable[[], None]
+    variant: Variant, prepared: Prepared, *, settings: Settings, after_call: Callable[[], None]
 ) -> dict[str, Any]:
     """One variant's replay, on a scratch store of its own where the session has the tenant
     and the name it has here (so the same ids), and its figures."""
@@ -270,6 +287,9 @@ def _replay(
         scratch_store(settings, tenant_id=source.tenant_id) as (scratch, sessions),
         sessions() as db,
     ):
+        parent = None
+        for ancestor in prepared.ancestry:
+            parent = _recreated(db, ancestor, parent=parent, tenant_id=source.tenant_id)
         session, _ = repository.create_session(
             db,
             tenant_id=source.tenant_id,
@@ -288,6 +308,10 @@ def _replay(
                 "cache": variant.cache,
             },
             derive_id=lambda internal_id: derive_id("sess", source.tenant_id, internal_id),
+            parent=parent,
+            kind="fork" if parent is not None else "root",
+            inherit=source.inherit if parent is not None else None,
+            unit=source.unit,
         )
         db.commit()
         window = session_window(scratch, session)
@@ -295,7 +319,7 @@ def _replay(
         provider = CACHE_TERMS[window.tokenizer.family].with_overrides(
             source.attributes.get("cache", {})
         )
-        runtime = _Runtime(
+        runtime = ReplayRuntime(
             db,
             tenant_id=source.tenant_id,
             session_id=name,
@@ -304,6 +328,8 @@ def _replay(
             tally=VariantTally(window=window.tokens, terms=provider),
             opened_at=prepared.opened_at,
         )
+        if parent is not None:
+            runtime.inherit(fold_session(db, session))
         for call in prepared.calls:
             runtime.append(call.facts)
             runtime.call(call.output_text)
@@ -313,240 +339,25 @@ def _replay(
         return {"name": variant.name, "settings": variant.settings(), **runtime.tally.figures()}
 
 
-class _Runtime:
-    """A runtime on one scratch session: appends what the log holds, and makes each call as
-    `contextd_client`'s runtime does."""
-
-    def __init__(
-        self,
-        db: Session,
-        *,
-        tenant_id: int,
-        session_id: str,
-        variant: _Variant,
-        settings: Settings,
-        tally: VariantTally,
-        opened_at: datetime,
-    ) -> None:
-        self.db, self.tenant_id, self.session_id = db, tenant_id, session_id
-        self.variant, self.settings, self.tally = variant, settings, tally
-        self.hooks = HookCaller(settings)
-        self.texts: dict[int, str] = {}
-        """Each scratch fact's text, by its seq, for what an `elided` entry holds."""
-        self.before = ""
-        """The text of the history before the next call (system messages left out)."""
-        self.goal: str | None = None
-        self.first_request: str | None = None
-        self.assembly_ids: list[str] = []
-        self.recorded_summary: str | None = None
-        """The narrative of the newest compaction the log recorded with a summarizer of its
-        own, until a replayed compaction uses it."""
-        self.recalled: dict[tuple[str, int, int], bool] = {}
-        self.started = self.clock = opened_at
-        """The replay's clock: when the newest fact copied was recorded."""
-
-    def append(self, facts: Sequence[Any]) -> None:
-        """Copies `facts` (the source's rows) into the scratch log, in runs of one unit, phase
-        and time (each recorded when the source's was), leaving out the source's compactions."""
-        kept = [fact for fact in facts if fact.type != COMPACTION_FACT]
-        for fact in facts:
-            if fact.type == COMPACTION_FACT and (fact.item.get("summary") or {}).get("narrative"):
-                self.recorded_summary = fact.item["summary"]["narrative"]
-        seqs: list[int] = []
-        runs = itertools.groupby(kept, key=lambda f: (f.unit, f.phase, f.recorded_at))
-        for (unit, phase, recorded_at), run in runs:
-            rows = list(run)
-            session = repository.get_session(
-                self.db, tenant_id=self.tenant_id, external_id=self.session_id, lock=True
-            )
-            result = repository.append_facts(
-                self.db,
-                session=session,
-                facts=[
-                    NewFact(
-                        type=row.type,
-                        item=row.item,
-                        tokens=row.tokens,
-                        provenance=row.provenance,
-                        original=row.original,
-                    )
-                    for row in rows
-                ],
-                unit=unit,
-                phase=phase,
-                recorded_at=recorded_at,
-            )
-            self.db.commit()
-            for appended, row in zip(result.facts, rows, strict=True):
-                self.texts[appended.seq] = item_text(row.item)
-                seqs.append(appended.seq)
-                self._read(row)
-        self._grade(kept, seqs)
-
-    def _grade(self, facts: Sequence[Any], seqs: Sequence[int]) -> None:
-        """What an append of `facts` (written at `seqs`) does after answering: the model's
-        output among them grades the assembly before it (`grade_next_action`), whose grade a
-        later compaction reads."""
-        visible = [
-            (fact, seq)
-            for fact, seq in zip(facts, seqs, strict=True)
-            if not fact.type.startswith(INTERNAL_TYPE_PREFIX)
-        ]
-        start = next((n for n, (fact, _) in enumerate(visible) if is_model_output(fact.item)), None)
-        if start is None:
-            return
-        run = list(itertools.takewhile(lambda pair: is_model_output(pair[0].item), visible[start:]))
-        first, first_seq = run[0]
-        session = repository.get_session(
-            self.db, tenant_id=self.tenant_id, external_id=self.session_id
-        )
-        grade_next_action(
-            self.db,
-            session_pk=session.id,
-            tenant_id=self.tenant_id,
-            unit=first.unit or session.unit,
-            action=NextAction(items=tuple(fact.item for fact, _ in run), first_seq=first_seq),
-            batch_last_seq=seqs[-1],
-        )
-
-    def _read(self, row: Any) -> None:
-        self.clock = row.recorded_at
-        if row.type == GOAL_FACT:
-            self.goal = row.item["text"]
-        elif not row.type.startswith(INTERNAL_TYPE_PREFIX) and row.item.get("role") != "system":
-            self.before += "\n" + item_text(row.item)
-            if self.first_request is None and row.item.get("role") == "user":
-                self.first_request = visible_text(row.item)
-
-    def call(self, output_text: str) -> None:
-        """The runtime's step before one model call, and the context it would send, tallied."""
-        answer = self._assemble()
-        advice = answer["advice"]
-        strategy = self.variant.strategy or advice["recommended_strategy"]
-        advised = self.variant.follow_advice and advice["should_compact"] and strategy
-        if advised and self._compact(strategy):
-            answer = self._assemble()
-        goal = self.goal or self.first_request
-        needed = needed_identifiers(output_text, history=self.before, goal=goal or "")
-        elided = answer["elided"]
-        shown = items_text(answer["messages"])
-        grounding = ground(
-            needed, shown=shown, elided=[self._elided_text(entry) for entry in elided]
-        )
-        items = answer["items"]
-        served_less = self.tally.call(
-            answer["messages"],
-            [item["tokens"] for item in items],
-            at=(self.clock - self.started).total_seconds(),
-            goal=goal,
-            grounding=grounding,
-            elided_forms=[entry["form"] for entry in elided],
-            service=ServiceAnswer(
-                predicted_reused=answer["cache"]["reused_prefix_tokens"],
-                restated=sum(item["tokens"] for item in items if item["id"].endswith("#restated")),
-                history_cut=any(r["signal"] == "history_cut" for r in answer["advice"]["reasons"]),
-                named_break=(answer["cache"].get("break") or {}).get("cause"),
-                history_end=1
-                + max((n for n, i in enumerate(items) if i["source"] == "history"), default=-1),
-                seqs_named=names_every_seq(shown, [entry["first_seq"] for entry in elided]),
-            ),
-        )
-        self._report_usage(answer["assembly_id"], served_less=served_less)
-        for identifier, index in grounding.recallable.items():
-            self.tally.recall_checked_for(self._recalls(identifier, elided[index]))
-
-    def _compact(self, strategy: Strategy) -> bool:
-        """The advised compaction, with the log's recorded summary where the variant asks for
-        it and one is left (`recorded_summary`); whether it applied."""
-        summary = None
-        if self.variant.summarizer == "client" and strategy in PRODUCT_STRATEGIES:
-            summary = self.recorded_summary
-        compacted = compact(
-            self.db,
-            tenant_id=self.tenant_id,
-            body=CompactRequest(
-                session_id=self.session_id,
-                strategy=strategy,
-                params=CompactParams(
-                    keep_recent=self.variant.keep_recent,
-                    summarizer="client" if summary else "builtin",
-                ),
-                summary=ClientSummary(text=summary) if summary else None,
-            ),
-            settings=self.settings,
-            hook_caller=self.hooks,
-            now=self.clock,
-        )
-        self.db.commit()
-        if compacted.applied:
-            self.tally.compactions += 1
-            if summary:
-                self.tally.recorded_summaries += 1
-                self.recorded_summary = None
-        return compacted.applied
-
-    def _report_usage(self, assembly_id: str, *, served_less: bool) -> None:
-        """Reports the simulated provider's cached tokens for the call, as a runtime reports
-        its provider's; a call served less than predicted adds the class the service gave it."""
-        self.assembly_ids.append(assembly_id)
-        report_usage(
-            self.db,
-            tenant_id=self.tenant_id,
-            session_id=self.session_id,
-            body=UsageRequest(assembly_id=assembly_id, cached_tokens=self.tally.last_cached),
-            settings=self.settings,
-        )
-        if served_less:
-            self.tally.classified(cache_outcomes.outcome_of(self.db, self._stored(assembly_id)))
-
-    def _stored(self, assembly_id: str) -> plans.StoredAssembly:
-        session = repository.get_session(
-            self.db, tenant_id=self.tenant_id, external_id=self.session_id
-        )
-        return plans.get_assembly(
-            self.db, tenant_id=self.tenant_id, external_id=assembly_id, session_key=session.id
-        )
-
-    def _recalls(self, identifier: str, entry: dict[str, Any]) -> bool:
-        """Whether `/recall`'s search of an elided entry's range hands `identifier` back."""
-        first, last = int(entry["first_seq"]), int(entry["last_seq"])
-        key = (identifier, first, last)
-        if key not in self.recalled:
-            found = False
-            start_at: int | None = first
-            while not found and start_at is not None:
-                answer = recall(
-                    self.db,
-                    tenant_id=self.tenant_id,
-                    session_id=self.session_id,
-                    body=RecallRequest.model_validate(
-                        {"from_seq": start_at, "to_seq": last, "pattern": re.escape(identifier)}
-                    ),
-                    settings=self.settings,
-                )
-                found = any(identifier in match.text for match in answer.matches)
-                start_at = answer.next_from_seq
-            self.recalled[key] = found
-        return self.recalled[key]
-
-    def read_grades(self) -> None:
-        """Adds each assembly's own grade, made when its call's output was appended."""
-        for assembly_id in self.assembly_ids:
-            self.tally.graded(self._stored(assembly_id).grounding)
-
-    def _assemble(self) -> dict[str, Any]:
-        value = {"session_id": self.session_id}
-        stored = assembly.assemble(
-            self.db,
-            tenant_id=self.tenant_id,
-            request=AssembleRequest.model_validate(value),
-            received=ReceivedRequest(body=encode_json(value), value=value),
-            settings=self.settings,
-            now=self.clock,
-        )
-        stored.after_answer()
-        return stored.answer
-
-    def _elided_text(self, entry: dict[str, Any]) -> str:
-        first, last = int(entry["first_seq"]), int(entry["last_seq"])
-        return "\n".join(self.texts[s] for s in range(first, last + 1) if s in self.texts)
+def _recreated(
+    db: Session, ancestor: _Ancestor, *, parent: SessionRow | None, tenant_id: int
+) -> SessionRow:
+    """`ancestor` on the scratch store (a fork of `parent`, when given), its log copied whole
+    as it was recorded."""
+    row, _ = repository.create_session(
+        db,
+        tenant_id=tenant_id,
+        external_id=ancestor.external_id,
+        encoding=ancestor.encoding,
+        context_window=ancestor.context_window,
+        model=ancestor.model,
+        attributes={**ancestor.attributes, "hooks": SessionHooks().model_dump(mode="json")},
+        derive_id=lambda internal_id: derive_id("sess", tenant_id, internal_id),
+        parent=parent,
+        kind="fork" if parent is not None else "root",
+        inherit=ancestor.inherit if parent is not None else None,
+        unit=ancestor.unit,
+    )
+    copy_facts(db, row, ancestor.facts)
+    db.commit()
+    return row

@@ -45,15 +45,18 @@ def _run_as_a_runtime(
     items: list[dict[str, Any]],
     *,
     own_summary: str | None = None,
+    created: bool = False,
 ) -> list[dict[str, Any]]:
     """The session made as `contextd_client`'s runtime makes one: before each model call, an
     assembly, a compaction when advised and an assembly again if it applied; the answers sent,
     in order. With `own_summary`, a product record's compaction posts it, numbered, as the
-    runtime's own summary (`summarizer: client`)."""
-    client.post(
-        "/sessions", json={"session_id": session_id, "context_window": WINDOW}
-    ).raise_for_status()
-    client.put(f"/sessions/{session_id}/goal", json={"text": _goal(items)}).raise_for_status()
+    runtime's own summary (`summarizer: client`). A session already `created` is driven as it
+    is."""
+    if not created:
+        client.post(
+            "/sessions", json={"session_id": session_id, "context_window": WINDOW}
+        ).raise_for_status()
+        client.put(f"/sessions/{session_id}/goal", json={"text": _goal(items)}).raise_for_status()
     sent, appended = [], 0
     points = [
         n
@@ -461,3 +464,34 @@ def test_a_client_variant_replays_the_summaries_the_log_recorded(
     assert (current["recorded_summaries"], variant["recorded_summaries"]) == (0, len(recorded))
     # The records differ by their narratives, and so do the contexts that carry them.
     assert variant["input_tokens"] != current["input_tokens"]
+
+
+def test_a_fork_is_replayed_from_its_parents_history(client: TestClient, session_id: str) -> None:
+    """A fork's history starts from its parent's as of the fork point: the replay recreates the
+    parent and replays the fork's own turns from there, making the calls the fork's runtime
+    made."""
+    items = load_trajectory(RUNS["swea_ctf_crypto_katy"])
+    points = [
+        n
+        for n, item in enumerate(items)
+        if is_model_output(item) and (n == 0 or not is_model_output(items[n - 1]))
+    ]
+    split = points[len(points) // 2]
+    parent, fork = f"{session_id}-parent", f"{session_id}-fork"
+    client.post("/sessions", json={"session_id": parent, "context_window": WINDOW})
+    client.put(f"/sessions/{parent}/goal", json={"text": _goal(items)}).raise_for_status()
+    client.post(f"/sessions/{parent}/items", json={"items": items[:split]}).raise_for_status()
+    client.post(f"/sessions/{parent}/fork", json={"session_id": fork}).raise_for_status()
+    sent = _run_as_a_runtime(client, fork, items[split:], created=True)
+
+    answer = client.post(f"/sessions/{fork}/evaluate", json={"variants": []})
+
+    assert answer.status_code == 200, answer.text
+    (current,) = answer.json()["variants"]
+    detail = client.get(f"/sessions/{fork}").json()
+    figures = _tally_of(sent, _goal(items), CacheTerms(**detail["cache"]))
+    assert current["calls"] == len(sent) == len(points) - len(points) // 2
+    assert current["compactions"] == detail["compactions"]
+    # Call for call the contexts the fork's runtime sent, the parent's history in them.
+    for key in ("input_tokens", "reused_tokens", "cached_tokens", "peak_tokens", "goal_kept"):
+        assert current[key] == figures[key], key
