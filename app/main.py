@@ -19,6 +19,7 @@ from app.api import (
     evaluation,
     history,
     isolation,
+    manifests,
     ops,
     projection,
     recall,
@@ -129,6 +130,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
     app.include_router(world.router)
     app.include_router(compaction.router)
     app.include_router(isolation.router)
+    app.include_router(manifests.router)
     install_error_handlers(app)
     install_links(app)
     app.add_middleware(

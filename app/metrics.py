@@ -337,6 +337,15 @@ def record_assembly(
 
 
 @_unless_muted
+def record_plan_store(seconds: float | None) -> None:
+    """A plan written after its answer: how long it took, or (None) that it failed."""
+    if seconds is None:
+        PLAN_STORE_FAILURES.inc()
+    else:
+        PLAN_STORE_LATENCY.observe(seconds)
+
+
+@_unless_muted
 def record_provider_usage(
     *,
     input_tokens: int,

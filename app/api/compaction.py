@@ -11,7 +11,6 @@ from fastapi import APIRouter, Query, Response, status
 from app.api.deps import AppSettings, Db, Hooks, Now, TenantId
 from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
-from app.contract.common import TokenizerBody
 from app.contract.compaction import (
     AdviceResponse,
     CompactRequest,
@@ -20,10 +19,8 @@ from app.contract.compaction import (
     EndSessionRequest,
     EndSessionResponse,
 )
-from app.domain.assemble import HISTORY_SOURCE
-from app.storage import repository
+from app.usecases import advice as advising
 from app.usecases import compact as compaction
-from app.usecases.history import advice_now, load_history, session_window
 
 router = APIRouter(route_class=JsonRoute, tags=["compaction"], responses=ERROR_RESPONSES)
 
@@ -70,14 +67,8 @@ def compaction_advice(
         ),
     ] = None,
 ) -> AdviceResponse:
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    advice, window = advice_now(db, session, settings, now=now, unit=unit)
-    tokenizer = window.tokenizer
-    return AdviceResponse(
-        **advice.as_dict(),
-        active_tokens=advice.active_tokens,
-        provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
-        tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),
+    return advising.compaction_advice(
+        db, tenant_id=tenant_id, session_id=session_id, settings=settings, now=now, unit=unit
     )
 
 
@@ -86,24 +77,8 @@ def context_window(
     session_id: str, tenant_id: TenantId, db: Db, settings: AppSettings
 ) -> ContextWindowResponse:
     """The active context (what session-mode assembly pins and fits) against the window."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    window = session_window(settings, session)
-    loaded = load_history(db, session)
-    advice = loaded.advice(window)
-    tokenizer = window.tokenizer
-    return ContextWindowResponse(
-        session_id=session_id,
-        context_window=session.context_window,
-        usable_window=window.usable,
-        window_tokens=window.tokens,
-        active_tokens=advice.active_tokens,
-        provider_tokens_estimate=tokenizer.provider_tokens(advice.active_tokens),
-        by_source_class={
-            HISTORY_SOURCE: advice.active_tokens - loaded.pinned_tokens(window),
-            **loaded.pinned_by_source_class(window),
-        },
-        pressure=advice.pressure,
-        tokenizer=TokenizerBody.model_validate(tokenizer.as_dict()),
+    return advising.context_window(
+        db, tenant_id=tenant_id, session_id=session_id, settings=settings
     )
 
 

@@ -32,8 +32,8 @@ from app.domain.ids import hash_api_key
 from app.hooks import HookCaller
 from app.metrics import AFTER_ANSWER_FAILURES
 from app.settings import Settings
-from app.storage import repository
 from app.storage.database import answer_deadline, spend_at_most
+from app.usecases import tenancy
 from app.usecases.evaluation_jobs import EvaluationRunner
 
 log = logging.getLogger("contextd")
@@ -197,7 +197,7 @@ def _resolve_tenant(request: Request, db: Session) -> int:
         tenant_name, _, static_key = pair.partition(":")
         if hmac.compare_digest(hash_api_key(static_key), key_hash):
             return _resolve(db, known, cache_key=key_hash, tenant_name=tenant_name)
-    tenant = repository.find_tenant_by_key_hash(db, key_hash)
+    tenant = tenancy.tenant_of_key(db, key_hash)
     if tenant is None:
         if not settings.api_keys and not _has_stored_keys(request, db):
             raise Unauthorized(
@@ -263,7 +263,7 @@ def _has_stored_keys(request: Request, db: Session) -> bool:
     now = time.monotonic()
     if state.keys_exist or now < state.open_mode_checked_at + OPEN_MODE_RECHECK_SECONDS:
         return bool(state.keys_exist)
-    state.keys_exist = repository.has_api_keys(db)
+    state.keys_exist = tenancy.keys_exist(db)
     state.open_mode_checked_at = now
     return bool(state.keys_exist)
 
@@ -271,8 +271,7 @@ def _has_stored_keys(request: Request, db: Session) -> bool:
 def _resolve(db: Session, known: TenantCache, *, cache_key: str, tenant_name: str) -> int:
     tenant = known.get(cache_key)
     if tenant is None:
-        tenant = repository.ensure_tenant(db, tenant_name)
-        db.commit()
+        tenant = tenancy.tenant_named(db, tenant_name)
         known.put(cache_key, tenant)
     return tenant
 

@@ -15,10 +15,8 @@ from app.api.responses import json_response
 from app.contract.history import HistoryResponse, NormalizeRequest, NormalizeResponse
 from app.domain.items import Format
 from app.domain.normalize import Modality
-from app.storage import repository
-from app.usecases.history import load_history
+from app.usecases.normalize import active_history
 from app.usecases.normalize import normalize as normalizing
-from app.usecases.normalize import normalized_answer
 
 router = APIRouter(route_class=JsonRoute, tags=["history"], responses=ERROR_RESPONSES)
 
@@ -50,7 +48,11 @@ def get_history(
     ] = "text,image",
 ) -> Response:
     modalities = {m for m in input_modalities.split(",") if m}
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    loaded = load_history(db, session, input_modalities=frozenset(modalities))
-    body = normalized_answer(loaded.normalized, output_format=output_format, tokens=loaded.tokens)
-    return json_response({**body, "compaction_id": loaded.active.compaction_id})
+    answer = active_history(
+        db,
+        tenant_id=tenant_id,
+        session_id=session_id,
+        input_modalities=frozenset(modalities),
+        output_format=output_format,
+    )
+    return json_response(answer)

@@ -11,20 +11,18 @@ from __future__ import annotations
 import hmac
 import os
 
-import anyio
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_TYPE
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
-from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import settings_of
 from app.api.errors import ERROR_RESPONSES, error_response
 from app.api.json_body import JsonRoute
 from app.contract.common import HealthResponse
 from app.domain.errors import bearer_challenge
-from app.storage.database import answer_deadline, is_migrated
+from app.usecases.readiness import readiness
 
 router = APIRouter(route_class=JsonRoute, tags=["operations"])
 
@@ -37,21 +35,15 @@ async def healthz() -> HealthResponse:
 @router.get("/readyz", response_model=HealthResponse, responses={503: ERROR_RESPONSES[503]})
 async def readyz(request: Request) -> Response | HealthResponse:
     settings = settings_of(request)
-    try:
-        # A check still waiting for a thread or the database at the deadline is left to
-        # finish on its own: its own waits are bounded too.
-        with anyio.fail_after(answer_deadline(settings)):
-            migrated = await anyio.to_thread.run_sync(
-                is_migrated, request.app.state.engine, abandon_on_cancel=True
-            )
-    except (SQLAlchemyError, TimeoutError):
+    state = await readiness(request.app.state.engine, settings)
+    if state == "database_unavailable":
         return error_response(
             503,
             "database_unavailable",
             "the database is unreachable",
             headers={"Retry-After": str(settings.retry_after_seconds)},
         )
-    if not migrated:
+    if state == "not_migrated":
         return error_response(
             503,
             "not_migrated",

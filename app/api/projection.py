@@ -11,13 +11,10 @@ from app.api.errors import ERROR_RESPONSES, rule_responses
 from app.api.json_body import JsonRoute
 from app.contract.projection import (
     ResetResponse,
-    RetractedItem,
     RetractionRequest,
     RetractionResponse,
 )
-from app.domain.facts import plan_retraction, reset_fact
-from app.storage import repository
-from app.storage.history import fold_session
+from app.usecases import projection
 
 router = APIRouter(
     route_class=JsonRoute, prefix="/sessions", tags=["sessions"], responses=ERROR_RESPONSES
@@ -36,15 +33,7 @@ def retract(
     """Hides item `seq` (the newest shown when none is given) from the active history, with
     its call or outputs (pairing holds). Refusals are 409s: `nothing_to_retract`,
     `not_in_active_history` (past the log included), `already_retracted`."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    retraction = plan_retraction(fold_session(db, session), body.seq)
-    written = repository.append_facts(db, session=session, facts=[retraction.fact], recorded_at=now)
-    db.commit()
-    return RetractionResponse(
-        seq=written.facts[0].seq,
-        retracted=[seq for seq, _ in retraction.hidden],
-        items=[RetractedItem(seq=seq, item=item) for seq, item in retraction.hidden],
-    )
+    return projection.retract(db, tenant_id=tenant_id, session_id=session_id, seq=body.seq, now=now)
 
 
 @router.post(
@@ -52,7 +41,4 @@ def retract(
 )
 def reset(session_id: str, tenant_id: TenantId, db: Db, now: Now) -> ResetResponse:
     """From here on the active history starts empty; the goal and world state stay."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    written = repository.append_facts(db, session=session, facts=[reset_fact()], recorded_at=now)
-    db.commit()
-    return ResetResponse(seq=written.facts[0].seq)
+    return projection.reset(db, tenant_id=tenant_id, session_id=session_id, now=now)

@@ -81,7 +81,6 @@ from app.domain.ids import derive_id, stateless_session_key
 from app.domain.json_delta import delta, patched
 from app.domain.json_encoding import encode_json
 from app.domain.names import is_label
-from app.metrics import PLAN_STORE_FAILURES, PLAN_STORE_LATENCY
 from app.storage import bodies
 from app.storage.database import HOLDS_SESSION_LOCKS
 from app.storage.repository import IS_NAMED_SESSION, SessionSnapshot
@@ -448,7 +447,7 @@ def store_now(db: Session, assembly: NewAssembly, *, slot: AssemblySlot) -> str:
 
 def store_or_defer(
     db: Session, build: Callable[[], NewAssembly], *, tenant_id: int, slot: AssemblySlot
-) -> tuple[str, Callable[[], None] | None]:
+) -> tuple[str, Callable[[], float | None] | None]:
     """The assembly's id, with the write still to do after answering when its id was known up
     front (PostgreSQL), else None (built, stored and committed now). `build` makes what is
     stored; when the write is deferred, so is the building.
@@ -478,19 +477,19 @@ def store_after_answer(
     row_id: int,
     derive: Callable[[int], str],
     base_id: int | None = None,
-) -> None:
-    """Build and write a plan whose id was already handed out, then close `db`. A failure to
-    write is logged and counted, never retried: the caller has its answer."""
+) -> float | None:
+    """Build and write a plan whose id was already handed out, then close `db`; the seconds
+    it took, or None when the write failed (logged, never retried: the caller has its
+    answer)."""
     started = time.perf_counter()
     try:
         with db:
             store_assembly(db, build(), row_id=row_id, derive_id=derive, base_id=base_id)
             db.commit()
     except SQLAlchemyError:
-        PLAN_STORE_FAILURES.inc()
         log.exception("assembly %s was answered but could not be stored", derive(row_id))
-        return
-    PLAN_STORE_LATENCY.observe(time.perf_counter() - started)
+        return None
+    return time.perf_counter() - started
 
 
 def whole(

@@ -31,15 +31,13 @@ from app.domain.compaction import CompactionResult
 from app.domain.errors import (
     Conflict,
     IdempotencyMismatch,
-    NotAChildSession,
     NotFound,
     SequenceConflict,
     SessionKeyCollision,
     session_not_found,
 )
-from app.domain.facts import NewFact, compaction_fact, conclusion_fact, conclusion_item
+from app.domain.facts import NewFact, compaction_fact
 from app.domain.ids import DERIVED_SESSION_KEYS_FROM, derive_id, session_key
-from app.domain.items import Format
 from app.domain.names import is_label, is_session_id
 from app.storage.tables import (
     ApiKey,
@@ -48,7 +46,6 @@ from app.storage.tables import (
     SessionRow,
     Tenant,
 )
-from app.tokens import token_counter
 
 
 @dataclass(frozen=True)
@@ -323,8 +320,9 @@ class SessionSnapshot(NamedTuple):
     calibration: dict[str, Any] | None
 
 
-def get_session_by_pk(db: Session, pk: int) -> SessionRow:
-    return db.get_one(SessionRow, pk)
+def get_session_by_pk(db: Session, pk: int, *, lock: bool = False) -> SessionRow:
+    """The session whose row id is `pk` (row-locked with `lock`)."""
+    return db.get_one(SessionRow, pk, with_for_update=True if lock else None)
 
 
 def replay_batch(
@@ -425,35 +423,6 @@ def append_facts(
     session.last_seq = first_seq + len(rows) - 1
     db.flush()
     return AppendResult.written(first_seq, facts, timeline=timelines[0])
-
-
-def append_conclusion(
-    db: Session,
-    *,
-    tenant_id: int,
-    child_id: str,
-    conclusion: dict[str, Any],
-    fmt: Format,
-    via: str,
-    recorded_at: datetime,
-) -> tuple[SessionRow, int]:
-    """Append a child session's one conclusion to its parent (locked here); returns the parent
-    and the conclusion's seq there."""
-    child = get_session(db, tenant_id=tenant_id, external_id=child_id)
-    if child.parent_id is None:
-        raise NotAChildSession(
-            f"session {child_id!r} has no parent to report to",
-            details=[{"loc": ["path", "session_id"], "msg": "not a child session"}],
-        )
-    item = conclusion_item(conclusion, fmt)
-    parent = db.get_one(SessionRow, child.parent_id, with_for_update=True)
-    fact = conclusion_fact(
-        item, from_session=child_id, via=via, count_tokens=token_counter(parent.encoding)
-    )
-    appended = append_facts(
-        db, session=parent, facts=[fact], unit=child.unit, recorded_at=recorded_at
-    )
-    return parent, appended.facts[-1].seq
 
 
 def append_compaction(

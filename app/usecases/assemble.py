@@ -17,10 +17,10 @@ and how a read still sees it at once). Invariants:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -41,45 +41,41 @@ from app.domain.assemble import (
     AssemblyPlan,
     Candidate,
     Contribution,
-    PrefixBreak,
     PrefixState,
-    ReusedPrefix,
     diff_selections,
-    explain_break,
-    frames_match,
-    reused_prefix,
 )
 from app.domain.assemble import assemble as assemble_plan
 from app.domain.assemble.model import FINGERPRINT_CHARS
-from app.domain.budget import Budget, effective_budget
-from app.domain.calibration import SessionWindow
+from app.domain.budget import effective_budget
 from app.domain.elision import NOTICE_SOURCE, Elided
 from app.domain.errors import InvalidInput
-from app.domain.formats import from_responses, place_cache_breakpoints
-from app.domain.history import HistoryEntry
 from app.domain.ids import derive_id
-from app.domain.items import developer_message
 from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.prompt_cache import CacheStanding
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
-from app.metrics import record_assembly
+from app.metrics import record_assembly, record_plan_store
 from app.settings import Settings
 from app.storage import cache_outcomes, plans, repository
 from app.tokens import token_counter
-from app.tracing import annotate, stage
-from app.usecases.history import LoadedHistory, cache_standing, load_history, session_window
+from app.tracing import stage
+from app.usecases.assembly_answer import (
+    AssemblySetting,
+    PrefixComparer,
+    annotate_assembly,
+    answer_of_plan,
+    record_of,
+    rendered,
+)
+from app.usecases.history import cache_standing, load_history, session_window
 from app.usecases.notices import plan_naming_what_it_leaves_out
 from app.usecases.plan_record import (
     ReceivedRequest,
     answer_of_row,
-    offered,
     remember_shown_history,
     request_of,
-    stored_answer,
-    stored_request,
 )
-from app.usecases.prefix import break_item, prefix_state
+from app.usecases.prefix import prefix_state
 
 __all__ = ["Assembled", "StoredAnswer", "assemble", "replay", "stored_assembly"]
 
@@ -96,13 +92,8 @@ class Assembled:
     tenant_id: int
     slot: plans.AssemblySlot
     encoding: str
-    compare: Callable[[Sequence[tuple[str, int]], PrefixState | None], _Comparison]
+    compare: PrefixComparer
     """This assembly's reused prefix and break against another's fingerprints and state."""
-
-
-class _Comparison(NamedTuple):
-    reused: ReusedPrefix
-    broke: PrefixBreak | None
 
 
 @dataclass(frozen=True)
@@ -254,22 +245,6 @@ def _manifest_sources(
     return manifest_contributions(view_for(manifest, request.role, environment=request.environment))
 
 
-@dataclass(frozen=True)
-class _Setting:
-    """What one assembly is assembled against: the session's history and window (None in
-    stateless mode), the encoding counted in, the tools sent beside it, and the budgets."""
-
-    loaded: LoadedHistory | None
-    window: SessionWindow | None
-    history: Sequence[HistoryEntry]
-    """The normalized history as assembly input (state fragments left out); () stateless."""
-    encoding: str
-    tools: list[dict[str, Any]]
-    tools_tokens: int
-    budget: Budget
-    selection_budget: Budget
-
-
 def _setting(
     db: Session,
     session: Any,
@@ -277,7 +252,7 @@ def _setting(
     request: AssembleRequest,
     settings: Settings,
     as_of_seq: int | None,
-) -> _Setting:
+) -> AssemblySetting:
     loaded, window = None, None
     if session is not None:
         loaded = load_history(
@@ -306,13 +281,13 @@ def _setting(
         else budget
     )
     history = loaded.offered_history if loaded else ()
-    return _Setting(
+    return AssemblySetting(
         loaded, window, history, encoding, tools, tools_tokens, budget, selection_budget
     )
 
 
 def _plan(
-    setting: _Setting,
+    setting: AssemblySetting,
     *,
     request: AssembleRequest,
     sources: tuple[Contribution, ...],
@@ -344,7 +319,15 @@ def _plan(
     return plan_naming_what_it_leaves_out(assembly_input, loaded, count=count, tool=tool)
 
 
-def _advice(setting: _Setting, plan: AssemblyPlan, cache: CacheStanding | None) -> Advice:
+def _prefix_state(
+    request: AssembleRequest, setting: AssemblySetting, plan: AssemblyPlan
+) -> PrefixState:
+    return prefix_state(
+        request, loaded=setting.loaded, tools=setting.tools, history=setting.history, plan=plan
+    )
+
+
+def _advice(setting: AssemblySetting, plan: AssemblyPlan, cache: CacheStanding | None) -> Advice:
     if setting.loaded is not None and setting.window is not None:
         cut = [e for e in plan.plan if e["source"] == HISTORY_SOURCE and e["decision"] == "dropped"]
         return with_history_cut(
@@ -373,165 +356,60 @@ def _run(
         )
         sources = _manifest_sources(db, tenant_id=tenant_id, request=request)
         setting = _setting(db, session, request=request, settings=settings, as_of_seq=as_of_seq)
-    loaded, window = setting.loaded, setting.window
     with stage("assemble.plan"):
         plan, elided = _plan(setting, request=request, sources=sources, settings=settings)
-        fingerprints = [(item.fingerprint, item.tokens) for item in plan.items]
         cache = (
-            cache_standing(session, window, now=now, previous_call_at=slot.previous_at)
-            if session is not None and window is not None
+            cache_standing(session, setting.window, now=now, previous_call_at=slot.previous_at)
+            if session is not None and setting.window is not None
             else None
         )
         advice = _advice(setting, plan, cache)
-        state = prefix_state(
-            request,
-            loaded=loaded,
-            tools=setting.tools,
-            history=setting.history,
-            plan=plan,
-        )
-
-        def compare(
-            previous: Sequence[tuple[str, int]], previous_state: PrefixState | None
-        ) -> _Comparison:
-            reused = reused_prefix(previous, fingerprints)
-            if not frames_match(previous_state, state):
-                reused = ReusedPrefix(items=0, tokens=0)
-            broke = explain_break(
-                previous_state,
-                state,
-                reused_items=reused.items,
-                at=break_item(setting.history, plan, reused.items),
-                history_source=HISTORY_SOURCE,
-                notice_source=NOTICE_SOURCE,
-            )
-            return _Comparison(reused, broke)
-
-        reused, broke = compare(slot.previous_fingerprints, PrefixState.read(slot.previous_state))
+        compare = PrefixComparer(setting, plan, _prefix_state(request, setting, plan))
+        comparison = compare(slot.previous_fingerprints, PrefixState.read(slot.previous_state))
     # A child session's tokens are accounted under its own unit unless the call names one.
-    unit = request.unit or (loaded.active.unit if loaded else None)
+    unit = request.unit or (setting.loaded.active.unit if setting.loaded else None)
     with stage("assemble.render"):
-        # Everything selected, in position order, as one provider-ready list: text candidates
-        # become developer messages, items stay as they are.
-        context = [
-            item.item if item.item is not None else developer_message(item.content or "")
-            for item in plan.items
-        ]
-        rendered = from_responses(context, request.output_format)
-        breakpoints: list[dict[str, Any]] = []
-        if request.output_format == "anthropic":
-            items = plan.items
-            prefix_end = next((i for i, it in enumerate(items) if it.layer != "prefix"), len(items))
-            history = [i for i, it in enumerate(items) if it.source == HISTORY_SOURCE]
-            rendered, breakpoints = place_cache_breakpoints(
-                rendered,
-                [it.id for it in items],
-                stable_prefix=prefix_end - 1,
-                previous_call=reused.items - 1,
-                history_end=history[-1] if history else -1,
-            )
-    annotate(
-        lambda: {
-            "gen_ai.conversation.id": request.session_id,
-            "contextd.unit": unit,
-            "contextd.output_format": request.output_format,
-            "contextd.tokens.offered": sum(entry["tokens"] for entry in plan.plan),
-            "contextd.tokens.selected": plan.total_tokens,
-            "contextd.cache.reused_prefix_tokens": reused.tokens,
-            "contextd.advice.should_compact": advice.should_compact,
-        }
-    )
-    answer: AssembleAnswer = {
-        "plan_hash": plan.plan_hash,
-        "total_tokens": plan.total_tokens,
-        "provider_tokens_estimate": (
-            window.tokenizer.provider_tokens(plan.total_tokens) if window else None
-        ),
-        "encoding": setting.encoding,
-        "tokenizer": window.tokenizer.as_dict() if window else None,
-        "truncated": plan.truncated,
-        "over_budget": plan.over_budget,
-        "items": [
-            {
-                "id": item.id,
-                "source": item.source,
-                "layer": item.layer,
-                "source_class": item.source_class,
-                "form": item.form,
-                "position": item.position,
-                "tokens": item.tokens,
-                "content": item.content,
-                "item": item.item,
-            }
-            for item in plan.items
-        ],
-        "plan": plan.plan,
-        "by_source_class": plan.by_source_class,
-        "cache": {
-            "reused_prefix_tokens": reused.tokens,
-            "new_tokens": plan.total_tokens - reused.tokens,
-            "reused_prefix_items": reused.items,
-            "last_reused_item_id": plan.items[reused.items - 1].id if reused.items else None,
-            "break": broke.as_dict() if broke else None,
-        },
-        "advice": advice.as_dict(),
-        "budget": asdict(setting.budget),
-        "startup_tokens": sum(i.tokens for i in plan.items if i.layer == "prefix"),
-        "unit": unit,
-        "messages": rendered.items,
-        "system": rendered.system,
-        "cache_breakpoints": breakpoints,
-        "prompt_cache_key": (
+        rendering, breakpoints = rendered(plan, request.output_format, reused=comparison.reused)
+    annotate_assembly(request, plan, unit=unit, reused=comparison.reused, advice=advice)
+    answer = answer_of_plan(
+        setting,
+        plan,
+        request=request,
+        unit=unit,
+        comparison=comparison,
+        advice=advice,
+        rendered=rendering,
+        breakpoints=breakpoints,
+        elided=elided,
+        prompt_cache_key=(
             derive_id("pck", tenant_id, session.id, unit or "")
             if session is not None and request.output_format != "anthropic"
             else None
         ),
-        "conversion": rendered.report(),
-        "tools": setting.tools,
-        "tools_tokens": setting.tools_tokens,
-        "elided": [entry.as_dict() for entry in elided],
-    }
-
-    def record() -> plans.NewAssembly:
-        request_kept, bodies = stored_request(request, received)
-        return plans.NewAssembly(
-            tenant_id=tenant_id,
-            session_pk=session.id if session else None,
-            as_of_seq=loaded.active.last_seq if loaded else None,
-            unit=unit,
-            phase=request.phase,
-            plan_hash=plan.plan_hash,
-            request=request_kept,
-            response=stored_answer(
-                answer,
-                output_format=request.output_format,
-                history_from=None
-                if loaded is None
-                else {
-                    "encoding": setting.encoding,
-                    "input_modalities": sorted(loaded.input_modalities),
-                },
-                candidates=offered(received.value),
-            ),
-            fingerprints=[list(pair) for pair in fingerprints],
-            bodies=bodies,
-            prefix_state=state.stored(),
-            created_at=now,
-        )
-
-    if loaded is not None and session is not None:
+    )
+    if setting.loaded is not None and session is not None:
         remember_shown_history(
             db,
             session,
-            as_of_seq=loaded.active.last_seq,
+            as_of_seq=setting.loaded.active.last_seq,
             encoding=setting.encoding,
-            modalities=loaded.input_modalities,
+            modalities=setting.loaded.input_modalities,
             history=setting.history,
         )
     return Assembled(
         answer=answer,
         plan=plan,
-        record=record,
+        record=functools.partial(
+            record_of,
+            tenant_id=tenant_id,
+            session=session,
+            setting=setting,
+            request=request,
+            received=received,
+            answer=answer,
+            compare=compare,
+            now=now,
+        ),
         tenant_id=tenant_id,
         slot=slot,
         encoding=setting.encoding,
@@ -544,10 +422,10 @@ def _account_then_store(
     assembled: Assembled,
     *,
     assembly_id: str,
-    store_later: Callable[[], None] | None,
+    store_later: Callable[[], float | None] | None,
 ) -> None:
     """The work done after the caller has its answer: the cost metrics, then (PostgreSQL) the
-    plan, whatever became of the metrics."""
+    plan, whatever became of the metrics, and how its write went."""
     try:
         record_assembly(
             assembled.plan,
@@ -568,4 +446,4 @@ def _account_then_store(
     finally:
         if store_later is not None:
             with stage("assemble.store"):
-                store_later()
+                record_plan_store(store_later())

@@ -10,7 +10,7 @@ session's lock).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -53,6 +53,7 @@ from app.storage import groundings, repository
 from app.tokens import token_counter
 from app.tracing import annotate, stage
 from app.usecases.history import LoadedHistory, load_history, session_window
+from app.usecases.isolation import conclude
 
 __all__ = ["compact", "end_session"]
 
@@ -85,6 +86,31 @@ def compact(
         return response
 
 
+@dataclass(frozen=True)
+class _Read:
+    """What a compaction plans from: its input, counted how, and for a session its history,
+    window and hooks (None and the defaults when stateless)."""
+
+    inp: CompactionInput
+    count_tokens: CountTokens
+    loaded: LoadedHistory | None = None
+    window: SessionWindow | None = None
+    hooks: SessionHooks = field(default_factory=SessionHooks)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """The compaction planned: the input it ended with (a fallback strategy, a summarizer's
+    narrative), its result, why it is not applied (None: it is), the strategy the advice would
+    take instead, and which summarizer wrote it."""
+
+    inp: CompactionInput
+    result: CompactionResult
+    reason: NotAppliedReason | None
+    recommended: Strategy | None
+    summarizer: dict[str, Any]
+
+
 def _compact(
     db: Session,
     *,
@@ -100,85 +126,37 @@ def _compact(
             details=[{"loc": ["body"], "msg": "exactly one of session_id, items is required"}],
         )
     summary_text, summarizer = _client_summary(body)
-    params = _params(body.params)
-    loaded: LoadedHistory | None = None
-    window: SessionWindow | None = None
-    hooks = SessionHooks()
-    if body.session_id is not None:
-        session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
-        hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
-        loaded = load_history(db, session, encoding=body.encoding)
-        window = session_window(settings, session)
-        count_tokens = token_counter(loaded.encoding)
-        if params.target_tokens is None:
-            graded = groundings.recent_groundings(
-                db, tenant_id=tenant_id, session_pk=session.id, limit=GRADED_CALLS
-            )
-            target = _low_watermark_target(loaded, window, groundings=graded)
-            params = replace(params, target_tokens=target)
-        inp = _session_input(loaded, strategy=body.strategy, params=params)
-        # Everything the plan needs is read: end the transaction, so that no connection is
-        # held while the summarizer or the hook runs (the append locks and re-checks).
-        db.commit()
-    else:
-        count_tokens = token_counter(body.encoding or settings.default_encoding)
-        inp = _stateless_input(body, params=params, count_tokens=count_tokens)
-    inp = replace(inp, summary_text=summary_text)
-    result = plan_compaction(inp, count_tokens=count_tokens)
-    reason = _not_applied(
-        body, result, stateless=loaded is None, min_gain=settings.compaction_min_gain
+    read = _read(db, tenant_id=tenant_id, body=body, settings=settings, summary_text=summary_text)
+    planned = _plan(read, body=body, settings=settings, summarizer=summarizer)
+    client_prompt = body.dry_run and body.params.summarizer == "client"
+    prompt = render_summarization_prompt(planned.inp) if client_prompt else None
+    respond = partial(
+        _respond,
+        body=body,
+        summarizer=planned.summarizer,
+        prompt=prompt,
+        goal=planned.inp.goal,
+        recommended=planned.recommended,
     )
-    recommended = None
-    if (
-        loaded is not None
-        and window is not None
-        and (result.is_noop or not result.frees_at_least(settings.compaction_min_gain))
-    ):
-        advised = loaded.advice(window).recommended_strategy
-        if advised is not None and advised != body.strategy:
-            recommended = advised
-            if body.fallback:
-                # A runtime told to use one strategy would otherwise post it again on every
-                # step while the pressure stays (and the service cuts the history instead).
-                inp = replace(inp, strategy=advised)
-                result = plan_compaction(inp, count_tokens=count_tokens)
-                reason = _not_applied(
-                    body, result, stateless=False, min_gain=settings.compaction_min_gain
-                )
-    if params.summarizer == "llm" and reason in ("noop", "too_little_gain"):
-        summarizer["used"] = None  # nothing worth summarizing: the summarizer is not called
-    elif params.summarizer == "llm" and inp.strategy in PRODUCT_STRATEGIES and not body.dry_run:
-        inp, summarizer = _with_llm_summary(inp, settings=settings)
-        result = plan_compaction(inp, count_tokens=count_tokens)
-        reason = _not_applied(
-            body, result, stateless=loaded is None, min_gain=settings.compaction_min_gain
-        )
-    client_prompt = body.dry_run and params.summarizer == "client"
-    prompt = render_summarization_prompt(inp) if client_prompt else None
-    if reason is not None or loaded is None or body.session_id is None:
-        return _respond(
-            result,
-            body=body,
-            not_applied_because=reason,
-            summarizer=summarizer,
-            prompt=prompt,
-            goal=inp.goal,
-            recommended=recommended,
-        )
+    if planned.reason is not None or read.loaded is None or body.session_id is None:
+        return respond(planned.result, not_applied_because=planned.reason)
     hook = _pre_compact(
-        hooks,
+        read.hooks,
         hook_caller=hook_caller,
         tenant_id=tenant_id,
         session_id=body.session_id,
-        result=result,
+        result=planned.result,
     )
+    result = planned.result
     if hook.notes:
-        result = plan_compaction(replace(inp, pinned_notes=hook.notes), count_tokens=count_tokens)
+        result = plan_compaction(
+            replace(planned.inp, pinned_notes=hook.notes), count_tokens=read.count_tokens
+        )
     compaction_id = repository.append_compaction(
         db,
         tenant_id=tenant_id,
         session_id=body.session_id,
-        expected_last_seq=loaded.active.last_seq,
+        expected_last_seq=read.loaded.active.last_seq,
         result=result,
         requested_strategy=body.strategy,
         recorded_at=now,
@@ -190,16 +168,81 @@ def _compact(
         fell_back=result.fell_back,
         tokens_saved=result.tokens_before - result.tokens_after,
     )
-    return _respond(
-        result,
-        body=body,
-        compaction_id=compaction_id,
-        hooks=(hook.as_dict(),),
-        summarizer=summarizer,
-        prompt=prompt,
-        goal=inp.goal,
-        recommended=recommended,
+    return respond(result, compaction_id=compaction_id, hooks=(hook.as_dict(),))
+
+
+def _read(
+    db: Session,
+    *,
+    tenant_id: int,
+    body: CompactRequest,
+    settings: Settings,
+    summary_text: str | None,
+) -> _Read:
+    """What the plan reads: the session's history (its target, unless given, from the low
+    watermark and the grades of its recent calls; the transaction ended once read, so that no
+    connection is held while a summarizer or a hook runs: the append locks and re-checks), or
+    the items given; a `client` summarizer's narrative is `summary_text`."""
+    params = _params(body.params)
+    if body.session_id is None:
+        count_tokens = token_counter(body.encoding or settings.default_encoding)
+        inp = _stateless_input(body, params=params, count_tokens=count_tokens)
+        return _Read(replace(inp, summary_text=summary_text), count_tokens)
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
+    hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
+    loaded = load_history(db, session, encoding=body.encoding)
+    window = session_window(settings, session)
+    if params.target_tokens is None:
+        graded = groundings.recent_groundings(
+            db, tenant_id=tenant_id, session_pk=session.id, limit=GRADED_CALLS
+        )
+        target = _low_watermark_target(loaded, window, groundings=graded)
+        params = replace(params, target_tokens=target)
+    inp = _session_input(loaded, strategy=body.strategy, params=params)
+    db.commit()
+    return _Read(
+        replace(inp, summary_text=summary_text),
+        token_counter(loaded.encoding),
+        loaded=loaded,
+        window=window,
+        hooks=hooks,
     )
+
+
+def _plan(
+    read: _Read, *, body: CompactRequest, settings: Settings, summarizer: dict[str, Any]
+) -> _Planned:
+    """The compaction planned before any hook runs: with the strategy the advice recommends
+    instead when the one asked for frees too little (and `fallback` allows it), and with the
+    `llm` summarizer's narrative when it is asked for and there is something to summarize."""
+    min_gain = settings.compaction_min_gain
+    stateless = read.loaded is None
+    inp = read.inp
+    result = plan_compaction(inp, count_tokens=read.count_tokens)
+    reason = _not_applied(body, result, stateless=stateless, min_gain=min_gain)
+    recommended = None
+    if (
+        read.loaded is not None
+        and read.window is not None
+        and (result.is_noop or not result.frees_at_least(min_gain))
+    ):
+        advised = read.loaded.advice(read.window).recommended_strategy
+        if advised is not None and advised != body.strategy:
+            recommended = advised
+            if body.fallback:
+                # A runtime told to use one strategy would otherwise post it again on every
+                # step while the pressure stays (and the service cuts the history instead).
+                inp = replace(inp, strategy=advised)
+                result = plan_compaction(inp, count_tokens=read.count_tokens)
+                reason = _not_applied(body, result, stateless=False, min_gain=min_gain)
+    llm = body.params.summarizer == "llm"
+    if llm and reason in ("noop", "too_little_gain"):
+        summarizer["used"] = None  # nothing worth summarizing: the summarizer is not called
+    elif llm and inp.strategy in PRODUCT_STRATEGIES and not body.dry_run:
+        inp, summarizer = _with_llm_summary(inp, settings=settings)
+        result = plan_compaction(inp, count_tokens=read.count_tokens)
+        reason = _not_applied(body, result, stateless=stateless, min_gain=min_gain)
+    return _Planned(inp, result, reason, recommended, summarizer)
 
 
 def end_session(
@@ -252,14 +295,14 @@ def end_session(
     record_hook(hook)
     conclusion_seq = None
     if body.conclusion is not None:
-        _, conclusion_seq = repository.append_conclusion(
+        _, conclusion_seq = conclude(
             db,
             tenant_id=tenant_id,
             child_id=session_id,
             conclusion=body.conclusion,
             fmt=body.format,
             via="end",
-            recorded_at=now,
+            now=now,
         )
         db.commit()
     return EndSessionResponse(

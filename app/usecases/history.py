@@ -35,7 +35,6 @@ from app.domain.session_view import HistoryView, ViewSettings, active_columns, v
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import state_contributions
 from app.settings import Settings
-from app.storage import cache_outcomes
 from app.storage.history import fold_session
 from app.storage.repository import SessionSnapshot
 from app.storage.tables import SessionRow
@@ -44,7 +43,6 @@ from app.tokens import model_encoding, token_counter
 __all__ = [
     "LoadedHistory",
     "SessionColumns",
-    "advice_now",
     "cache_standing",
     "load_history",
     "session_cache_terms",
@@ -351,16 +349,3 @@ def cache_standing(
         if previous_call_at is None
         else max(0.0, seconds_between(now, previous_call_at)),
     )
-
-
-def advice_now(
-    db: Session, session: SessionRow, settings: Settings, *, now: datetime, unit: str | None
-) -> tuple[Advice, SessionWindow]:
-    """`GET /sessions/{id}/compaction-advice`: the advice for the session's next call, made
-    `now` in the lineage of `unit` (default: the session's own), and the window it weighs."""
-    window = session_window(settings, session)
-    previous = cache_outcomes.last_call_at(
-        db, tenant_id=session.tenant_id, session_key=session.id, unit=unit or session.unit or ""
-    )
-    cache = cache_standing(session, window, now=now, previous_call_at=previous)
-    return load_history(db, session).advice(window, cache), window

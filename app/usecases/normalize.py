@@ -22,7 +22,7 @@ from app.storage import repository
 from app.tokens import token_counter
 from app.usecases.history import load_history
 
-__all__ = ["normalize", "normalized_answer"]
+__all__ = ["active_history", "normalize", "normalized_answer"]
 
 
 def normalize(
@@ -59,6 +59,22 @@ def normalize(
     )
     tokens = sum(item_tokens(item, count_tokens) for item in result.items)
     return normalized_answer(result, output_format=output_format, tokens=tokens)
+
+
+def active_history(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    input_modalities: frozenset[str],
+    output_format: Format,
+) -> dict[str, Any]:
+    """`GET /sessions/{id}/history`: the session's active history normalized for a model that
+    reads `input_modalities`, in `output_format`, with the compaction it starts from."""
+    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    loaded = load_history(db, session, input_modalities=input_modalities)
+    body = normalized_answer(loaded.normalized, output_format=output_format, tokens=loaded.tokens)
+    return {**body, "compaction_id": loaded.active.compaction_id}
 
 
 def normalized_answer(

@@ -45,10 +45,11 @@ from app.domain.addressing import (
 )
 from app.domain.assemble import HISTORY_SOURCE
 from app.domain.assemble.model import canonical_hash
+from app.domain.assemble.rendering import render_context
 from app.domain.errors import StoredPlanMismatch
-from app.domain.formats import cap_cache_breakpoints, from_responses, mark_cache_breakpoint
+from app.domain.formats import cap_cache_breakpoints, mark_cache_breakpoint
 from app.domain.history import EntryItems, HistoryEntry
-from app.domain.items import Format, Item, developer_message
+from app.domain.items import Format, Item
 from app.domain.json_encoding import decode_json, encode_json
 from app.domain.packing import pack_records, unpack_records
 from app.domain.recall import recall_tool
@@ -218,11 +219,9 @@ def answer_of(
         answer["items"] = [
             _filled(item, shown=shown, candidates=offered_) for item in answer["items"]
         ]
-    context = [
-        item["item"] if item["item"] is not None else developer_message(item["content"] or "")
-        for item in answer["items"]
-    ]
-    rendered = from_responses(context, stored[OUTPUT_FORMAT])
+    rendered = render_context(
+        ((item["item"], item["content"]) for item in answer["items"]), stored[OUTPUT_FORMAT]
+    )
     if stored[OUTPUT_FORMAT] == "anthropic":
         marked: set[tuple[int | None, int | None]] = set()
         for breakpoint in answer["cache_breakpoints"]:

@@ -357,6 +357,7 @@ def test_a_plan_that_cannot_be_stored_after_its_answer_is_counted_not_raised(
     from prometheus_client import REGISTRY
     from sqlalchemy.orm import sessionmaker
 
+    from app.metrics import record_plan_store
     from app.storage import plans
     from app.storage.database import create_db_engine
 
@@ -379,7 +380,11 @@ def test_a_plan_that_cannot_be_stored_after_its_answer_is_counted_not_raised(
         return REGISTRY.get_sample_value("contextd_plan_store_failures_total") or 0.0
 
     before = failures()
-    plans.store_after_answer(sessionmaker(unreachable)(), lambda: record, row_id=1, derive=str)
+    stored = plans.store_after_answer(
+        sessionmaker(unreachable)(), lambda: record, row_id=1, derive=str
+    )
+    record_plan_store(stored)  # as the use case does after the answer
+    assert stored is None
     assert failures() == before + 1
 
 

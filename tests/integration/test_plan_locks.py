@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client import REGISTRY
 
 from app.domain.errors import NotFound
 from app.settings import Settings
 from app.storage import plans, repository
 from app.storage.database import create_db_engine, create_session_factory
 from tests.integration.storage import new_session
-
-
-def _failures() -> float:
-    return REGISTRY.get_sample_value("contextd_plan_store_failures_total") or 0.0
 
 
 def test_a_plan_write_that_fails_releases_the_locks_its_readers_wait_on(
@@ -40,9 +35,7 @@ def test_a_plan_write_that_fails_releases_the_locks_its_readers_wait_on(
     )
     assembly_id, write = plans.store_or_defer(db, lambda: unstorable, tenant_id=-1, slot=slot)
     assert write is not None
-    before = _failures()
-    write()
-    assert _failures() == before + 1
+    assert write() is None  # failed, and said so (the use case counts it)
     # Another engine's connection, as another replica's: held locks would make both calls wait
     # for the statement timeout and raise OperationalError.
     replica = create_db_engine(Settings(database_url=postgres_url, db_timeout_seconds=2))

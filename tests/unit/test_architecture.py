@@ -192,3 +192,54 @@ def test_bench_imports_nothing_from_tests() -> None:
         if module == "tests" or module.startswith("tests.")
     }
     assert offenders == set()
+
+
+SHELL_WIRING = {"deps.py", "errors.py"}
+"""The HTTP shell's two wiring modules, the only ones in `app/api` that name storage: `deps`
+hands each request its database session and the deadline its statements run under, `errors`
+maps the database's failures to HTTP answers. Both take only `app.storage.database`."""
+
+
+def test_routes_go_through_use_cases() -> None:
+    """A route maps a request to a use case and its answer back: no route module reads or
+    writes storage or ends a transaction itself; the wiring modules take only the database's
+    deadlines and failures."""
+    reached = {
+        f"{path.name}: {module}"
+        for path in sorted(API.glob("*.py"))
+        for module in _imported_modules(path)
+        if module.startswith("app.storage")
+        and not (path.name in SHELL_WIRING and module == "app.storage.database")
+    }
+    committed = {
+        f"{path.name}:{node.lineno}"
+        for path in sorted(API.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"commit", "rollback", "flush"}
+    }
+    assert (reached, committed) == (set(), set())
+
+
+def test_storage_holds_rows_and_statements_only() -> None:
+    """Storage never counts tokens, records metrics, calls hooks or reaches a use case: those
+    are the layers above's, which hand it what to write."""
+    offenders = {
+        f"storage/{path.name}: {module}"
+        for path in sorted((APP / "storage").glob("*.py"))
+        for module in _imported_modules(path)
+        if module.startswith(("app.metrics", "app.tokens", "app.hooks", "app.usecases"))
+    }
+    assert offenders == set()
+
+
+def test_use_cases_read_as_named_steps() -> None:
+    """A use case is a sequence of named steps: none needs more than 80 lines."""
+    long = {
+        f"{path.name}:{name} ({lines} lines)"
+        for path in sorted((APP / "usecases").glob("*.py"))
+        for name, lines in _functions(path)
+        if lines > 80
+    }
+    assert long == set()
