@@ -38,7 +38,7 @@ from app.storage.database import (
     create_session_factory,
     engine_capacity,
 )
-from app.storage.history import limit_fold_cache
+from app.storage.folds import limit_fold_cache
 from app.storage.loop_pool import create_loop_pool
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter

@@ -12,7 +12,7 @@ from app.contract.compaction import AdviceResponse, ContextWindowResponse
 from app.domain.assemble import HISTORY_SOURCE
 from app.settings import Settings
 from app.storage import cache_outcomes, repository
-from app.usecases.history import cache_standing, load_history, session_window
+from app.usecases.loaded_history import cache_standing, load_history, session_window
 
 __all__ = ["compaction_advice", "context_window"]
 

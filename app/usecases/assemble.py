@@ -54,6 +54,7 @@ from app.domain.json_encoding import encode_json
 from app.domain.manifest import manifest_contributions, manifest_from_document, view_for
 from app.domain.prompt_cache import CacheStanding
 from app.domain.recall import RECALL_TOOL_NAME, recall_tool
+from app.domain.session_plan import plan_naming_what_it_leaves_out
 from app.metrics import record_assembly, record_plan_store
 from app.settings import Settings
 from app.storage import cache_outcomes, plans, repository
@@ -67,8 +68,7 @@ from app.usecases.assembly_answer import (
     record_of,
     rendered,
 )
-from app.usecases.history import cache_standing, load_history, session_window
-from app.usecases.notices import plan_naming_what_it_leaves_out
+from app.usecases.loaded_history import cache_standing, load_history, session_window
 from app.usecases.plan_record import (
     ReceivedRequest,
     answer_of_row,

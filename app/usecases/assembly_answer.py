@@ -32,7 +32,7 @@ from app.domain.items import Format
 from app.storage import plans
 from app.storage.repository import SessionSnapshot
 from app.tracing import annotate
-from app.usecases.history import LoadedHistory
+from app.usecases.loaded_history import LoadedHistory
 from app.usecases.plan_record import ReceivedRequest, offered, stored_answer, stored_request
 from app.usecases.prefix import break_item
 

@@ -52,8 +52,8 @@ from app.settings import Settings
 from app.storage import groundings, repository
 from app.tokens import token_counter
 from app.tracing import annotate, stage
-from app.usecases.history import LoadedHistory, load_history, session_window
 from app.usecases.isolation import conclude
+from app.usecases.loaded_history import LoadedHistory, load_history, session_window
 
 __all__ = ["compact", "end_session"]
 

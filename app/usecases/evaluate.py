@@ -58,11 +58,11 @@ from app.domain.items import INTERNAL_TYPE_PREFIX, is_model_output
 from app.domain.prompt_cache import CACHE_TERMS
 from app.settings import Settings
 from app.storage import repository
-from app.storage.history import fold_session
+from app.storage.folds import fold_session
 from app.storage.scratch import scratch_store
 from app.storage.tables import SessionRow
 from app.tenant_slots import TenantSlots
-from app.usecases.history import session_watermarks, session_window
+from app.usecases.loaded_history import session_watermarks, session_window
 from app.usecases.replay_runtime import ReplayRuntime, Variant, copy_facts
 
 __all__ = ["Prepared", "evaluating", "prepare", "run", "tenant_busy"]

@@ -30,7 +30,7 @@ from app.domain.grounding_index import ElidedRange, grade_indexed, occurrence_in
 from app.domain.items import Item, is_model_output
 from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
 from app.storage import groundings, repository
-from app.storage.history import fold_session
+from app.storage.folds import fold_session
 from app.usecases.plan_record import answer_of, offered, request_of, shown_history
 
 log = logging.getLogger("contextd")

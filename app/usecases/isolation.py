@@ -36,7 +36,7 @@ from app.domain.world_state import WorldState
 from app.storage import repository
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
-from app.usecases.history import load_history
+from app.usecases.loaded_history import load_history
 
 __all__ = ["conclude", "create_child", "merge"]
 

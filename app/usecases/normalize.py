@@ -20,7 +20,7 @@ from app.metrics import record_repairs
 from app.settings import Settings
 from app.storage import repository
 from app.tokens import token_counter
-from app.usecases.history import load_history
+from app.usecases.loaded_history import load_history
 
 __all__ = ["active_history", "normalize", "normalized_answer"]
 

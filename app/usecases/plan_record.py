@@ -58,7 +58,7 @@ from app.storage import bodies, repository
 from app.storage.plans import StoredAssembly
 from app.storage.repository import SessionSnapshot
 from app.storage.tables import SessionRow
-from app.usecases.history import load_history
+from app.usecases.loaded_history import load_history
 
 __all__ = [
     "ReceivedRequest",

@@ -12,7 +12,7 @@ from app.domain.assemble import HISTORY_SOURCE, AssemblyPlan, BreakItem, PrefixS
 from app.domain.assemble.cache_break import DIGEST_CHARS
 from app.domain.assemble.model import canonical_hash
 from app.domain.history import HistoryEntry
-from app.usecases.history import LoadedHistory
+from app.usecases.loaded_history import LoadedHistory
 
 __all__ = ["break_item", "prefix_state"]
 

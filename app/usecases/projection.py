@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.contract.projection import ResetResponse, RetractedItem, RetractionResponse
 from app.domain.facts import plan_retraction, reset_fact
 from app.storage import repository
-from app.storage.history import fold_session
+from app.storage.folds import fold_session
 
 __all__ = ["reset", "retract"]
 

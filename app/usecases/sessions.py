@@ -26,7 +26,7 @@ from app.hooks import check_destinations
 from app.settings import Settings
 from app.storage import repository
 from app.storage.tables import SessionRow
-from app.usecases.history import (
+from app.usecases.loaded_history import (
     load_history,
     session_cache_terms,
     session_watermarks,

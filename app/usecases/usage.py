@@ -21,7 +21,7 @@ from app.settings import Settings
 from app.storage import cache_outcomes, plans, repository
 from app.storage.plans import StoredAssembly
 from app.storage.tables import SessionRow
-from app.usecases.history import session_cache_terms, session_window
+from app.usecases.loaded_history import session_cache_terms, session_window
 
 __all__ = ["report_usage"]
 

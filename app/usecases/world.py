@@ -13,7 +13,7 @@ from app.domain.facts import goal_fact, world_state_facts
 from app.domain.world_state import diff_world_state, validate_sections
 from app.storage import repository
 from app.tokens import token_counter
-from app.usecases.history import load_history
+from app.usecases.loaded_history import load_history
 
 __all__ = ["put_goal", "put_world_state"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.storage import history
+from app.storage import folds
 from tests.builders import tool_call, tool_output, user_msg
 from tests.conftest import TRAJECTORIES, load_trajectory
 
@@ -39,8 +39,8 @@ def test_incremental_reads_equal_a_fold_from_scratch(client: TestClient, session
         else:
             assert client.put(f"/sessions/{session_id}/{step}", json=body).status_code == 200
         incremental = _views(client, session_id)
-        with history._folds_lock:
-            history._folds.clear()
+        with folds._folds_lock:
+            folds._folds.clear()
         assert _views(client, session_id) == incremental
 
 
@@ -53,15 +53,15 @@ def test_the_fold_cache_is_bounded_by_the_bytes_it_holds(
         client.post("/sessions", json={"session_id": name})
         items = [user_msg("go"), tool_call("c1"), tool_output("c1", output)]
         assert client.post(f"/sessions/{name}/items", json={"items": items}).status_code == 201
-    history.limit_fold_cache(100_000)
+    folds.limit_fold_cache(100_000)
     try:
         before = [_views(client, name) for name in (small, large)]
-        with history._folds_lock:
-            held = list(history._folds.values())
+        with folds._folds_lock:
+            held = list(folds._folds.values())
         # The small session is kept; the large one is larger than the whole cache: served, not
         # kept, and it pushed nothing out.
         assert [fold.last_seq for fold in held] == [3]
         assert sum(fold.weight for fold in held) < 100_000
         assert [_views(client, name) for name in (small, large)] == before
     finally:
-        history.limit_fold_cache(history.DEFAULT_FOLD_CACHE_BYTES)
+        folds.limit_fold_cache(folds.DEFAULT_FOLD_CACHE_BYTES)

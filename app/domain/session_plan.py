@@ -1,4 +1,5 @@
-"""The session-mode plan and the notices that name what it leaves out of the history.
+"""The session-mode plan: a session's context assembled, and the notices that name what it
+leaves out of the history.
 
 A context that shows the history reduced or not at all names every elided range by its first
 fact seq, so the model can read it back with the recall tool: ranges before the first fact the
@@ -9,8 +10,9 @@ does), ranges within it after the history (a new one rewrites only what follows 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from app.domain.assemble import (
     TRUNCATED_FORM,
@@ -38,7 +40,24 @@ from app.domain.elision import (
 )
 from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, visible_text
-from app.usecases.history import LoadedHistory
+
+__all__ = ["SessionHistory", "plan_naming_what_it_leaves_out"]
+
+
+class SessionHistory(Protocol):
+    """What the planner reads of a session's history as loaded (the use cases' `LoadedHistory`):
+    where each offered entry sits among the normalized items, the fact each item stands for,
+    and what a context showing some of it leaves out (`app.domain.elision.elided`, whose base
+    the loaded history keeps between calls)."""
+
+    @property
+    def offered_positions(self) -> Sequence[int]: ...
+    @property
+    def seqs(self) -> Sequence[int | None]: ...
+    def elided(
+        self, shown: Mapping[int, Shown], *, default_drop: str, record_tokens: int
+    ) -> tuple[Elided, ...]: ...
+
 
 _NOTICE_PASSES = 3
 """Assemblies tried to settle the notice: adding it leaves the history less room, which can
@@ -47,7 +66,7 @@ names (so a third pass is rarely needed, and none after it)."""
 
 
 def plan_naming_what_it_leaves_out(
-    assembly_input: AssemblyInput, loaded: LoadedHistory, *, count: CountTokens, tool: str | None
+    assembly_input: AssemblyInput, loaded: SessionHistory, *, count: CountTokens, tool: str | None
 ) -> tuple[AssemblyPlan, tuple[Elided, ...]]:
     """A session-mode plan, what it leaves out of the session's history, and the notices naming
     whatever of that its visible text does not already name: what lies before the first fact
@@ -110,7 +129,7 @@ def plan_naming_what_it_leaves_out(
     return place(inp, decided, count=count, arranged=arranged), elided
 
 
-def _first_shown_seq(loaded: LoadedHistory, fit: HistoryFit) -> int | None:
+def _first_shown_seq(loaded: SessionHistory, fit: HistoryFit) -> int | None:
     """The earliest fact seq among the history entries `fit` shows (records a compaction wrote
     have none); None when it shows no logged fact."""
     return min(
@@ -125,7 +144,7 @@ while a calibration or a cheaper call moves where one ends and the other starts.
 
 
 def _elided(
-    loaded: LoadedHistory,
+    loaded: SessionHistory,
     history: Sequence[HistoryEntry],
     fit: HistoryFit,
     shown_items: Sequence[SelectedItem],

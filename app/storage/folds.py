@@ -1,6 +1,6 @@
 """A session's active history, read from its log (read the new facts → fold), and the
 per-process fold cache behind it. Normalizing and counting it is the use cases' business
-(`app.usecases.history`).
+(`app.usecases.loaded_history`).
 
 The fold cache keeps read-your-writes: the log is append-only, so a fold up to seq n never
 changes, and a read always folds every fact up to the session row's `last_seq` (or the

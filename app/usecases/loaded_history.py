@@ -1,7 +1,7 @@
 """A session's history as the use cases see it: loaded through storage, normalized, counted
 and advised on; and the session's window under this service's settings.
 
-`load_history` reads the fold (`app.storage.history`, cached per process); normalization and
+`load_history` reads the fold (`app.storage.folds`, cached per process); normalization and
 counts are computed on first use, once, so a use case that only needs the fold (goal, world
 state, children) never pays for them.
 """
@@ -35,7 +35,7 @@ from app.domain.session_view import HistoryView, ViewSettings, active_columns, v
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import state_contributions
 from app.settings import Settings
-from app.storage.history import fold_session
+from app.storage.folds import fold_session
 from app.storage.repository import SessionSnapshot
 from app.storage.tables import SessionRow
 from app.tokens import model_encoding, token_counter
