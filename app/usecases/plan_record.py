@@ -44,7 +44,7 @@ from app.domain.addressing import (
     restore_bodies,
 )
 from app.domain.assemble import HISTORY_SOURCE
-from app.domain.assemble.model import canonical_hash
+from app.domain.assemble.model import fingerprint_of, stored_plan_hash
 from app.domain.assemble.rendering import render_context
 from app.domain.errors import StoredPlanMismatch
 from app.domain.formats import cap_cache_breakpoints, mark_cache_breakpoint
@@ -379,15 +379,15 @@ def answer_of_row(db: Session, row: StoredAssembly) -> dict[str, Any]:
         ),
     )
     items = answer["items"]
-    hashed = [[i["id"], i["source"], i["layer"], i["form"], i["content"], i["item"]] for i in items]
-    if canonical_hash(hashed) == row.plan_hash:
+    if stored_plan_hash(items) == row.plan_hash:
         return answer
     differing = [
         item["position"]
         for item in items
-        if not canonical_hash(
-            [item["id"], item["source"], item["form"], item["content"], item["item"]]
-        ).startswith(row.fingerprints[item["position"]][0])
+        # Plans stored before fingerprints were cut hold all 64 digits.
+        if not row.fingerprints[item["position"]][0].startswith(
+            fingerprint_of(item["id"], item["source"], item["form"], item["content"], item["item"])
+        )
     ]
     raise StoredPlanMismatch(
         f"the log no longer yields this plan (items at positions {differing[:20]} differ)",

@@ -17,7 +17,8 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypedDict, get_args
@@ -156,6 +157,33 @@ def canonical_hash(value: Any) -> str:
     return hashlib.sha256(encode_json(value, sort_keys=True)).hexdigest()
 
 
+def fingerprint_of(
+    item_id: str, source: str, form: str, content: str | None, item: Item | None
+) -> str:
+    """Equal for two selected items exactly when the model sees the same bytes for them: the
+    first `FINGERPRINT_CHARS` hex digits of their `canonical_hash` (every plan stores one per
+    item, and 64 bits leave a collision between two items of one lineage out of reach)."""
+    return canonical_hash([item_id, source, form, content, item])[:FINGERPRINT_CHARS]
+
+
+PLAN_HASH_FIELDS = ("id", "source", "layer", "form", "content", "item")
+"""What a plan's hash covers of each selected item, in position order: what the model sees of
+it and where. The one definition an assembly hashes its plan by (`plan_hash_of`) and a stored
+plan read back is checked against (`stored_plan_hash`)."""
+_HASHED_ATTRIBUTES = operator.attrgetter(*PLAN_HASH_FIELDS)
+_HASHED_KEYS = operator.itemgetter(*PLAN_HASH_FIELDS)
+
+
+def plan_hash_of(items: Iterable[SelectedItem]) -> str:
+    """The hash of a plan's selected items (`PLAN_HASH_FIELDS`)."""
+    return canonical_hash([list(_HASHED_ATTRIBUTES(item)) for item in items])
+
+
+def stored_plan_hash(items: Iterable[Mapping[str, Any]]) -> str:
+    """`plan_hash_of` the items of an answer (each item as the answer gives it)."""
+    return canonical_hash([list(_HASHED_KEYS(item)) for item in items])
+
+
 class SelectedItem(NamedTuple):
     id: str
     source: str
@@ -169,12 +197,8 @@ class SelectedItem(NamedTuple):
 
     @property
     def fingerprint(self) -> str:
-        """Equal for two items exactly when the model sees the same bytes for them: the first
-        `FINGERPRINT_CHARS` hex digits of their `canonical_hash` (every plan stores one per item,
-        and 64 bits leave a collision between two items of one lineage out of reach)."""
-        return canonical_hash([self.id, self.source, self.form, self.content, self.item])[
-            :FINGERPRINT_CHARS
-        ]
+        """`fingerprint_of` this item."""
+        return fingerprint_of(self.id, self.source, self.form, self.content, self.item)
 
 
 class PlanEntry(TypedDict):

@@ -38,8 +38,8 @@ from app.domain.assemble.model import (
     Layer,
     PlanEntry,
     SelectedItem,
-    canonical_hash,
     fits,
+    plan_hash_of,
 )
 from app.domain.assemble.selection import Selection, select_candidates
 from app.domain.history import HistoryEntry
@@ -270,9 +270,7 @@ def place(
         over_budget=not fits(0, budget.max_tokens, used=total_tokens)
         or not fits(0, budget.max_items, used=counted_items),
         by_source_class=dict(sorted(by_source_class.items())),
-        plan_hash=canonical_hash(
-            [[it.id, it.source, it.layer, it.form, it.content, it.item] for it in items]
-        ),
+        plan_hash=plan_hash_of(items),
     )
 
 
