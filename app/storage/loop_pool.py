@@ -1,8 +1,9 @@
 """Connections for a statement a request runs on the event loop, with no worker thread.
 
-A request handed to a worker thread pays for the hop: about 0.2 ms of CPU, a sixth of what a
-small append cost in all (`docs/performance.md`). On PostgreSQL the append's one statement
-(`appends.append_on_the_loop`) runs instead on psycopg's asyncio connection, in autocommit,
+A request handed to a worker thread pays for the hop, a good share of what a small append
+costs in all (`docs/performance.md`, "Appends on the event loop"). On PostgreSQL the append's
+one statement (`appends.append_on_the_loop`) runs instead on psycopg's asyncio connection, in
+autocommit,
 from a `psycopg_pool` pool of connections kept open (opened in the background at startup,
 replaced when they fail). Its size
 (`database.loop_pool_size`) comes out of the engine's overflow: a process still holds at most

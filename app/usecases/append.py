@@ -42,9 +42,10 @@ class Appended:
 
 
 LOOP_BODY_BYTES = 16 * 1024
-"""The largest request body appended on the event loop (`append_without_a_thread`): counting
-its tokens holds the loop for about a millisecond at most (tiktoken takes about 55 µs a KiB).
-A larger one is counted and written in a worker thread, where it holds no other request."""
+"""The largest request body appended on the event loop (`append_without_a_thread`), so that
+counting its tokens holds the loop only briefly (the bound is measured in
+`docs/performance.md`, "Appends on the event loop"). A larger one is counted and written in a
+worker thread, where it holds no other request."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ and how a read still sees it at once). Invariants:
   of the same lineage: `plan_hash` pins the selection, replay re-runs it as of the same seq.
 - The answer is JSON-ready data built once (`AssembleAnswer`, the fields of
   `AssembleResponse`), stored as is and sent as is: validating it as a model would cost more
-  than the selection (4 ms at 500 candidates, against a 2.5 ms floor).
+  than the selection does (`docs/performance.md`, "Assembly over HTTP").
 """
 
 from __future__ import annotations
