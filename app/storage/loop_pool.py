@@ -3,11 +3,10 @@
 A request handed to a worker thread pays for the hop, a good share of what a small append
 costs in all (`docs/performance.md`, "Appends on the event loop"). On PostgreSQL the append's
 one statement (`appends.append_on_the_loop`) runs instead on psycopg's asyncio connection, in
-autocommit,
-from a `psycopg_pool` pool of connections kept open (opened in the background at startup,
-replaced when they fail). Its size
-(`database.loop_pool_size`) comes out of the engine's overflow: a process still holds at most
-`connection_capacity` connections. The engine's bounds hold here too (`app.storage.database`):
+autocommit, from a `psycopg_pool` pool of connections kept open (opened in the background at
+startup, replaced when they fail). Its size (`database.loop_pool_size`) comes out of the
+engine's overflow: a process still holds at most `connection_capacity` connections. The
+engine's bounds hold here too (`app.storage.database`):
 
 - a checkout draws on the request's wait budget;
 - every answer comes within `answer_deadline`, or the connection is closed (a disconnect);
