@@ -21,7 +21,7 @@ from app.domain.ids import hash_api_key
 from app.domain.items import Format
 from app.evaluate_files import run_evaluate
 from app.settings import Settings
-from app.storage import repository
+from app.storage import tenant_rows
 from app.storage.database import create_db_engine, create_session_factory, migrate
 
 
@@ -40,7 +40,7 @@ def _has_keys(settings: Settings) -> bool:
     engine = create_db_engine(settings)
     try:
         with create_session_factory(engine)() as db:
-            return repository.has_api_keys(db)
+            return tenant_rows.has_api_keys(db)
     finally:
         engine.dispose()
 
@@ -80,8 +80,8 @@ def run_create_key(settings: Settings, *, tenant: str) -> int:
     engine = create_db_engine(settings)
     try:
         with create_session_factory(engine)() as db:
-            tenant_id = repository.ensure_tenant(db, tenant)
-            key_id = repository.add_api_key(db, tenant_id=tenant_id, key_hash=key_hash)
+            tenant_id = tenant_rows.ensure_tenant(db, tenant)
+            key_id = tenant_rows.add_api_key(db, tenant_id=tenant_id, key_hash=key_hash)
             db.commit()
     finally:
         engine.dispose()
@@ -97,7 +97,7 @@ def run_list_keys(settings: Settings, *, tenant: str | None) -> int:
     engine = create_db_engine(settings)
     try:
         with create_session_factory(engine)() as db:
-            keys = repository.list_api_keys(db, tenant=tenant)
+            keys = tenant_rows.list_api_keys(db, tenant=tenant)
     finally:
         engine.dispose()
     print(f"{'id':>6}  {'fingerprint':<12}  {'created':<20}  {'revoked':<20}  tenant")
@@ -114,7 +114,7 @@ def run_revoke_key(settings: Settings, *, key_id: int) -> int:
     engine = create_db_engine(settings)
     try:
         with create_session_factory(engine)() as db:
-            revoked = repository.revoke_api_key(db, key_id)
+            revoked = tenant_rows.revoke_api_key(db, key_id)
             db.commit()
     finally:
         engine.dispose()

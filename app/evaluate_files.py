@@ -32,7 +32,7 @@ from app.domain.ids import derive_id
 from app.domain.items import Format
 from app.domain.json_encoding import decode_json
 from app.settings import Settings
-from app.storage import repository
+from app.storage import session_rows
 from app.storage.scratch import scratch_store
 from app.usecases import append as appending
 from app.usecases.evaluate import prepare, run
@@ -74,7 +74,7 @@ def evaluate_files(
         prepared = []
         for number, path in enumerate(paths, 1):
             name = session_name(path, number)
-            repository.create_session(
+            session_rows.create_session(
                 db,
                 tenant_id=TENANT,
                 external_id=name,

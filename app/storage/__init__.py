@@ -1,1 +1,2 @@
-"""Persistence shell: typed tables, repository functions that never commit, error translation."""
+"""Persistence shell: typed tables, row functions (by aggregate: tenant_rows, session_rows,
+fact_log, manifest_rows) that never commit, error translation."""

@@ -1,41 +1,31 @@
-"""A client's batch appended to a named session (`POST /sessions/{id}/items`), as few round trips
-as the guarantees allow.
+"""A client's batch appended to a named session (`POST /sessions/{id}/items`), in as few round
+trips as the guarantees allow.
 
-Guarantees, as `repository.append_facts` keeps them under the session's lock: seqs follow the
-session's `last_seq`, consecutive, without gap or duplicate under any concurrency; a batch
-refused (`expected_last_seq` not the session's last, another batch under its idempotency key, a
-value the database refuses) writes nothing; a key already used with the same batch replays it as
+The guarantees are `fact_log.append_facts`'s under the session's lock: seqs follow the
+session's `last_seq`, consecutive, without gap or duplicate under any concurrency; a refused
+batch (`expected_last_seq` not the session's last, another batch under its idempotency key, a
+value the database refuses) writes nothing; a key used again with the same batch replays it as
 first written; another tenant's session is not found.
 
-On PostgreSQL, outside a transaction, one statement in autocommit does it (`_append_statement`,
-in one form for any batch and one for a single fact): it reads the named session's row, looks
-for the key's facts, bumps the row's `last_seq` (the update waits for the row's lock and reads
-its newest version), inserts the facts after the old value and, when asked, finds the
-lineage's assembly still to grade. Its answer means the facts are committed and visible to
-every connection. The key is looked for in the statement's snapshot, taken before the row
-lock: so a keyed batch is written only if the row's `last_seq` is still the snapshot's when
-locked (nothing came in between that could be the key's own batch); otherwise it goes the
-locked way. Pinned by `tests/integration/test_append_path.py`.
+Three ways write a batch, each for a reason that remains:
 
-The facts' tokens depend on the session's encoding, which the statement checks: it writes
-nothing under another. The encoding is guessed (the service default, or what this process
-learnt of the session), so a wrong guess costs one statement more, never a wrong count.
+- **One statement** (PostgreSQL, `_append_statement`, defined once in SQLAlchemy): it reads the
+  session's row, looks for the key's facts, bumps `last_seq` (waiting for the row's lock) and
+  inserts after it, in one round trip, in autocommit on a pooled connection's driver connection
+  (or in the caller's transaction, when one is open). Its answer means the facts are committed.
+  It writes nothing under an encoding other than the session's (the guess is the default, or
+  what this process learnt), and a keyed batch whose session moved between the statement's
+  snapshot and its lock is left to the locked way, since the key's own batch may have come in.
+- **The same statement on the event loop** (`append_on_the_loop`, a `LoopPool` connection): a
+  small batch needs no worker thread, whose hop costs a good share of the append
+  (`docs/performance.md`).
+- **The locked way** (`fact_log.append_facts` after `SELECT ... FOR UPDATE`): SQLite, and the
+  keyed batches the statement leaves.
 
-The statement is defined once, in SQLAlchemy, and compiled once per form. Outside a
-transaction it runs on the driver's connection of one pooled connection, in autocommit, with no
-ORM session or Core connection around it (it needs none of their bookkeeping); psycopg prepares
-it on each connection after a few executions. That connection is the pool's like any other: its
-checkout, its connecting and every answer draw on the request's wait budget
-(`app.storage.database`); the driver's errors are raised as SQLAlchemy raises them (its
-`DBAPIError` classes: a cancelled statement is an `OperationalError`, the connection kept), a
-disconnect invalidating the connection and the pool's older ones as SQLAlchemy does; and the
-connection goes back out of autocommit (`_pooled_in_autocommit`). Inside the caller's
-transaction the statement runs in it, through SQLAlchemy. Pinned by the same tests.
-
-The same statement also runs on the event loop (`append_on_the_loop`, on a `LoopPool`
-connection, under the same bounds), for a request that then needs no worker thread; a batch it
-does not write (a replay, the locked way) is left to `append_to_session`. A `SessionBatch` is
-what both ways share: the statement, and what the answer means. Pinned by
+A `SessionBatch` is what the ways share: the facts, the statement, and what the answer means.
+Every connection keeps the engine's bounds (`app.storage.database`): the request's wait budget,
+the answer deadline, driver errors raised as SQLAlchemy's, a disconnect invalidating the
+connection. Pinned by `tests/integration/test_append_path.py` and
 `tests/integration/test_append_on_the_loop.py`.
 """
 
@@ -79,15 +69,10 @@ from app.domain.errors import SequenceConflict, session_not_found
 from app.domain.facts import NewFact
 from app.domain.names import is_session_id
 from app.storage.database import dump_json
+from app.storage.fact_log import AppendResult, append_facts, replay_batch
 from app.storage.groundings import ungraded_as_of_seq
 from app.storage.loop_pool import LoopPool, LoopPoolBusy
-from app.storage.repository import (
-    IS_NAMED_SESSION,
-    AppendResult,
-    append_facts,
-    get_session,
-    replay_batch,
-)
+from app.storage.session_rows import IS_NAMED_SESSION, get_session
 from app.storage.tables import Fact, SessionRow, UtcDateTime
 
 

@@ -2,7 +2,7 @@
 
 SQLite transactions start with `BEGIN IMMEDIATE` so that two appenders serialise on the
 write lock up front instead of failing on lock upgrade; PostgreSQL serialises appenders
-with a row lock on the session (see `repository.append_facts`).
+with a row lock on the session (see `fact_log.append_facts`).
 
 A PostgreSQL connection whose `info` has `HOLDS_SESSION_LOCKS` set releases every
 session-level advisory lock it holds when it goes back to the pool, whichever way it goes
@@ -450,7 +450,7 @@ def _use_immediate_transactions(engine: Engine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
         # What migration 20261205_0011 defines in PostgreSQL, for the lookup of a session by
-        # name (`repository.IS_NAMED_SESSION`). SQLite is never sharded: it always looks among
+        # name (`session_rows.IS_NAMED_SESSION`). SQLite is never sharded: it always looks among
         # sessions created before keys were derived too.
         dbapi_connection.create_function("contextd_session_key", 2, session_key, deterministic=True)
         dbapi_connection.create_function(

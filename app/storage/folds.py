@@ -22,8 +22,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
-from app.storage import repository
-from app.storage.repository import SessionSnapshot
+from app.storage import fact_log, session_rows
+from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
 
 FoldKey = tuple[weakref.ref[Engine], int, datetime]
@@ -60,7 +60,7 @@ def fold_session(
     if cached is not None and cached.last_seq <= target:
         start = cached
     elif session.kind == "fork" and session.parent_id is not None:
-        parent = repository.get_session_by_pk(db, session.parent_id)
+        parent = session_rows.get_session_by_pk(db, session.parent_id)
         start = fork_fold(
             fold_session(db, parent, up_to_seq=session.fork_seq), inherit=session.inherit
         )
@@ -69,7 +69,7 @@ def fold_session(
     if start.last_seq == target:
         fold = start  # nothing was appended since the cached fold
     else:
-        facts = repository.read_facts(
+        facts = fact_log.read_facts(
             db, session_id=session.id, after_seq=start.last_seq, up_to_seq=target
         )
         # Rows carry every column the fold reads, by name.

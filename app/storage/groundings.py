@@ -5,7 +5,7 @@ An assembly is graded against the model output that followed it, once: only the 
 assembly of a lineage (tenant, session, unit), only a session-mode one (it has an `as_of_seq`),
 and only while its `grounding` is NULL (`record_grounding` writes it only then, so two processes
 grading the same assembly store one grade). `ungraded_as_of_seq` is that rule as an SQL
-expression, so that an append can ask it in its own statement (`repository.append_to_session`)
+expression, so that an append can ask it in its own statement (`appends.append_to_session`)
 and `latest_ungraded` reads the same assembly it names.
 """
 

@@ -83,7 +83,7 @@ from app.domain.json_encoding import encode_json
 from app.domain.names import is_label
 from app.storage import bodies
 from app.storage.database import HOLDS_SESSION_LOCKS
-from app.storage.repository import IS_NAMED_SESSION, SessionSnapshot
+from app.storage.session_rows import IS_NAMED_SESSION, SessionSnapshot
 from app.storage.tables import (
     LINEAGE_SESSION,
     LINEAGE_UNIT,

@@ -91,7 +91,7 @@ class SessionRow(Base):
     every session created since migration 20261205_0011, so that a lookup by name carries it;
     sessions created before keep the id the sequence gave them (their facts cannot be
     rewritten). A name is unique per tenant by construction, not by a constraint: a derived key
-    is the primary key, and a name is looked up (`repository.IS_NAMED_SESSION`) before it is
+    is the primary key, and a name is looked up (`session_rows.IS_NAMED_SESSION`) before it is
     created. The sequence still numbers sessions the client did not name.
     """
 

@@ -11,7 +11,7 @@ from app.contract.common import TokenizerBody
 from app.contract.compaction import AdviceResponse, ContextWindowResponse
 from app.domain.assemble import HISTORY_SOURCE
 from app.settings import Settings
-from app.storage import cache_outcomes, repository
+from app.storage import cache_outcomes, session_rows
 from app.usecases.loaded_history import cache_standing, load_history, session_window
 
 __all__ = ["compaction_advice", "context_window"]
@@ -29,7 +29,7 @@ def compaction_advice(
     """`GET /sessions/{id}/compaction-advice`: the advice for the session's next call, made
     `now` in the lineage of `unit` (default: the session's own), priced by that lineage's
     prompt cache."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     window = session_window(settings, session)
     previous = cache_outcomes.last_call_at(
         db, tenant_id=session.tenant_id, session_key=session.id, unit=unit or session.unit or ""
@@ -50,7 +50,7 @@ def context_window(
 ) -> ContextWindowResponse:
     """`GET /sessions/{id}/context-window`: the active context (what session-mode assembly pins
     and fits) against the window."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     window = session_window(settings, session)
     loaded = load_history(db, session)
     advice = loaded.advice(window)

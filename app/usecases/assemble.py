@@ -57,7 +57,7 @@ from app.domain.recall import RECALL_TOOL_NAME, recall_tool
 from app.domain.session_plan import plan_naming_what_it_leaves_out
 from app.metrics import record_assembly, record_plan_store
 from app.settings import Settings
-from app.storage import cache_outcomes, plans, repository
+from app.storage import cache_outcomes, manifest_rows, plans
 from app.tokens import token_counter
 from app.tracing import stage
 from app.usecases.assembly_answer import (
@@ -240,7 +240,7 @@ def _manifest_sources(
             "`manifest` needs a `role` to pick its view",
             details=[{"loc": ["body", "role"], "msg": "required with manifest"}],
         )
-    stored = repository.get_manifest(db, tenant_id=tenant_id, name=request.manifest)
+    stored = manifest_rows.get_manifest(db, tenant_id=tenant_id, name=request.manifest)
     manifest = manifest_from_document(stored.document)
     return manifest_contributions(view_for(manifest, request.role, environment=request.environment))
 

@@ -30,7 +30,7 @@ from app.domain.formats import Rendering, place_cache_breakpoints
 from app.domain.history import HistoryEntry
 from app.domain.items import Format
 from app.storage import plans
-from app.storage.repository import SessionSnapshot
+from app.storage.session_rows import SessionSnapshot
 from app.tracing import annotate
 from app.usecases.loaded_history import LoadedHistory
 from app.usecases.plan_record import ReceivedRequest, offered, stored_answer, stored_request

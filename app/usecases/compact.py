@@ -49,7 +49,7 @@ from app.domain.world_state import invariant_items
 from app.hooks import HookCaller, HookResult, SummarizerUnavailable, summarize_with_llm
 from app.metrics import record_compaction, record_hook
 from app.settings import Settings
-from app.storage import groundings, repository
+from app.storage import fact_log, groundings, session_rows
 from app.tokens import token_counter
 from app.tracing import annotate, stage
 from app.usecases.isolation import conclude
@@ -152,7 +152,7 @@ def _compact(
         result = plan_compaction(
             replace(planned.inp, pinned_notes=hook.notes), count_tokens=read.count_tokens
         )
-    compaction_id = repository.append_compaction(
+    compaction_id = fact_log.append_compaction(
         db,
         tenant_id=tenant_id,
         session_id=body.session_id,
@@ -188,7 +188,7 @@ def _read(
         count_tokens = token_counter(body.encoding or settings.default_encoding)
         inp = _stateless_input(body, params=params, count_tokens=count_tokens)
         return _Read(replace(inp, summary_text=summary_text), count_tokens)
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
     hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
     loaded = load_history(db, session, encoding=body.encoding)
     window = session_window(settings, session)
@@ -256,14 +256,14 @@ def end_session(
 ) -> EndSessionResponse:
     """Writes a final handoff of the session (recorded `now`) and fires its `session_end`
     hook. A `conclusion` from a session without a parent is a 409 `not_a_child_session`."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, session)
     hooks = SessionHooks.model_validate(session.attributes.get("hooks", {}))
     inp = _session_input(loaded, strategy="handoff", params=CompactionParams())
     result = plan_compaction(inp, count_tokens=token_counter(loaded.encoding))
     compaction_id = None
     if not result.is_noop:
-        compaction_id = repository.append_compaction(
+        compaction_id = fact_log.append_compaction(
             db,
             tenant_id=tenant_id,
             session_id=session_id,

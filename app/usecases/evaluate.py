@@ -57,7 +57,7 @@ from app.domain.ids import derive_id
 from app.domain.items import INTERNAL_TYPE_PREFIX, is_model_output
 from app.domain.prompt_cache import CACHE_TERMS
 from app.settings import Settings
-from app.storage import repository
+from app.storage import fact_log, session_rows
 from app.storage.folds import fold_session
 from app.storage.scratch import scratch_store
 from app.storage.tables import SessionRow
@@ -121,13 +121,13 @@ def prepare(
 ) -> Prepared:
     """The session's log and the request's variants, checked against the limits (module
     docstring) before any work; the transaction that read them ended."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     if session.last_seq > settings.evaluate_max_facts:
         raise PayloadTooLarge(
             f"session {session_id!r} holds {session.last_seq} facts; an evaluation replays at"
             f" most {settings.evaluate_max_facts} (CTX_EVALUATE_MAX_FACTS)"
         )
-    facts = repository.read_facts(db, session_id=session.id, up_to_seq=session.last_seq)
+    facts = fact_log.read_facts(db, session_id=session.id, up_to_seq=session.last_seq)
     ancestry = _ancestry(db, session)
     total = len(facts) + sum(len(ancestor.facts) for ancestor in ancestry)
     if total > settings.evaluate_max_facts:
@@ -159,8 +159,8 @@ def _ancestry(db: Session, session: SessionRow) -> tuple[_Ancestor, ...]:
     chain: list[_Ancestor] = []
     child = session
     while child.kind == "fork" and child.parent_id is not None and child.fork_seq is not None:
-        parent = repository.get_session_by_pk(db, child.parent_id)
-        facts = repository.read_facts(db, session_id=parent.id, up_to_seq=child.fork_seq)
+        parent = session_rows.get_session_by_pk(db, child.parent_id)
+        facts = fact_log.read_facts(db, session_id=parent.id, up_to_seq=child.fork_seq)
         chain.append(
             _Ancestor(
                 external_id=parent.external_id or "",
@@ -290,7 +290,7 @@ def _replay(
         parent = None
         for ancestor in prepared.ancestry:
             parent = _recreated(db, ancestor, parent=parent, tenant_id=source.tenant_id)
-        session, _ = repository.create_session(
+        session, _ = session_rows.create_session(
             db,
             tenant_id=source.tenant_id,
             external_id=name,
@@ -344,7 +344,7 @@ def _recreated(
 ) -> SessionRow:
     """`ancestor` on the scratch store (a fork of `parent`, when given), its log copied whole
     as it was recorded."""
-    row, _ = repository.create_session(
+    row, _ = session_rows.create_session(
         db,
         tenant_id=tenant_id,
         external_id=ancestor.external_id,

@@ -29,7 +29,7 @@ from app.domain.grounding import ActionGrounding, items_text
 from app.domain.grounding_index import ElidedRange, grade_indexed, occurrence_index
 from app.domain.items import Item, is_model_output
 from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
-from app.storage import groundings, repository
+from app.storage import fact_log, groundings, session_rows
 from app.storage.folds import fold_session
 from app.usecases.plan_record import answer_of, offered, request_of, shown_history
 
@@ -118,8 +118,8 @@ def _read_for_grading(
     assembly = groundings.latest_ungraded(db, tenant_id=tenant_id, session_pk=session_pk, unit=unit)
     if assembly is None or not 0 < action.first_seq - assembly.as_of_seq <= MAX_GAP_FACTS:
         return None
-    session = repository.get_session_by_pk(db, session_pk)
-    between = repository.read_facts(
+    session = session_rows.get_session_by_pk(db, session_pk)
+    between = fact_log.read_facts(
         db, session_id=session.id, after_seq=assembly.as_of_seq, up_to_seq=action.first_seq - 1
     )
     if any(is_model_output(fact.item) and (fact.unit or session.unit) == unit for fact in between):
@@ -137,7 +137,7 @@ def _read_for_grading(
     index = occurrence_index(active.logged, lock=threading.Lock)
     own = [seq for entry in elided for seq in active.logged.internal(entry.first, entry.last)]
     index.add_own_facts(
-        repository.fact_items(db, session_id=session.id, seqs=index.own_facts_missing(own))
+        fact_log.fact_items(db, session_id=session.id, seqs=index.own_facts_missing(own))
     )
     shown = _shown_text(
         answer_of(

@@ -33,7 +33,7 @@ from app.domain.facts import (
 from app.domain.ids import derive_id
 from app.domain.items import Format
 from app.domain.world_state import WorldState
-from app.storage import repository
+from app.storage import fact_log, session_rows
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
 from app.usecases.loaded_history import load_history
@@ -59,7 +59,7 @@ def create_child(
 ) -> ChildSessionResponse:
     """A fork, or a delegate when `body` carries a brief, its facts recorded `now`."""
     kind: ChildKind = "delegate" if isinstance(body, DelegateRequest) else "fork"
-    parent = repository.get_session(db, tenant_id=tenant_id, external_id=parent_id, lock=True)
+    parent = session_rows.get_session(db, tenant_id=tenant_id, external_id=parent_id, lock=True)
     parent_state = load_history(db, parent).active.world_state
     inherit = _checked_inheritance(parent_state, body.inherit)
     brief = (
@@ -67,7 +67,7 @@ def create_child(
         if isinstance(body, DelegateRequest)
         else []
     )
-    child, _ = repository.create_session(
+    child, _ = session_rows.create_session(
         db,
         tenant_id=tenant_id,
         external_id=body.session_id,
@@ -89,7 +89,7 @@ def create_child(
             count_tokens=token_counter(child.encoding),
         )
         if facts:
-            repository.append_facts(db, session=child, facts=facts, unit=body.unit, recorded_at=now)
+            fact_log.append_facts(db, session=child, facts=facts, unit=body.unit, recorded_at=now)
     link = child_link_fact(
         child_session_id=child.external_id or "",
         kind=kind,
@@ -97,7 +97,7 @@ def create_child(
         unit=body.unit,
         fork_seq=child.fork_seq,
     )
-    repository.append_facts(db, session=parent, facts=[link], recorded_at=now)
+    fact_log.append_facts(db, session=parent, facts=[link], recorded_at=now)
     db.commit()
     return ChildSessionResponse(
         session_id=child.external_id or "",
@@ -123,18 +123,18 @@ def conclude(
     """A child session's one conclusion appended to its parent's log (locked here), recorded
     `now`; the parent and the conclusion's seq there. From a session without a parent, a 409
     `not_a_child_session`. The caller commits."""
-    child = repository.get_session(db, tenant_id=tenant_id, external_id=child_id)
+    child = session_rows.get_session(db, tenant_id=tenant_id, external_id=child_id)
     if child.parent_id is None:
         raise NotAChildSession(
             f"session {child_id!r} has no parent to report to",
             details=[{"loc": ["path", "session_id"], "msg": "not a child session"}],
         )
     item = conclusion_item(conclusion, fmt)
-    parent = repository.get_session_by_pk(db, child.parent_id, lock=True)
+    parent = session_rows.get_session_by_pk(db, child.parent_id, lock=True)
     fact = conclusion_fact(
         item, from_session=child_id, via=via, count_tokens=token_counter(parent.encoding)
     )
-    appended = repository.append_facts(
+    appended = fact_log.append_facts(
         db, session=parent, facts=[fact], unit=child.unit, recorded_at=now
     )
     return parent, appended.facts[-1].seq

@@ -36,7 +36,7 @@ from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import state_contributions
 from app.settings import Settings
 from app.storage.folds import fold_session
-from app.storage.repository import SessionSnapshot
+from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
 from app.tokens import model_encoding, token_counter
 

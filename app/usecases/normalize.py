@@ -18,7 +18,7 @@ from app.domain.items import Format, item_tokens
 from app.domain.normalize import NormalizeResult, TruncationPolicy, normalize_history
 from app.metrics import record_repairs
 from app.settings import Settings
-from app.storage import repository
+from app.storage import session_rows
 from app.tokens import token_counter
 from app.usecases.loaded_history import load_history
 
@@ -39,7 +39,7 @@ def normalize(
     modalities = frozenset(body.input_modalities)
     output_format = body.output_format or body.format
     if body.session_id is not None:
-        session = repository.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
+        session = session_rows.get_session(db, tenant_id=tenant_id, external_id=body.session_id)
         loaded = load_history(
             db,
             session,
@@ -71,7 +71,7 @@ def active_history(
 ) -> dict[str, Any]:
     """`GET /sessions/{id}/history`: the session's active history normalized for a model that
     reads `input_modalities`, in `output_format`, with the compaction it starts from."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, session, input_modalities=input_modalities)
     body = normalized_answer(loaded.normalized, output_format=output_format, tokens=loaded.tokens)
     return {**body, "compaction_id": loaded.active.compaction_id}

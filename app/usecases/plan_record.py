@@ -54,9 +54,9 @@ from app.domain.json_encoding import decode_json, encode_json
 from app.domain.packing import pack_records, unpack_records
 from app.domain.recall import recall_tool
 from app.domain.world_state import is_state_fragment
-from app.storage import bodies, repository
+from app.storage import bodies, session_rows
 from app.storage.plans import StoredAssembly
-from app.storage.repository import SessionSnapshot
+from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
 from app.usecases.loaded_history import load_history
 
@@ -368,7 +368,7 @@ def answer_of_row(db: Session, row: StoredAssembly) -> dict[str, Any]:
         # Items are stored by reference in session mode only, where both are set.
         assert row.session_id is not None
         assert row.as_of_seq is not None
-        session = repository.get_session_by_pk(db, row.session_id)
+        session = session_rows.get_session_by_pk(db, row.session_id)
         return shown_history(db, session=session, as_of_seq=row.as_of_seq)(history_from)
 
     answer = answer_of(

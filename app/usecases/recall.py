@@ -22,7 +22,7 @@ from app.domain.recall import (
 )
 from app.metrics import record_recall
 from app.settings import Settings
-from app.storage import repository
+from app.storage import fact_log, session_rows
 from app.storage.tables import SessionRow
 from app.tenant_slots import TenantSlots
 from app.tokens import token_counter
@@ -38,7 +38,7 @@ def _texts(db: Session, session_pk: int, first: int, last: int) -> Iterator[tupl
     ended before its texts are searched: no connection is held while the pattern runs."""
     after = first - 1
     while after < last:
-        rows = repository.read_facts(
+        rows = fact_log.read_facts(
             db, session_id=session_pk, after_seq=after, up_to_seq=last, limit=_SCAN_BATCH
         )
         db.rollback()
@@ -66,7 +66,7 @@ def recall(
     """Reads fact `seq` back in a window of whole lines, or lists the lines matching `pattern`
     in one fact or a seq range. Bounds beyond the service's caps are capped, and the answer
     states the bounds applied."""
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     first = body.seq if body.seq is not None else body.from_seq or 1
     if first > session.last_seq:
         mode = "window" if body.pattern is None else "search"
@@ -92,7 +92,7 @@ def _read_back(
     """Fact `body.seq` read back in a window of whole lines from `from_line`."""
     bounds = _bounds(body, settings)
     assert body.seq is not None  # the contract asks for `seq` where there is no `pattern`
-    fact = repository.get_fact(db, session_id=session.id, seq=body.seq)
+    fact = fact_log.get_fact(db, session_id=session.id, seq=body.seq)
     assert fact is not None  # a seq up to last_seq is in the dense log
     count = token_counter(session.encoding)
     window = read_window(
@@ -146,7 +146,7 @@ def _search(
         body.seq if body.seq is not None else min(body.to_seq or session.last_seq, session.last_seq)
     )
     pattern = compile_pattern(body.pattern)
-    fact = repository.get_fact(db, session_id=session.id, seq=first) if body.seq else None
+    fact = fact_log.get_fact(db, session_id=session.id, seq=first) if body.seq else None
     db.rollback()  # the pattern runs with no transaction open (and no connection held)
     texts = (
         [(first, fact_text(fact.type, fact.item))] if fact else _texts(db, session_pk, first, last)

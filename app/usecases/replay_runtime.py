@@ -35,7 +35,7 @@ from app.domain.items import INTERNAL_TYPE_PREFIX, is_model_output, visible_text
 from app.domain.json_encoding import encode_json
 from app.hooks import HookCaller
 from app.settings import Settings
-from app.storage import cache_outcomes, plans, repository
+from app.storage import cache_outcomes, fact_log, plans, session_rows
 from app.storage.tables import SessionRow
 from app.usecases import assemble as assembly
 from app.usecases.compact import compact
@@ -75,7 +75,7 @@ def copy_facts(db: Session, session: SessionRow, facts: Sequence[Any]) -> list[i
     runs = itertools.groupby(facts, key=lambda f: (f.unit, f.phase, f.recorded_at))
     for (unit, phase, recorded_at), run in runs:
         rows = list(run)
-        result = repository.append_facts(
+        result = fact_log.append_facts(
             db,
             session=session,
             facts=[
@@ -135,7 +135,7 @@ class ReplayRuntime:
         for fact in facts:
             if fact.type == COMPACTION_FACT and (fact.item.get("summary") or {}).get("narrative"):
                 self.recorded_summary = fact.item["summary"]["narrative"]
-        session = repository.get_session(
+        session = session_rows.get_session(
             self.db, tenant_id=self.tenant_id, external_id=self.session_id, lock=True
         )
         seqs = copy_facts(self.db, session, kept)
@@ -167,7 +167,7 @@ class ReplayRuntime:
             return
         run = list(itertools.takewhile(lambda pair: is_model_output(pair[0].item), visible[start:]))
         first, first_seq = run[0]
-        session = repository.get_session(
+        session = session_rows.get_session(
             self.db, tenant_id=self.tenant_id, external_id=self.session_id
         )
         grade_next_action(
@@ -274,7 +274,7 @@ class ReplayRuntime:
             self.tally.classified(cache_outcomes.outcome_of(self.db, self._stored(assembly_id)))
 
     def _stored(self, assembly_id: str) -> plans.StoredAssembly:
-        session = repository.get_session(
+        session = session_rows.get_session(
             self.db, tenant_id=self.tenant_id, external_id=self.session_id
         )
         return plans.get_assembly(

@@ -24,7 +24,7 @@ from app.domain.errors import RuleBroken
 from app.domain.ids import derive_id
 from app.hooks import check_destinations
 from app.settings import Settings
-from app.storage import repository
+from app.storage import fact_log, session_rows
 from app.storage.tables import SessionRow
 from app.usecases.loaded_history import (
     load_history,
@@ -46,7 +46,7 @@ def create_session(
         body.hooks.model_dump(mode="json", exclude={"failure_policy"}),
         allowed=settings.hook_allowed_networks,
     )
-    row, created = repository.create_session(
+    row, created = session_rows.create_session(
         db,
         tenant_id=tenant_id,
         external_id=body.session_id,
@@ -72,7 +72,7 @@ def session_detail(
 ) -> SessionDetailResponse:
     """`GET /sessions/{id}`: the session, its active history's size and its goal, world state
     and compactions."""
-    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    row = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     loaded = load_history(db, row)
     goal = loaded.active.goal
     window = session_window(settings, row)
@@ -92,8 +92,8 @@ def items_page(
 ) -> ItemsPageResponse:
     """`GET /sessions/{id}/items`: up to `limit` facts of the raw log after `after_seq`, each as
     it was appended."""
-    row = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
-    facts = repository.read_facts(db, session_id=row.id, after_seq=after_seq, limit=limit + 1)
+    row = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    facts = fact_log.read_facts(db, session_id=row.id, after_seq=after_seq, limit=limit + 1)
     page = facts[:limit]
     return ItemsPageResponse(
         items=[

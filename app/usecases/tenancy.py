@@ -5,23 +5,23 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from app.storage import repository
+from app.storage import tenant_rows
 
 __all__ = ["keys_exist", "tenant_named", "tenant_of_key"]
 
 
 def tenant_of_key(db: Session, key_hash: str) -> int | None:
     """The tenant of the key whose hash is `key_hash`, unless it is unknown or revoked."""
-    return repository.find_tenant_by_key_hash(db, key_hash)
+    return tenant_rows.find_tenant_by_key_hash(db, key_hash)
 
 
 def keys_exist(db: Session) -> bool:
     """Whether any API key was ever created (a revoked one counts: it closed the service)."""
-    return repository.has_api_keys(db)
+    return tenant_rows.has_api_keys(db)
 
 
 def tenant_named(db: Session, name: str) -> int:
     """The tenant called `name`, created (and committed) if it is new."""
-    tenant = repository.ensure_tenant(db, name)
+    tenant = tenant_rows.ensure_tenant(db, name)
     db.commit()
     return tenant

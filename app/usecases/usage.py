@@ -18,7 +18,7 @@ from app.metrics import (
     record_provider_usage,
 )
 from app.settings import Settings
-from app.storage import cache_outcomes, plans, repository
+from app.storage import cache_outcomes, plans, session_rows
 from app.storage.plans import StoredAssembly
 from app.storage.tables import SessionRow
 from app.usecases.loaded_history import session_cache_terms, session_window
@@ -38,7 +38,7 @@ def report_usage(
     for another session, or for none, is a 409 `assembly_of_another_session`."""
     # The calibration rules are `app.domain.calibration`'s.
     calibrates = body.assembly_id is not None and body.input_tokens > 0
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
     unit, phase = body.unit, body.phase
     if body.assembly_id is not None:
         # Read before the session's row is locked: on PostgreSQL this may wait for the plan's
@@ -84,7 +84,7 @@ def report_usage(
             )
             if observation is not None:
                 calibrated = observation.tokenizer
-                repository.save_calibration(db, session=session, calibration=calibrated.state())
+                session_rows.save_calibration(db, session=session, calibration=calibrated.state())
                 db.commit()
                 record_calibration(
                     family=calibrated.family,

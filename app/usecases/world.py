@@ -11,7 +11,7 @@ from app.contract.world import GoalRequest, GoalResponse, WorldStateRequest, Wor
 from app.domain.errors import RuleBroken
 from app.domain.facts import goal_fact, world_state_facts
 from app.domain.world_state import diff_world_state, validate_sections
-from app.storage import repository
+from app.storage import fact_log, session_rows
 from app.tokens import token_counter
 from app.usecases.loaded_history import load_history
 
@@ -29,13 +29,13 @@ def put_goal(
             "the goal is empty",
             details=[{"loc": ["body", "text"], "msg": "blank goal"}],
         )
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     goal = load_history(db, session).active.goal
     version = (goal.version if goal else 0) + 1
     fact = goal_fact(
         body.text, version=version, count_tokens=token_counter(session.encoding), source=None
     )
-    result = repository.append_facts(db, session=session, facts=[fact], recorded_at=now)
+    result = fact_log.append_facts(db, session=session, facts=[fact], recorded_at=now)
     db.commit()
     return GoalResponse(version=version, seq=result.facts[0].seq)
 
@@ -46,7 +46,7 @@ def put_world_state(
     """`PUT /sessions/{id}/world-state`: the sections as the next version, recorded `now` as a
     merge patch against the one before it (the whole snapshot first)."""
     sections = validate_sections(body.sections)
-    session = repository.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
     history = load_history(db, session).active
     previous = history.world_state
     version = previous.version + 1
@@ -60,7 +60,7 @@ def put_world_state(
     facts = world_state_facts(
         update, sections=sections, version=version, count_tokens=token_counter(session.encoding)
     )
-    repository.append_facts(db, session=session, facts=facts, recorded_at=now)
+    fact_log.append_facts(db, session=session, facts=facts, recorded_at=now)
     db.commit()
     return WorldStateResponse(
         version=version,

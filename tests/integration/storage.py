@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from app.domain.facts import NewFact, item_fact
-from app.storage import repository
+from app.storage import fact_log, session_rows, tenant_rows
 from app.storage.database import create_session_factory
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
@@ -30,8 +30,8 @@ def server_timeline(engine: Engine) -> int | None:
 def new_session(engine: Engine, name: str, *, tenant: str = "storage-tests") -> int:
     """A committed session of `tenant`; returns its primary key."""
     with create_session_factory(engine)() as db:
-        tenant_id = repository.ensure_tenant(db, tenant)
-        row, _ = repository.create_session(
+        tenant_id = tenant_rows.ensure_tenant(db, tenant)
+        row, _ = session_rows.create_session(
             db,
             tenant_id=tenant_id,
             external_id=name,
@@ -54,13 +54,13 @@ def append_items(
     phase: str | None = None,
     idempotency_key: str | None = None,
     expected_last_seq: int | None = None,
-) -> repository.AppendResult:
+) -> fact_log.AppendResult:
     """Append `items` (one token each) the way the API does: under the session's row lock."""
     session = db.scalars(
         select(SessionRow).where(SessionRow.id == session_pk).with_for_update()
     ).one()
     facts = [NewFact(type=str(i["type"]), item=i, tokens=1, provenance={}) for i in items]
-    return repository.append_facts(
+    return fact_log.append_facts(
         db,
         session=session,
         facts=facts,
@@ -75,7 +75,7 @@ def append_items(
 def storage_tenant(engine: Engine, name: str = "storage-tests") -> int:
     """The tenant `name`, made if need be and committed."""
     with create_session_factory(engine)() as db:
-        tenant_id = repository.ensure_tenant(db, name)
+        tenant_id = tenant_rows.ensure_tenant(db, name)
         db.commit()
         return tenant_id
 

@@ -22,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 from app.contract.sessions import AppendRequest
 from app.domain.errors import SequenceConflict
 from app.settings import Settings
-from app.storage import appends, repository
+from app.storage import appends, fact_log
 from app.storage.database import create_db_engine, create_session_factory, spend_at_most
 from app.storage.loop_pool import CHECKOUT_SECONDS, LoopPool
 from app.storage.tables import SessionRow
@@ -97,15 +97,15 @@ def _append(
     return appends.append_on_the_loop(pool, batch)
 
 
-def _written(timeline: int, first_seq: int, *items: dict[str, Any]) -> repository.AppendResult:
+def _written(timeline: int, first_seq: int, *items: dict[str, Any]) -> fact_log.AppendResult:
     """`items` as written from `first_seq` on, on `timeline`."""
     facts = facts_of(list(items))("o200k_base")
-    return repository.AppendResult.written(first_seq, facts, timeline=timeline)
+    return fact_log.AppendResult.written(first_seq, facts, timeline=timeline)
 
 
 def _logged(engine: Engine, session_pk: int) -> list[tuple[int, Any, str | None]]:
     with create_session_factory(engine)() as db:
-        facts = repository.read_facts(db, session_id=session_pk)
+        facts = fact_log.read_facts(db, session_id=session_pk)
     return [(fact.seq, fact.item, fact.idempotency_key) for fact in facts]
 
 

@@ -27,7 +27,7 @@ from app.contract.sessions import AppendRequest
 from app.domain.errors import SequenceConflict
 from app.domain.facts import item_fact
 from app.settings import Settings
-from app.storage import appends, repository
+from app.storage import appends, fact_log, session_rows, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.tables import SessionRow
 from app.tokens import token_counter
@@ -87,7 +87,7 @@ def _append(
 
 def _logged(engine: Engine, session_pk: int) -> list[tuple[int, Any, str | None]]:
     with create_session_factory(engine)() as db:
-        facts = repository.read_facts(db, session_id=session_pk)
+        facts = fact_log.read_facts(db, session_id=session_pk)
         last_seq = db.scalar(select(SessionRow.last_seq).where(SessionRow.id == session_pk))
     assert last_seq == (facts[-1].seq if facts else 0)
     return [(fact.seq, fact.item, fact.idempotency_key) for fact in facts]
@@ -141,10 +141,10 @@ def test_a_keyed_batch_committed_while_the_same_key_waited_is_replayed_not_writt
     appended = _behind_a_held_lock(engine, session_pk, batch, key="turn-2", run=same_key_again)
 
     # As first written (the holder counts a token an item).
-    assert appended.result == repository.AppendResult(
+    assert appended.result == fact_log.AppendResult(
         facts=(
-            repository.AppendedFact(2, "message", 1),
-            repository.AppendedFact(3, "message", 1),
+            fact_log.AppendedFact(2, "message", 1),
+            fact_log.AppendedFact(3, "message", 1),
         ),
         replayed=True,
         timeline=postgres_timeline,
@@ -187,10 +187,10 @@ def test_an_unkeyed_batch_waiting_for_the_lock_goes_after_the_one_holding_it(
 
     appended = _behind_a_held_lock(engine, session_pk, [user_msg("first")], key=None, run=unkeyed)
 
-    assert appended.result == repository.AppendResult(
+    assert appended.result == fact_log.AppendResult(
         facts=(
-            repository.AppendedFact(2, "message", 1),
-            repository.AppendedFact(3, "message", 1),
+            fact_log.AppendedFact(2, "message", 1),
+            fact_log.AppendedFact(3, "message", 1),
         ),
         replayed=False,
         timeline=postgres_timeline,
@@ -259,8 +259,8 @@ def test_a_wrong_encoding_guess_counts_again_in_the_sessions_own_once_per_proces
     )
     assert (first, second) == (["cl100k_base", "o200k_base"], ["o200k_base"])
     assert [guessed.result.facts, known.result.facts] == [
-        (repository.AppendedFact(1, "message", own_count),),
-        (repository.AppendedFact(2, "message", own_count),),
+        (fact_log.AppendedFact(1, "message", own_count),),
+        (fact_log.AppendedFact(2, "message", own_count),),
     ]
 
 
@@ -273,8 +273,8 @@ def test_a_model_output_grades_only_an_assembly_the_database_holds_still_ungrade
     here, elsewhere = create_db_engine(settings), create_db_engine(settings)
     session_id = "graded-across-processes"
     with create_session_factory(here)() as db:
-        tenant = repository.ensure_tenant(db, TENANT)
-        repository.create_session(
+        tenant = tenant_rows.ensure_tenant(db, TENANT)
+        session_rows.create_session(
             db,
             tenant_id=tenant,
             external_id=session_id,
@@ -349,10 +349,10 @@ def _outcome(call: Callable[[], Any]) -> Any:
         pool.shutdown(wait=False)
 
 
-def _written(first_seq: int, *items: dict[str, Any]) -> tuple[repository.AppendedFact, ...]:
+def _written(first_seq: int, *items: dict[str, Any]) -> tuple[fact_log.AppendedFact, ...]:
     """`items` as written from `first_seq` on, counted in the sessions' encoding."""
     facts = facts_of(list(items))("o200k_base")
-    return repository.AppendResult.written(first_seq, facts, timeline=None).facts
+    return fact_log.AppendResult.written(first_seq, facts, timeline=None).facts
 
 
 def _driver(pooled: PoolProxiedConnection) -> psycopg.Connection[Any]:
@@ -475,7 +475,7 @@ def test_an_append_in_the_callers_transaction_is_undone_with_it(
     again = _append(engine, session_id, [user_msg("kept")], key="undone")
 
     assert appended.result.facts == _written(1, user_msg("undone"))
-    assert again.result == repository.AppendResult(
+    assert again.result == fact_log.AppendResult(
         _written(1, user_msg("kept")), replayed=False, timeline=postgres_timeline
     )
     assert _logged(engine, session_pk) == [(1, user_msg("kept"), "undone")]

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from app.domain.errors import Conflict, IdempotencyMismatch, SequenceConflict
 from app.settings import Settings
-from app.storage import repository
+from app.storage import fact_log, session_rows, tenant_rows
 from app.storage.database import alembic_config, create_db_engine, create_session_factory
 from app.storage.tables import Base, Fact, SessionRow
 from tests.builders import tool_call, user_msg
@@ -53,7 +53,7 @@ def test_append_assigns_dense_sequence_and_keeps_items_verbatim(
         db.commit()
         assert [f.seq for f in first.facts] == [1, 2]
         assert [f.seq for f in second.facts] == [3]
-        logged = repository.read_facts(db, session_id=session_pk)
+        logged = fact_log.read_facts(db, session_id=session_pk)
         assert [(f.seq, f.type, f.item) for f in logged] == [
             (1, "message", user_msg("a")),
             (2, "function_call", tool_call("c1")),
@@ -72,7 +72,7 @@ def test_expected_last_seq_mismatch_conflicts_and_writes_nothing(
             append_items(db, session_pk, [user_msg("b")], expected_last_seq=0)
         db.rollback()
         assert caught.value.details == {"expected": 0, "actual": 1}
-        assert [f.seq for f in repository.read_facts(db, session_id=session_pk)] == [1]
+        assert [f.seq for f in fact_log.read_facts(db, session_id=session_pk)] == [1]
 
 
 def test_each_fact_records_the_timeline_that_wrote_it(engine: Engine, session_id: str) -> None:
@@ -82,7 +82,7 @@ def test_each_fact_records_the_timeline_that_wrote_it(engine: Engine, session_id
         db.commit()
         timeline = server_timeline(engine)
         assert written.timeline == timeline
-        facts = repository.read_facts(db, session_id=session_pk)
+        facts = fact_log.read_facts(db, session_id=session_pk)
         assert [(fact.seq, fact.timeline) for fact in facts] == [(1, timeline), (2, timeline)]
 
 
@@ -94,7 +94,7 @@ def test_idempotency_key_replays_original_result(engine: Engine, session_id: str
         db.commit()
         replay = append_items(db, session_pk, pair, idempotency_key="turn-1", unit="u")
         db.commit()
-        assert replay == repository.AppendResult(
+        assert replay == fact_log.AppendResult(
             facts=original.facts, replayed=True, timeline=server_timeline(engine)
         )
         for other in ([user_msg("other")], [*pair, user_msg("c")], pair[:1]):
@@ -104,7 +104,7 @@ def test_idempotency_key_replays_original_result(engine: Engine, session_id: str
         with pytest.raises(IdempotencyMismatch):
             append_items(db, session_pk, pair, idempotency_key="turn-1", unit="v")
         db.rollback()
-        assert len(repository.read_facts(db, session_id=session_pk)) == 2
+        assert len(fact_log.read_facts(db, session_id=session_pk)) == 2
 
 
 def test_session_with_same_id_and_other_attributes_conflicts(
@@ -112,9 +112,9 @@ def test_session_with_same_id_and_other_attributes_conflicts(
 ) -> None:
     new_session(engine, session_id)
     with create_session_factory(engine)() as db:
-        tenant_id = repository.ensure_tenant(db, "storage-tests")
+        tenant_id = tenant_rows.ensure_tenant(db, "storage-tests")
         with pytest.raises(Conflict):
-            repository.create_session(
+            session_rows.create_session(
                 db,
                 tenant_id=tenant_id,
                 external_id=session_id,
@@ -146,7 +146,7 @@ def test_concurrent_appenders_never_gap_duplicate_or_lose(
     for thread in threads:
         thread.join()
     with factory() as db:
-        logged = repository.read_facts(db, session_id=session_pk)
+        logged = fact_log.read_facts(db, session_id=session_pk)
         last_seq = db.scalar(select(SessionRow.last_seq).where(SessionRow.id == session_pk))
     texts = sorted(f.item["content"][0]["text"] for f in logged)
     expected = sorted(

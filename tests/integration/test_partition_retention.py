@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.domain.ids import derive_id, stateless_session_key
 from app.settings import Settings
-from app.storage import plans, repository
+from app.storage import plans, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory, migrate
 from app.storage.retention import prune_once
 from app.storage.tables import AssemblyRow
@@ -94,7 +94,7 @@ def _session(engine: Engine, tenant: str, name: str) -> tuple[int, int]:
     """(tenant id, session primary key) of a new committed session of `tenant`."""
     session_pk = new_session(engine, name, tenant=tenant)
     with create_session_factory(engine)() as db:
-        return repository.ensure_tenant(db, tenant), session_pk
+        return tenant_rows.ensure_tenant(db, tenant), session_pk
 
 
 def test_weeks_past_retention_are_dropped_whole_and_a_write_after_a_long_pause_lands(

@@ -6,7 +6,7 @@ import pytest
 
 from app.domain.errors import NotFound
 from app.settings import Settings
-from app.storage import plans, repository
+from app.storage import plans, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
 from tests.integration.storage import new_session
 
@@ -18,7 +18,7 @@ def test_a_plan_write_that_fails_releases_the_locks_its_readers_wait_on(
     factory = create_session_factory(engine)
     session_pk = new_session(engine, session_id)
     with factory() as db:
-        tenant_id = repository.ensure_tenant(db, "storage-tests")
+        tenant_id = tenant_rows.ensure_tenant(db, "storage-tests")
     db = factory()
     _, slot = plans.open_assembly(db, tenant_id=tenant_id, session_id=session_id, unit=None)
     # No such tenant: the insert breaks its foreign key.

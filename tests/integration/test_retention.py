@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from app.settings import Settings
-from app.storage import evaluations, plans, repository, retention
+from app.storage import evaluations, plans, retention, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.retention import prune_once
 from app.storage.tables import AssemblyRow, EvaluationRow, Fact
@@ -24,7 +24,7 @@ def test_retention_keeps_newest_plans_per_session_and_every_fact(
     factory = create_session_factory(engine)
     session_pk = new_session(engine, session_id)
     with factory() as db:
-        tenant_id = repository.ensure_tenant(db, "storage-tests")
+        tenant_id = tenant_rows.ensure_tenant(db, "storage-tests")
         append_items(db, session_pk, [user_msg("x")])
         for n in range(3):
             plans.store_assembly(
@@ -80,7 +80,7 @@ def test_retention_bounds_each_tenant_and_deletes_in_committed_batches(
     factory = create_session_factory(engine)
     crowded, quiet = f"crowded-{session_id}", f"quiet-{session_id}"
     with factory() as db:
-        tenants = {name: repository.ensure_tenant(db, name) for name in (crowded, quiet)}
+        tenants = {name: tenant_rows.ensure_tenant(db, name) for name in (crowded, quiet)}
         for name, count in ((crowded, 5), (quiet, 2)):
             for n in range(count):
                 plans.store_assembly(
@@ -144,7 +144,7 @@ def test_retention_deletes_evaluation_jobs_that_have_not_moved_for_as_long_as_a_
     now = datetime(2026, 12, 7, 12, tzinfo=UTC)
     ages = {"eval_old_done": 8, "eval_old_running": 30, "eval_recent": 6}
     with factory() as db:
-        tenant_id = repository.ensure_tenant(db, "evaluation-retention")
+        tenant_id = tenant_rows.ensure_tenant(db, "evaluation-retention")
         for evaluation_id, days in ages.items():
             evaluations.start(
                 db,

@@ -19,9 +19,9 @@ from sqlalchemy import Engine, create_engine, select, text
 from app.domain.errors import SessionKeyCollision
 from app.domain.ids import session_key
 from app.settings import Settings
-from app.storage import repository
+from app.storage import session_rows, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
-from app.storage.repository import IS_NAMED_SESSION
+from app.storage.session_rows import IS_NAMED_SESSION
 from app.storage.tables import SessionRow
 from tests.builders import user_msg
 from tests.statements import statements_matching
@@ -151,7 +151,7 @@ def test_a_session_id_is_its_derived_key_and_a_colliding_name_is_refused(
 
     def create(db: object, name: str | None) -> SessionRow:
         assert db is not None
-        row, _ = repository.create_session(
+        row, _ = session_rows.create_session(
             db,  # type: ignore[arg-type]
             tenant_id=tenant_id,
             external_id=name,
@@ -164,7 +164,7 @@ def test_a_session_id_is_its_derived_key_and_a_colliding_name_is_refused(
         return row
 
     with factory() as db:
-        tenant_id = repository.ensure_tenant(db, "session-keys")
+        tenant_id = tenant_rows.ensure_tenant(db, "session-keys")
         named, unnamed = create(db, session_id), create(db, None)
         # A row holding the key another name derives: the name is refused, not merged.
         taken = session_key(tenant_id, f"{session_id}-taken")
@@ -178,7 +178,7 @@ def test_a_session_id_is_its_derived_key_and_a_colliding_name_is_refused(
         )
         with pytest.raises(SessionKeyCollision):
             create(db, f"{session_id}-taken")
-        found = repository.get_session(db, tenant_id=tenant_id, external_id=session_id)
+        found = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id)
         db.rollback()
     engine.dispose()
     assert named.id == session_key(tenant_id, session_id)

@@ -17,7 +17,7 @@ from app.contract.world import GoalRequest, WorldStateRequest
 from app.domain.errors import Conflict, NotAChildSession
 from app.domain.facts import NewFact
 from app.settings import Settings
-from app.storage import repository
+from app.storage import fact_log, session_rows, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
 from app.usecases import isolation, projection, sessions, world
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
@@ -29,7 +29,7 @@ def test_a_session_lives_through_its_use_cases(postgres_url: str, session_id: st
     settings = Settings(database_url=postgres_url)
     engine = create_db_engine(settings)
     with create_session_factory(engine)() as db:
-        tenant = repository.ensure_tenant(db, "session-usecases")
+        tenant = tenant_rows.ensure_tenant(db, "session-usecases")
         db.commit()
         body = CreateSessionRequest(session_id=session_id, context_window=20_000)
         created, new = sessions.create_session(db, tenant_id=tenant, body=body, settings=settings)
@@ -58,9 +58,9 @@ def test_a_session_lives_through_its_use_cases(postgres_url: str, session_id: st
             body=WorldStateRequest(sections={"rules": ["no network"]}),
             now=START + timedelta(seconds=1),
         )
-        session = repository.get_session(db, tenant_id=tenant, external_id=session_id, lock=True)
+        session = session_rows.get_session(db, tenant_id=tenant, external_id=session_id, lock=True)
         items = [user_msg("why does it fail?"), tool_call("c1"), tool_output("c1", "a stack")]
-        repository.append_facts(
+        fact_log.append_facts(
             db,
             session=session,
             facts=[repository_fact(item) for item in items],

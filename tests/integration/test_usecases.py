@@ -16,7 +16,7 @@ from app.contract.recall import RecallRequest
 from app.contract.sessions import AppendRequest
 from app.hooks import HookCaller
 from app.settings import Settings
-from app.storage import repository
+from app.storage import session_rows, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
 from app.usecases.append import append
 from app.usecases.assemble import assemble, stored_assembly
@@ -31,8 +31,8 @@ def test_a_turn_runs_through_the_use_cases_without_http(postgres_url: str) -> No
     engine = create_db_engine(settings)
     sessions = create_session_factory(engine)
     with sessions() as db:
-        tenant = repository.ensure_tenant(db, "usecases")
-        repository.create_session(
+        tenant = tenant_rows.ensure_tenant(db, "usecases")
+        session_rows.create_session(
             db,
             tenant_id=tenant,
             external_id="walk",
