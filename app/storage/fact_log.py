@@ -18,11 +18,8 @@ from sqlalchemy import Row, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.domain.compaction import CompactionResult
 from app.domain.errors import IdempotencyMismatch, SequenceConflict
-from app.domain.facts import NewFact, compaction_fact
-from app.domain.ids import derive_id
-from app.storage.session_rows import get_session
+from app.domain.facts import NewFact
 from app.storage.tables import Fact, SessionRow
 
 
@@ -155,29 +152,6 @@ def append_facts(
     session.last_seq = first_seq + len(rows) - 1
     db.flush()
     return AppendResult.written(first_seq, facts, timeline=timelines[0])
-
-
-def append_compaction(
-    db: Session,
-    *,
-    tenant_id: int,
-    session_id: str,
-    expected_last_seq: int,
-    result: CompactionResult,
-    requested_strategy: str,
-    recorded_at: datetime,
-) -> str:
-    """Append a compaction fact and return its derived id, unless the session moved on since
-    the compacted history was read (`SequenceConflict`)."""
-    session = get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
-    if session.last_seq != expected_last_seq:
-        raise SequenceConflict(expected=expected_last_seq, actual=session.last_seq)
-    compaction_id = derive_id("cmp", tenant_id, session.id, session.last_seq + 1)
-    fact = compaction_fact(
-        result, compaction_id=compaction_id, requested_strategy=requested_strategy
-    )
-    append_facts(db, session=session, facts=[fact], recorded_at=recorded_at)
-    return compaction_id
 
 
 def read_facts(

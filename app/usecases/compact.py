@@ -41,8 +41,10 @@ from app.domain.compaction import (
     render_summarization_prompt,
 )
 from app.domain.errors import Conflict, InvalidInput
+from app.domain.facts import compaction_fact
 from app.domain.formats import from_responses, to_responses
 from app.domain.history import HistoryEntry
+from app.domain.ids import derive_id
 from app.domain.items import CountTokens, item_tokens
 from app.domain.normalize import normalize_history
 from app.domain.world_state import invariant_items
@@ -152,14 +154,14 @@ def _compact(
         result = plan_compaction(
             replace(planned.inp, pinned_notes=hook.notes), count_tokens=read.count_tokens
         )
-    compaction_id = fact_log.append_compaction(
+    compaction_id = _append_compaction(
         db,
         tenant_id=tenant_id,
         session_id=body.session_id,
         expected_last_seq=read.loaded.active.last_seq,
         result=result,
         requested_strategy=body.strategy,
-        recorded_at=now,
+        now=now,
     )
     db.commit()
     record_compaction(
@@ -169,6 +171,30 @@ def _compact(
         tokens_saved=result.tokens_before - result.tokens_after,
     )
     return respond(result, compaction_id=compaction_id, hooks=(hook.as_dict(),))
+
+
+def _append_compaction(
+    db: Session,
+    *,
+    tenant_id: int,
+    session_id: str,
+    expected_last_seq: int,
+    result: CompactionResult,
+    requested_strategy: str,
+    now: datetime,
+) -> str:
+    """The compaction's fact appended under the session's lock, recorded `now`, and its id
+    (derived from the session and the seq it takes); unless the session moved on since the
+    compacted history was read (`SequenceConflict`, nothing written)."""
+    session = session_rows.get_session(db, tenant_id=tenant_id, external_id=session_id, lock=True)
+    compaction_id = derive_id("cmp", tenant_id, session.id, session.last_seq + 1)
+    fact = compaction_fact(
+        result, compaction_id=compaction_id, requested_strategy=requested_strategy
+    )
+    fact_log.append_facts(
+        db, session=session, facts=[fact], expected_last_seq=expected_last_seq, recorded_at=now
+    )
+    return compaction_id
 
 
 def _read(
@@ -263,14 +289,14 @@ def end_session(
     result = plan_compaction(inp, count_tokens=token_counter(loaded.encoding))
     compaction_id = None
     if not result.is_noop:
-        compaction_id = fact_log.append_compaction(
+        compaction_id = _append_compaction(
             db,
             tenant_id=tenant_id,
             session_id=session_id,
             expected_last_seq=loaded.active.last_seq,
             result=result,
             requested_strategy="handoff",
-            recorded_at=now,
+            now=now,
         )
         record_compaction(
             strategy=result.strategy,

@@ -14,12 +14,16 @@ from app.contract.isolation import ConclusionRequest, ForkRequest
 from app.contract.projection import RetractionRequest
 from app.contract.sessions import CreateSessionRequest
 from app.contract.world import GoalRequest, WorldStateRequest
-from app.domain.errors import Conflict, NotAChildSession
+from app.domain.compaction import CompactionInput, CompactionParams, plan_compaction
+from app.domain.errors import Conflict, NotAChildSession, SequenceConflict
 from app.domain.facts import NewFact
 from app.settings import Settings
 from app.storage import fact_log, session_rows, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
+from app.tokens import token_counter
 from app.usecases import isolation, projection, sessions, world
+from app.usecases.compact import _append_compaction
+from app.usecases.loaded_history import load_history
 from tests.builders import assistant_msg, tool_call, tool_output, user_msg
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -146,3 +150,57 @@ def test_a_session_lives_through_its_use_cases(postgres_url: str, session_id: st
 def repository_fact(item: dict[str, Any]) -> NewFact:
     """A client item as the append use case writes it, counted as one token."""
     return NewFact(type=str(item["type"]), item=item, tokens=1, provenance={})
+
+
+def test_a_compaction_of_a_history_that_moved_on_writes_nothing(
+    postgres_url: str, session_id: str
+) -> None:
+    """The compaction's fact is written only after the facts its history was read up to: a log
+    that moved on since is a `SequenceConflict`, and the log keeps what it had."""
+    settings = Settings(database_url=postgres_url)
+    engine = create_db_engine(settings)
+    with create_session_factory(engine)() as db:
+        tenant = repository_tenant(db)
+        sessions.create_session(
+            db,
+            tenant_id=tenant,
+            body=CreateSessionRequest(session_id=session_id),
+            settings=settings,
+        )
+        session = session_rows.get_session(db, tenant_id=tenant, external_id=session_id, lock=True)
+        items = [user_msg("list the files"), tool_call("c1"), tool_output("c1", "a.py b.py")]
+        fact_log.append_facts(
+            db, session=session, facts=[repository_fact(i) for i in items], recorded_at=START
+        )
+        db.commit()
+        loaded = load_history(db, session)
+        result = plan_compaction(
+            CompactionInput(
+                history=loaded.active.entries(loaded.items),
+                strategy="truncate",
+                params=CompactionParams(keep_recent=1),
+                goal=None,
+            ),
+            count_tokens=token_counter("o200k_base"),
+        )
+        with pytest.raises(SequenceConflict):
+            _append_compaction(
+                db,
+                tenant_id=tenant,
+                session_id=session_id,
+                expected_last_seq=2,  # read before the output came in
+                result=result,
+                requested_strategy="truncate",
+                now=START,
+            )
+        db.rollback()
+        last_seq = session_rows.get_session(db, tenant_id=tenant, external_id=session_id).last_seq
+    engine.dispose()
+
+    assert last_seq == 3
+
+
+def repository_tenant(db: Any) -> int:
+    tenant = tenant_rows.ensure_tenant(db, "session-usecases")
+    db.commit()
+    return tenant
