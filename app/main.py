@@ -33,12 +33,12 @@ from app.api.middleware import BodyLimitMiddleware, MetricsMiddleware
 from app.clock import Clock, system_clock
 from app.hooks import HookCaller
 from app.settings import Settings
+from app.storage.caches import ProcessCaches
 from app.storage.database import (
     create_db_engine,
     create_session_factory,
     engine_capacity,
 )
-from app.storage.folds import limit_fold_cache
 from app.storage.loop_pool import create_loop_pool
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter
@@ -72,9 +72,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
     settings = settings or Settings()
     engine = create_db_engine(settings)
     instrument(engine)
-    limit_fold_cache(settings.fold_cache_bytes)
-
-    session_factory = create_session_factory(engine)
+    caches = ProcessCaches(fold_bytes=settings.fold_cache_bytes)
+    session_factory = create_session_factory(engine, caches)
     loop_pool = create_loop_pool(engine, settings)
     evaluation_runner = EvaluationRunner(settings, session_factory, clock)
 
@@ -112,6 +111,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
     app.state.clock = clock
     app.state.engine = engine
     app.state.session_factory = session_factory
+    app.state.caches = caches
     app.state.loop_pool = loop_pool
     app.state.after_answer_limiter = anyio.CapacityLimiter(engine_capacity(settings))
     app.state.hook_caller = HookCaller(settings)

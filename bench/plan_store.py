@@ -21,7 +21,6 @@ from fastapi.testclient import TestClient
 from app.domain.items import is_model_output
 from app.main import create_app
 from app.settings import Settings
-from app.usecases import plan_record
 from bench.common import bench_database, libpq, load_trajectories
 
 WINDOW = 200_000
@@ -52,7 +51,9 @@ def main() -> None:
                     pending.append(item)
             # Every plan read back from what was stored alone (the log, the packed entries): the
             # answer as sent, byte for byte, its items hashing to its plan_hash (else a 409).
-            plan_record.forget_shown_history()
+            caches = client.app.state.caches  # type: ignore[attr-defined]
+            with caches.shown_lock:
+                caches.shown.clear()
             differing = sum(
                 json.dumps(client.get(f"/assemblies/{assembly_id}").json()["response"])
                 != json.dumps(json.loads(content))

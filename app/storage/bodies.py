@@ -7,23 +7,24 @@ row is refreshed to now in the plan's transaction); `created_at` only moves forw
 retention deletes only rows older than the plans' age cutoff by more than `REFRESH`
 (`prune_bodies`), which no row a kept plan names can be.
 
-A process remembers the rows it wrote or read fresh (`_FRESH`), so that a session offering
-the same files call after call writes its plan in one statement, as a plan with no bodies.
+A process remembers the rows it wrote or read fresh (the app's caches, `app.storage.caches`:
+200,000 digests in all, at most `_KNOWN_PER_SESSION` per session key), so that a session
+offering the same files call after call writes its plan in one statement, as a plan with no
+bodies. A row it names is never deleted while younger than `REFRESH` (retention keeps far older
+ones), so an entry younger than that needs no read.
 """
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
-from cachetools import LRUCache
 from sqlalchemy import delete, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from app.storage.caches import caches_of
 from app.storage.tables import CandidateBody
 
 __all__ = ["REFRESH", "get_bodies", "prune_bodies", "put_bodies"]
@@ -31,11 +32,6 @@ __all__ = ["REFRESH", "get_bodies", "prune_bodies", "put_bodies"]
 REFRESH = timedelta(days=1)
 """How old a body's row may be for a new plan to name it without refreshing it."""
 
-_FRESH: LRUCache[tuple[Any, ...], dict[str, datetime]] = LRUCache(maxsize=200_000, getsizeof=len)
-"""(database, tenant, session key) -> {digest: the row's `created_at`} as this process last wrote
-or read it, 200,000 digests in all (about 30 MB). A row it names is never deleted while younger
-than `REFRESH` (retention keeps far older ones), so an entry younger than that needs no read."""
-_FRESH_LOCK = threading.Lock()
 _KNOWN_PER_SESSION = 50_000
 """Digests remembered per session key at most (a session offering more starts over)."""
 
@@ -49,8 +45,9 @@ def put_bodies(
         return
     key = (weakref.ref(db.get_bind().engine), tenant_id, session_key)
     fresh_since = now - REFRESH
-    with _FRESH_LOCK:
-        fresh = _FRESH.get(key) or {}
+    caches = caches_of(db)
+    with caches.fresh_bodies_lock:
+        fresh = caches.fresh_bodies.get(key) or {}
         unknown = [digest for digest in bodies if fresh.get(digest, fresh_since) <= fresh_since]
     if not unknown:
         return
@@ -74,11 +71,11 @@ def put_bodies(
             digests=missing,
         )
         known.update(dict.fromkeys(missing, now))
-    with _FRESH_LOCK:
-        fresh = _FRESH.get(key) or {}
+    with caches.fresh_bodies_lock:
+        fresh = caches.fresh_bodies.get(key) or {}
         if len(fresh) + len(known) > _KNOWN_PER_SESSION:
             fresh = {}
-        _FRESH[key] = {**fresh, **known}
+        caches.fresh_bodies[key] = {**fresh, **known}
 
 
 def _upsert(

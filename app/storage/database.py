@@ -49,6 +49,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 from app.domain.ids import session_key
 from app.domain.json_encoding import decode_json, encode_json
 from app.settings import Settings
+from app.storage.caches import CACHES, ProcessCaches
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 HOLDS_SESSION_LOCKS = "holds_session_locks"
@@ -462,8 +463,12 @@ def _use_immediate_transactions(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def create_session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
+def create_session_factory(
+    engine: Engine, caches: ProcessCaches | None = None
+) -> sessionmaker[Session]:
+    """Database sessions on `engine`, each reaching `caches` (new ones when none are given: an
+    app hands its own, `app.storage.caches`)."""
+    return sessionmaker(engine, expire_on_commit=False, info={CACHES: caches or ProcessCaches()})
 
 
 def alembic_config(url: str | None = None) -> Config:

@@ -1,50 +1,28 @@
-"""A session's active history, read from its log (read the new facts → fold), and the
-per-process fold cache behind it. Normalizing and counting it is the use cases' business
-(`app.usecases.loaded_history`).
+"""A session's active history, read from its log (read the new facts → fold), and the fold
+cache behind it (the app's, `app.storage.caches`). Normalizing and counting it is the use
+cases' business (`app.usecases.loaded_history`).
 
 The fold cache keeps read-your-writes: the log is append-only, so a fold up to seq n never
 changes, and a read always folds every fact up to the session row's `last_seq` (or the
 requested seq) onto the newest cached fold that does not go past it. Keys carry the engine and
-the session's creation time, so two databases never share an entry. Pinned by
-`tests/api/test_projection_cache.py` (incremental reads equal a fold from scratch).
+the session's creation time, so two databases never share an entry. An evicted fold costs only
+time: the next read folds the log again. Pinned by `tests/api/test_projection_cache.py`
+(incremental reads equal a fold from scratch).
 """
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Sequence
-from datetime import datetime
 from typing import cast
 
-from cachetools import LRUCache
-from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
+from app.domain.facts import EMPTY_FOLD, ActiveHistory, LoggedFact, fold_facts, fork_fold
 from app.storage import fact_log, session_rows
+from app.storage.caches import FoldKey, caches_of
 from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
-
-FoldKey = tuple[weakref.ref[Engine], int, datetime]
-DEFAULT_FOLD_CACHE_BYTES = 256 * 1024 * 1024
-
-# The engine is held by a weak reference: it hashes by identity, keeps no engine and its pool
-# alive, and once dead equals no other engine's reference. Bounded by the bytes the folds hold
-# (`Fold.weight`: their items' JSON and the columns kept with them), most recently read first:
-# one session of large tool outputs weighs as much as many small ones. An evicted fold costs
-# only time: the next read folds the log again.
-_folds: LRUCache[FoldKey, Fold] = LRUCache(
-    maxsize=DEFAULT_FOLD_CACHE_BYTES, getsizeof=lambda fold: fold.weight + 1
-)
-_folds_lock = threading.Lock()
-
-
-def limit_fold_cache(max_bytes: int) -> None:
-    """Bounds this process's fold cache to `max_bytes` (emptying it)."""
-    global _folds
-    with _folds_lock:
-        _folds = LRUCache(maxsize=max_bytes, getsizeof=lambda fold: fold.weight + 1)
 
 
 def fold_session(
@@ -54,9 +32,10 @@ def fold_session(
     facts appended since this process's newest fold of it. A fork's fold starts from its
     parent's active history as of the fork point (read from the parent's log, not copied)."""
     target = session.last_seq if up_to_seq is None else min(up_to_seq, session.last_seq)
-    key = (weakref.ref(db.get_bind().engine), session.id, session.created_at)
-    with _folds_lock:
-        cached = _folds.get(key)
+    caches = caches_of(db)
+    key: FoldKey = (weakref.ref(db.get_bind().engine), session.id, session.created_at)
+    with caches.folds_lock:
+        cached = caches.folds.get(key)
     if cached is not None and cached.last_seq <= target:
         start = cached
     elif session.kind == "fork" and session.parent_id is not None:
@@ -75,17 +54,17 @@ def fold_session(
         # Rows carry every column the fold reads, by name.
         fold = fold_facts(start, cast(Sequence[LoggedFact], facts), last_seq=target)
     if fold is not cached:
-        with _folds_lock:
-            newest = _folds.get(key)
+        with caches.folds_lock:
+            newest = caches.folds.get(key)
             # The newest fold is kept, whoever asked for it: a fold up to an earlier seq (a
             # grader's, say) that extended the shared columns leaves the next fold to extend
             # them in place only if it starts from it. A fold larger than the whole cache is
             # served, not kept.
             if newest is None or newest.last_seq < fold.last_seq:
-                if fold.weight < _folds.maxsize:
-                    _folds[key] = fold
+                if fold.weight < caches.folds.maxsize:
+                    caches.folds[key] = fold
                 else:
-                    _folds.pop(key, None)
+                    caches.folds.pop(key, None)
     return ActiveHistory.of(
         fold,
         session_pk=session.id,

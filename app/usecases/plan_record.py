@@ -28,13 +28,11 @@ Plans stored whole (before these rules) read back as they are.
 from __future__ import annotations
 
 import functools
-import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cachetools import LRUCache
 from sqlalchemy.orm import Session
 
 from app.contract.assembly import AssembleAnswer, AssembleRequest
@@ -55,6 +53,7 @@ from app.domain.packing import pack_records, unpack_records
 from app.domain.recall import recall_tool
 from app.domain.world_state import is_state_fragment
 from app.storage import bodies, session_rows
+from app.storage.caches import caches_of
 from app.storage.plans import StoredAssembly
 from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
@@ -64,7 +63,6 @@ __all__ = [
     "ReceivedRequest",
     "answer_of",
     "answer_of_row",
-    "forget_shown_history",
     "offered",
     "remember_shown_history",
     "request_of",
@@ -256,14 +254,17 @@ def shown_history(
     db: Session, *, session: SessionRow | SessionSnapshot, as_of_seq: int
 ) -> ShownHistory:
     """The history a plan of `session` as of `as_of_seq` showed (see `ShownHistory`): the one
-    its assembly left in this process (`_SHOWN`), else normalized again from the log."""
+    its assembly left in this process (the app's caches, `app.storage.caches`), else normalized
+    again from the log. Never stale: the log is append-only and normalization a pure function of
+    it up to the seq."""
 
     def derive(history_from: Mapping[str, Any]) -> Sequence[Item]:
         encoding = str(history_from["encoding"])
         modalities = frozenset(history_from["input_modalities"])
         key = _shown_key(db, session, as_of_seq=as_of_seq, encoding=encoding, modalities=modalities)
-        with _SHOWN_LOCK:
-            kept = _SHOWN.get(key)
+        caches = caches_of(db)
+        with caches.shown_lock:
+            kept = caches.shown.get(key)
         if kept is not None:
             return kept
         loaded = load_history(
@@ -272,22 +273,6 @@ def shown_history(
         return [item for item in loaded.items if not is_state_fragment(item)]
 
     return derive
-
-
-_SHOWN: LRUCache[tuple[Any, ...], Sequence[Item]] = LRUCache(maxsize=4_096)
-"""The history each recent session-mode assembly of this process showed, by session and seq:
-the grader of its next action (after the next append) reads it instead of normalizing the log
-again. Never stale: the log is append-only and normalization a pure function of it up to the
-seq. Pinned by `test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log`,
-which reads a plan back both from it and from the log alone."""
-_SHOWN_LOCK = threading.Lock()
-
-
-def forget_shown_history() -> None:
-    """Empty `_SHOWN`, so that plans read back from here on derive their history from the log
-    alone (what another process, or this one later, does)."""
-    with _SHOWN_LOCK:
-        _SHOWN.clear()
 
 
 def _shown_key(
@@ -405,7 +390,8 @@ def remember_shown_history(
     history: Sequence[HistoryEntry],
 ) -> None:
     """Keep the history an assembly showed (its input, state fragments left out) for the
-    grader of its next action (`_SHOWN`): the entries themselves, nothing copied."""
+    grader of its next action (the app's caches): the entries themselves, nothing copied."""
     key = _shown_key(db, session, as_of_seq=as_of_seq, encoding=encoding, modalities=modalities)
-    with _SHOWN_LOCK:
-        _SHOWN[key] = EntryItems(history)
+    caches = caches_of(db)
+    with caches.shown_lock:
+        caches.shown[key] = EntryItems(history)

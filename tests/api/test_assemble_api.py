@@ -770,7 +770,6 @@ def test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log(
     longer yields (here: a tampered fingerprint) is a 409, not a silent change."""
     import psycopg
 
-    from app.usecases import plan_record
     from tests.conftest import _admin_conninfo
 
     client.post("/sessions", json={"session_id": session_id}).raise_for_status()
@@ -796,8 +795,9 @@ def test_a_plan_stores_its_history_by_reference_and_derives_it_from_the_log(
     ]
     path = f"/assemblies/{answer['assembly_id']}"
     from_memory = client.get(path).json()["response"]
-    with plan_record._SHOWN_LOCK:
-        plan_record._SHOWN.clear()
+    caches = client.app.state.caches  # type: ignore[attr-defined]
+    with caches.shown_lock:
+        caches.shown.clear()
     from_log = client.get(path).json()["response"]
     assert json.dumps(from_memory) == json.dumps(answer)
     assert json.dumps(from_log) == json.dumps(answer)
