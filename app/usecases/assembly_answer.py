@@ -29,11 +29,12 @@ from app.domain.elision import NOTICE_SOURCE, Elided
 from app.domain.formats import Rendering, place_cache_breakpoints
 from app.domain.history import HistoryEntry
 from app.domain.items import Format
+from app.domain.stored_plan import offered, stored_answer
 from app.storage import plans
 from app.storage.session_rows import SessionSnapshot
 from app.tracing import annotate
 from app.usecases.loaded_history import LoadedHistory
-from app.usecases.plan_record import ReceivedRequest, offered, stored_answer, stored_request
+from app.usecases.plan_record import ReceivedRequest, stored_request
 from app.usecases.prefix import break_item
 
 __all__ = [

@@ -28,10 +28,11 @@ from sqlalchemy.orm import Session
 from app.domain.grounding import ActionGrounding, items_text
 from app.domain.grounding_index import ElidedRange, grade_indexed, occurrence_index
 from app.domain.items import Item, is_model_output
+from app.domain.stored_plan import answer_of, offered
 from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
 from app.storage import fact_log, groundings, session_rows
 from app.storage.folds import fold_session
-from app.usecases.plan_record import answer_of, offered, request_of, shown_history
+from app.usecases.plan_record import request_of, shown_history
 
 log = logging.getLogger("contextd")
 
