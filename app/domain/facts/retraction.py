@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from app.domain.errors import AlreadyRetracted, NothingToRetract, NotInActiveHistory
 from app.domain.facts.fold import ActiveHistory
 from app.domain.facts.kinds import HARNESS, RETRACTION_FACT, NewFact
-from app.domain.items import CALL_TYPES, OUTPUT_TYPES, Item, item_type
+from app.domain.items import Item
+from app.domain.normalize import answer_key, call_key
 
 
 @dataclass(frozen=True)
@@ -56,17 +57,13 @@ def plan_retraction(active: ActiveHistory, seq: int | None) -> Retraction:
             details={"seq": seq},
         )
     item = active.items[position[seq]]
-    call_id = item.get("call_id")
     hidden = {seq}
-    if isinstance(call_id, str) and (
-        item_type(item) in CALL_TYPES or item_type(item) in OUTPUT_TYPES
-    ):
+    # Paired as normalization pairs them (`call_key`, `answer_key`): a call with its outputs.
+    if (key := call_key(item) or answer_key(item)) is not None:
         hidden |= {
             s
             for s, other in zip(active.seqs, active.items, strict=True)
-            if s is not None
-            and other.get("call_id") == call_id
-            and item_type(other) in CALL_TYPES | OUTPUT_TYPES
+            if s is not None and key in (call_key(other), answer_key(other))
         }
     record = {"type": RETRACTION_FACT, "seqs": sorted(hidden), "requested": seq}
     return Retraction(
