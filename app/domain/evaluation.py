@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from app.domain.cache_simulation import SimulatedProvider, shared_messages
+from app.domain.cache_simulation import Served, SimulatedProvider, shared_messages
 from app.domain.grounding import Grounding
 from app.domain.items import Item, visible_text
 from app.domain.normalize import find_pairing_violations
@@ -107,8 +107,6 @@ class VariantTally:
     graded_needed: int = 0
     graded_visible: int = 0
     graded_all_visible: int = 0
-    last_cached: int = 0
-    """What the simulated provider served of the newest call."""
     _previous: list[bytes] = field(default_factory=list)
     _history_end: int = 0
     _provider: SimulatedProvider | None = None
@@ -123,11 +121,11 @@ class VariantTally:
         grounding: Grounding,
         elided_forms: Sequence[str] = (),
         service: ServiceAnswer | None = None,
-    ) -> bool:
+    ) -> Served:
         """Adds one call sent at `at` seconds: `sizes` are the tokens of each of `messages`,
         `elided_forms` the form of each `elided` entry `grounding` indexes, `service` what the
-        service said of the context when it made it. Returns whether the simulated provider
-        served less than the service predicted (for `classified`)."""
+        service said of the context when it made it. Returns the call as the simulated
+        provider served it (what a runtime reports as usage)."""
         if self._provider is None:
             self._provider = SimulatedProvider(self.terms)
         encoded = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages]
@@ -139,7 +137,6 @@ class VariantTally:
         self.input_tokens += total
         self.reused_tokens += sum(sizes[:shared])
         self.cached_tokens += served.cached
-        self.last_cached = served.cached
         self.written_tokens += served.written
         self.cost += served.cost(self.terms)
         self.peak_tokens = max(self.peak_tokens, total)
@@ -155,7 +152,7 @@ class VariantTally:
         self.all_visible += bool(grounding.needed) and grounding.is_all_visible
         self.recallable_by_form.update(elided_forms[i] for i in grounding.recallable.values())
         if service is None:
-            return False
+            return served
         self.predicted_reused_tokens += service.predicted_reused
         self.restated_tokens += service.restated
         self.history_cut_calls += service.history_cut
@@ -176,7 +173,7 @@ class VariantTally:
         if not served.expired:
             self.predicted_unexpired += expected
             self.cached_unexpired += served.cached
-        return served.cached < service.predicted_reused
+        return served
 
     def classified(self, outcome: str | None) -> None:
         """Adds the service's class (`cache_outcome`) of a call the simulated provider served

@@ -208,7 +208,8 @@ class ReplayRuntime:
             needed, shown=shown, elided=[self._elided_text(entry) for entry in elided]
         )
         items = answer["items"]
-        served_less = self.tally.call(
+        predicted = answer["cache"]["reused_prefix_tokens"]
+        served = self.tally.call(
             answer["messages"],
             [item["tokens"] for item in items],
             at=(self.clock - self.started).total_seconds(),
@@ -216,7 +217,7 @@ class ReplayRuntime:
             grounding=grounding,
             elided_forms=[entry["form"] for entry in elided],
             service=ServiceAnswer(
-                predicted_reused=answer["cache"]["reused_prefix_tokens"],
+                predicted_reused=predicted,
                 restated=sum(item["tokens"] for item in items if item["id"].endswith("#restated")),
                 history_cut=any(r["signal"] == "history_cut" for r in answer["advice"]["reasons"]),
                 named_break=(answer["cache"].get("break") or {}).get("cause"),
@@ -225,7 +226,9 @@ class ReplayRuntime:
                 seqs_named=names_every_seq(shown, [entry["first_seq"] for entry in elided]),
             ),
         )
-        self._report_usage(answer["assembly_id"], served_less=served_less)
+        self._report_usage(
+            answer["assembly_id"], cached=served.cached, served_less=served.cached < predicted
+        )
         for identifier, index in grounding.recallable.items():
             self.tally.recall_checked_for(self._recalls(identifier, elided[index]))
 
@@ -259,7 +262,7 @@ class ReplayRuntime:
                 self.recorded_summary = None
         return compacted.applied
 
-    def _report_usage(self, assembly_id: str, *, served_less: bool) -> None:
+    def _report_usage(self, assembly_id: str, *, cached: int, served_less: bool) -> None:
         """Reports the simulated provider's cached tokens for the call, as a runtime reports
         its provider's; a call served less than predicted adds the class the service gave it."""
         self.assembly_ids.append(assembly_id)
@@ -267,7 +270,7 @@ class ReplayRuntime:
             self.db,
             tenant_id=self.tenant_id,
             session_id=self.session_id,
-            body=UsageRequest(assembly_id=assembly_id, cached_tokens=self.tally.last_cached),
+            body=UsageRequest(assembly_id=assembly_id, cached_tokens=cached),
             settings=self.settings,
         )
         if served_less:

@@ -48,7 +48,7 @@ def _tally(calls: list[tuple[int, int, int, int, bool]], *, start: float = 0.0) 
     for number, (length, needed, visible, predicted, broke) in enumerate(calls):
         messages = [_message("the goal"), *(_message(f"turn {n}") for n in range(1, length))]
         grounding = _grounding(needed, min(visible, needed))
-        served_less = tally.call(
+        served = tally.call(
             messages,
             [600] * length,
             at=start + 5.0 * number,
@@ -64,7 +64,7 @@ def _tally(calls: list[tuple[int, int, int, int, bool]], *, start: float = 0.0) 
                 seqs_named=True,
             ),
         )
-        if served_less:
+        if served.cached < predicted:
             tally.classified("mispredicted" if number % 2 else None)
         for _ in grounding.recallable:
             tally.recall_checked_for(number % 3 != 0)
@@ -91,7 +91,7 @@ def test_one_call_adds_what_it_sent_and_what_the_service_said_of_it() -> None:
             seqs_named=False,
         ),
     )
-    served_less = tally.call(
+    served = tally.call(
         [first[0], _message("c")],
         [600, 100],
         at=5.0,
@@ -109,7 +109,7 @@ def test_one_call_adds_what_it_sent_and_what_the_service_said_of_it() -> None:
 
     # The second call shares only the goal's message with the first: 600 reused of 700, and
     # the cache (a 1,024-token minimum) serves nothing of it, less than the 1,100 predicted.
-    assert served_less is True
+    assert (served.input, served.cached) == (700, 0)
     figures = tally.figures()
     assert figures == {
         **figures,
