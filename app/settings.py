@@ -12,6 +12,10 @@ from app.domain.advice import Watermarks
 MIB = 1024 * 1024
 
 
+DEFAULT_FOLD_CACHE_BYTES = 256 * 1024 * 1024
+"""What a process keeps of session folds by default (`fold_cache_bytes`)."""
+
+
 class Settings(BaseSettings):
     """Every tunable of the service. Defaults give a zero-setup single-tenant SQLite service."""
 
@@ -89,7 +93,7 @@ class Settings(BaseSettings):
     retry_after_seconds: int = 5
     token_cache_entries: int = 100_000
     fold_cache_bytes: int = Field(
-        default=256 * 1024 * 1024,
+        default=DEFAULT_FOLD_CACHE_BYTES,
         ge=0,
         description="JSON bytes of session folds a process keeps for incremental reads.",
     )

@@ -28,12 +28,12 @@ from sqlalchemy.orm import Session
 
 from app.domain.facts import Fold
 from app.domain.items import Item
+from app.settings import DEFAULT_FOLD_CACHE_BYTES
 
-__all__ = ["CACHES", "DEFAULT_FOLD_CACHE_BYTES", "FoldKey", "ProcessCaches", "caches_of"]
+__all__ = ["CACHES", "FoldKey", "ProcessCaches", "caches_of"]
 
 CACHES = "contextd.caches"
 """The key of a database session's `info` that holds its app's caches."""
-DEFAULT_FOLD_CACHE_BYTES = 256 * 1024 * 1024
 
 FoldKey = tuple[weakref.ref[Engine], int, datetime]
 """(the engine, held weakly, the session's row id, its creation time): two databases, or a
