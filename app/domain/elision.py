@@ -235,12 +235,12 @@ class _Facts:
     def is_history(self, seq: int) -> bool:
         """Whether the logged fact `seq` is part of the session's history: model-visible text
         logged since the last reset, not retracted, not a world-state fragment."""
-        entry = self.logged[seq]
+        logged = self.logged
         return bool(
-            entry[4]
+            logged.tokens_of(seq)
             and seq > self.active.reset_at
             and seq not in self.active.retracted
-            and not is_state_fragment(entry[1])
+            and not is_state_fragment(logged.item_of(seq))
         )
 
     def source(self, seq: int) -> tuple[int, bool] | None:
@@ -387,7 +387,7 @@ def _advance(previous: ElisionBase | None, active: ActiveHistory, view: HistoryV
             if facts.is_history(seq):
                 base.add(
                     seq,
-                    facts.logged[seq][4] or 0,
+                    facts.logged.tokens_of(seq),
                     facts.base_status(seq),
                     active=facts.source(seq) is not None,
                 )
@@ -448,7 +448,7 @@ def elided(
         while cursor < len(ordinals) and ordinals[cursor][0] < stop:
             ordinal, seq = ordinals[cursor]
             ranges.add(base.seqs, base.cumulative, start, ordinal, status)
-            ranges.fact(seq, active.logged[seq][4] or 0, overrides[seq])
+            ranges.fact(seq, active.logged.tokens_of(seq), overrides[seq])
             start = ordinal + 1
             cursor += 1
         ranges.add(base.seqs, base.cumulative, start, stop, status)
@@ -467,7 +467,7 @@ def elided(
                 active=active,
             )
         )
-        ranges.fact(seq, active.logged[seq][4] or 0, status_or_none)
+        ranges.fact(seq, active.logged.tokens_of(seq), status_or_none)
     return ranges.elided(), current
 
 

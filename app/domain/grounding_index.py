@@ -76,7 +76,7 @@ class OccurrenceIndex:
             added: list[str] = []
             for position in range(self.facts, len(order)):
                 seq = order[position]
-                self._index(seq, logged[seq][1], added, in_order=True)
+                self._index(seq, logged.item_of(seq), added, in_order=True)
             self.facts = max(self.facts, len(order))
             self._extend_vocabulary(added)
 

@@ -73,7 +73,7 @@ class Prefix(Sequence[T]):
 
     __slots__ = ("_length", "_shared", "_tail")
 
-    def __init__(self, shared: list[T], length: int, tail: Sequence[T] = ()) -> None:
+    def __init__(self, shared: Sequence[T], length: int, tail: Sequence[T] = ()) -> None:
         self._shared, self._length, self._tail = shared, length, tail
 
     def __len__(self) -> int:

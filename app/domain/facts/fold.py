@@ -18,10 +18,11 @@ Invariants:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from app.domain.facts.columns import LoggedColumns, LoggedUpTo, VisibleColumns
 from app.domain.facts.kinds import (
     COMPACTION_FACT,
     GOAL_FACT,
@@ -29,7 +30,7 @@ from app.domain.facts.kinds import (
     RETRACTION_FACT,
     WORLD_STATE_FACT,
 )
-from app.domain.growing import Claims, Prefix
+from app.domain.growing import Prefix
 from app.domain.history import HistoryEntry
 from app.domain.items import (
     INTERNAL_TYPE_PREFIX,
@@ -73,156 +74,11 @@ class FactRecord:
     tokens: int
 
 
-Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
-"""One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
-it), the item, its append metadata, its phase and its stored token count (None where none)."""
-
-
 DERIVED_BYTES_PER_FACT = 1_600
 """What the columns kept with a fold take per fact of its log, beyond the items: its own
 columns, a session view, its advice figures, elision runs and the grader's occurrence index
 (1,593 bytes at 100,000 facts of the public runs' calls and outputs, as `bench/long_session.py`
 measures it)."""
-
-
-class _Visible:
-    """The visible entries of one epoch of a session's fold, as columns that only grow (see
-    `app.domain.growing`): shared by every fold of the epoch, each reading its first `length`.
-    `cumulative[n]` is the stored tokens of the first n entries (None counts 0)."""
-
-    def __init__(self, entries: Iterable[Visible] = ()) -> None:
-        self.seqs: list[int | None] = []
-        self.items: list[Item] = []
-        self.metadata: list[dict[str, Any]] = []
-        self.phases: list[str | None] = []
-        self.tokens: list[int | None] = []
-        self.cumulative: list[int] = [0]
-        self.phase_set: list[int] = []
-        """`phase_set[n]`: the newest of the first n + 1 entries with a phase (-1: none)."""
-        self.index_of: dict[int, int] = {}
-        """Each logged fact's position among the entries."""
-        self.written: list[int] = []
-        """The positions of the entries no fact of this session's log is (a compaction wrote
-        them, or a fork inherited them)."""
-        self.claims = Claims()
-        for entry in entries:
-            self.append(entry)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def append(self, entry: Visible) -> None:
-        seq, item, metadata, phase, tokens = entry
-        if seq is None:
-            self.written.append(len(self.items))
-        else:
-            self.index_of[seq] = len(self.items)
-        self.seqs.append(seq)
-        self.items.append(item)
-        self.metadata.append(metadata)
-        self.phases.append(phase)
-        self.tokens.append(tokens)
-        self.cumulative.append(self.cumulative[-1] + (tokens or 0))
-        previous = self.phase_set[-1] if self.phase_set else -1
-        self.phase_set.append(len(self.phase_set) if phase is not None else previous)
-
-    def entries(self, length: int) -> Iterator[Visible]:
-        """The first `length` entries."""
-        return zip(
-            self.seqs[:length],
-            self.items[:length],
-            self.metadata[:length],
-            self.phases[:length],
-            self.tokens[:length],
-            strict=True,
-        )
-
-
-class _Logged:
-    """Every model-visible fact of a session's log by seq, in seq order, growing as facts are
-    appended (shared like `_Visible`): a fold reads those up to its `last_seq`."""
-
-    def __init__(self, by_seq: Mapping[int, Visible] | None = None) -> None:
-        self.by_seq: dict[int, Visible] = {}
-        self.order: list[int] = []
-        self.internal: list[int] = []
-        """The seqs of the service's own facts (`contextd.*`), in order: what the log holds
-        beside the model-visible facts."""
-        self.keyed: dict[tuple[str, object], list[int]] = {}
-        """The seqs of the calls and outputs under each (type, call_id)."""
-        self.derived: dict[Any, Any] = {}
-        """What is derived from this log across epochs (`app.domain.elision`'s base statuses),
-        by what it was derived with: each reads its own prefix of the log."""
-        self.claims = Claims()
-        for entry in (by_seq or {}).values():
-            self.add(entry)
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def add(self, entry: Visible) -> None:
-        seq = entry[0]
-        assert seq is not None
-        self.by_seq[seq] = entry
-        self.order.append(seq)
-        if (key := logged_key(entry[1])) is not None:
-            self.keyed.setdefault(key, []).append(seq)
-
-    def copy(self, length: int, *, last_seq: int) -> _Logged:
-        """A new, unshared copy of the first `length` facts and the own facts up to `last_seq`."""
-        copy = _Logged({seq: self.by_seq[seq] for seq in self.order[:length]})
-        copy.internal = self.internal[: bisect.bisect_right(self.internal, last_seq)]
-        return copy
-
-
-class LoggedUpTo(Mapping[int, Visible]):
-    """The model-visible facts of a log with a seq up to `last_seq`, in seq order."""
-
-    def __init__(self, logged: _Logged, length: int) -> None:
-        self._logged, self._length = logged, length
-
-    def __getitem__(self, seq: int) -> Visible:
-        if seq not in self:
-            raise KeyError(seq)
-        return self._logged.by_seq[seq]
-
-    def __contains__(self, seq: object) -> bool:
-        order = self._logged.order
-        if not isinstance(seq, int) or seq not in self._logged.by_seq:
-            return False
-        return bisect.bisect_left(order, seq, hi=self._length) < self._length
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._logged.order[: self._length])
-
-    def __len__(self) -> int:
-        return self._length
-
-    @property
-    def order(self) -> Sequence[int]:
-        """The seqs, in order, read in place."""
-        return Prefix(self._logged.order, self._length)
-
-    @property
-    def last(self) -> int:
-        """The seq of the newest fact read (0: none)."""
-        return self._logged.order[self._length - 1] if self._length else 0
-
-    def keyed(self, key: tuple[str, object]) -> list[int]:
-        """The seqs, in order, of the calls or outputs under `key` ((type, call_id))."""
-        last = self.last
-        return [seq for seq in self._logged.keyed.get(key, ()) if seq <= last]
-
-    @property
-    def derived(self) -> dict[Any, Any]:
-        """What is derived from this log across epochs (see `_Logged.derived`)."""
-        return self._logged.derived
-
-    def internal(self, first: int, last: int) -> Sequence[int]:
-        """The seqs of the service's own facts from `first` to `last` (both included, `last` at
-        most the fold's own last seq), in order."""
-        internal = self._logged.internal
-        return internal[bisect.bisect_left(internal, first) : bisect.bisect_right(internal, last)]
 
 
 @dataclass(frozen=True)
@@ -237,10 +93,10 @@ class Fold:
     world_version: int
     compactions: int
     compaction_id: str | None
-    logged: _Logged
+    logged: LoggedColumns
     logged_length: int
     """How many of `logged`'s facts this fold has folded."""
-    visible: _Visible
+    visible: VisibleColumns
     visible_length: int
     """How many of `visible`'s entries the active history holds."""
     compacted_at: int | None = None
@@ -274,7 +130,7 @@ class Fold:
 
 
 def _empty_fold() -> Fold:
-    return Fold(0, None, {}, None, 0, 0, None, _Logged(), 0, _Visible(), 0)
+    return Fold(0, None, {}, None, 0, 0, None, LoggedColumns(), 0, VisibleColumns(), 0)
 
 
 EMPTY_FOLD = _empty_fold()
@@ -300,7 +156,7 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
         if not owns_logged:
             logged = logged.copy(logged_at, last_seq=start.last_seq)
         if not owns_visible:
-            visible = _Visible(visible.entries(visible_at))
+            visible = visible.copy(visible_at)
         for fact in facts:
             kind = fact.type
             # Another fold of the same log may have listed it already (one that folded the same
@@ -330,8 +186,8 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
                 compaction_id = fact.item.get("compaction_id")
                 baseline = None
                 before = [seq for seq in visible.seqs[: len(visible)] if seq is not None]
-                visible = _Visible(
-                    logged.by_seq[entry["seq"]]
+                visible = VisibleColumns(
+                    logged.entry(entry["seq"])
                     if "seq" in entry
                     else (None, entry["item"], {}, None, None)
                     for entry in fact.item.get("history", [])
@@ -347,14 +203,14 @@ def fold_facts(start: Fold, facts: Sequence[LoggedFact], *, last_seq: int) -> Fo
                 retracted |= hidden
                 if compacted_at is not None:
                     compacted_at -= sum(1 for seq in visible.seqs[:compacted_at] if seq in hidden)
-                visible = _Visible(
+                visible = VisibleColumns(
                     entry for entry in visible.entries(len(visible)) if entry[0] not in hidden
                 )
                 epoch += 1
             elif kind == RESET_FACT:
                 # As a compaction to nothing: growth counts from here, and the world state last
                 # sent is no longer in view.
-                visible, compacted_at, baseline = _Visible(), 0, None
+                visible, compacted_at, baseline = VisibleColumns(), 0, None
                 reset_at = fact.seq
                 epoch += 1
             elif not kind.startswith(INTERNAL_TYPE_PREFIX):
@@ -398,7 +254,7 @@ def fork_fold(parent: ActiveHistory, *, inherit: Mapping[str, bool]) -> Fold:
     Governance travels only as declared: the parent's world-state fragments stay behind, and
     only the inherited sections are the fork's. Inherited items carry no seq of the fork's.
     """
-    visible = _Visible(
+    visible = VisibleColumns(
         (None, item, metadata, phase, None)
         for item, metadata, phase in zip(parent.items, parent.metadata, parent.phases, strict=True)
         if not is_state_fragment(item)
@@ -449,7 +305,7 @@ class ActiveHistory:
     """Each logged fact's position in `items` (`position_of` reads it)."""
     written: Sequence[int] = ()
     """The positions in `items` of the items no fact of this session's log is."""
-    logged: LoggedUpTo = field(default_factory=lambda: LoggedUpTo(_Logged(), 0))
+    logged: LoggedUpTo = field(default_factory=lambda: LoggedUpTo(LoggedColumns(), 0))
     """Every model-visible fact of the log by seq, whatever the active history shows of it."""
     reset_at: int = 0
     """The seq of the last reset (0: none)."""

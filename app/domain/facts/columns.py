@@ -1,0 +1,216 @@
+"""The fold's columns: a session's visible entries and its logged facts, each a set of columns
+that only grow (`app.domain.growing`), shared by every fold of one session that reads a prefix
+of them. In a fold restored from a checkpoint, the items and their metadata are columns read
+from the log when first read (`app.domain.facts.stored_items`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from app.domain.facts.stored_items import LazyColumn
+from app.domain.growing import Claims, Prefix
+from app.domain.items import Item, logged_key
+
+__all__ = ["Column", "LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
+
+T = TypeVar("T")
+
+Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
+"""One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
+it), the item, its append metadata, its phase and its stored token count (None where none)."""
+
+
+Column = list[T] | LazyColumn[T]
+"""A growing column: a list, or in a fold restored from a checkpoint, a column whose items are
+read from the log when first read (`app.domain.facts.stored_items`)."""
+
+
+class VisibleColumns:
+    """The visible entries of one epoch of a session's fold, as columns that only grow (see
+    `app.domain.growing`): shared by every fold of the epoch, each reading its first `length`.
+    `cumulative[n]` is the stored tokens of the first n entries (None counts 0)."""
+
+    def __init__(self, entries: Iterable[Visible] = ()) -> None:
+        self.seqs: list[int | None] = []
+        self.items: Column[Item] = []
+        self.metadata: Column[dict[str, Any]] = []
+        self.phases: list[str | None] = []
+        self.tokens: list[int | None] = []
+        self.cumulative: list[int] = [0]
+        self.phase_set: list[int] = []
+        """`phase_set[n]`: the newest of the first n + 1 entries with a phase (-1: none)."""
+        self.index_of: dict[int, int] = {}
+        """Each logged fact's position among the entries."""
+        self.written: list[int] = []
+        """The positions of the entries no fact of this session's log is (a compaction wrote
+        them, or a fork inherited them)."""
+        self.claims = Claims()
+        for entry in entries:
+            self.append(entry)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def append(self, entry: Visible) -> None:
+        seq, item, metadata, phase, tokens = entry
+        if seq is None:
+            self.written.append(len(self.items))
+        else:
+            self.index_of[seq] = len(self.items)
+        self.seqs.append(seq)
+        self.items.append(item)
+        self.metadata.append(metadata)
+        self.phases.append(phase)
+        self.tokens.append(tokens)
+        self.cumulative.append(self.cumulative[-1] + (tokens or 0))
+        previous = self.phase_set[-1] if self.phase_set else -1
+        self.phase_set.append(len(self.phase_set) if phase is not None else previous)
+
+    def entries(self, length: int) -> Iterator[Visible]:
+        """The first `length` entries."""
+        return zip(
+            self.seqs[:length],
+            self.items[:length],
+            self.metadata[:length],
+            self.phases[:length],
+            self.tokens[:length],
+            strict=True,
+        )
+
+    def copy(self, length: int) -> VisibleColumns:
+        """A new, unshared copy of the first `length` entries (items not read yet stay so)."""
+        copy = VisibleColumns()
+        copy.seqs = self.seqs[:length]
+        copy.items = self.items[:length]
+        copy.metadata = self.metadata[:length]
+        copy.phases = self.phases[:length]
+        copy.tokens = self.tokens[:length]
+        copy.cumulative = self.cumulative[: length + 1]
+        copy.phase_set = self.phase_set[:length]
+        copy.index_of = {seq: at for seq, at in self.index_of.items() if at < length}
+        copy.written = self.written[: bisect.bisect_left(self.written, length)]
+        return copy
+
+
+class LoggedColumns:
+    """Every model-visible fact of a session's log by seq, in seq order, growing as facts are
+    appended (shared like `VisibleColumns`): a fold reads those up to its `last_seq`."""
+
+    def __init__(self) -> None:
+        self.order: list[int] = []
+        self.at: dict[int, int] = {}
+        """Each fact's index in `order` and the columns beside it."""
+        self.items: Column[Item] = []
+        self.metadata: Column[dict[str, Any]] = []
+        self.phases: list[str | None] = []
+        self.tokens: list[int] = []
+        self.internal: list[int] = []
+        """The seqs of the service's own facts (`contextd.*`), in order: what the log holds
+        beside the model-visible facts."""
+        self.keyed: dict[tuple[str, object], list[int]] = {}
+        """The seqs of the calls and outputs under each (type, call_id)."""
+        self.derived: dict[Any, Any] = {}
+        """What is derived from this log across epochs (`app.domain.elision`'s base statuses),
+        by what it was derived with: each reads its own prefix of the log."""
+        self.claims = Claims()
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def add(self, entry: Visible) -> None:
+        seq, item, metadata, phase, tokens = entry
+        assert seq is not None
+        self.at[seq] = len(self.order)
+        self.order.append(seq)
+        self.items.append(item)
+        self.metadata.append(metadata)
+        self.phases.append(phase)
+        self.tokens.append(tokens or 0)
+        if (key := logged_key(item)) is not None:
+            self.keyed.setdefault(key, []).append(seq)
+
+    def entry(self, seq: int) -> Visible:
+        at = self.at[seq]
+        return seq, self.items[at], self.metadata[at], self.phases[at], self.tokens[at]
+
+    def copy(self, length: int, *, last_seq: int) -> LoggedColumns:
+        """A new, unshared copy of the first `length` facts and the own facts up to `last_seq`
+        (items not read yet stay so)."""
+        copy = LoggedColumns()
+        copy.order = self.order[:length]
+        copy.at = {seq: at for seq, at in self.at.items() if at < length}
+        copy.items = self.items[:length]
+        copy.metadata = self.metadata[:length]
+        copy.phases = self.phases[:length]
+        copy.tokens = self.tokens[:length]
+        last = copy.order[-1] if copy.order else 0
+        copy.keyed = {
+            key: kept
+            for key, seqs in self.keyed.items()
+            if (kept := seqs[: bisect.bisect_right(seqs, last)])
+        }
+        copy.internal = self.internal[: bisect.bisect_right(self.internal, last_seq)]
+        return copy
+
+
+class LoggedUpTo(Mapping[int, Visible]):
+    """The model-visible facts of a log with a seq up to `last_seq`, in seq order."""
+
+    def __init__(self, logged: LoggedColumns, length: int) -> None:
+        self._logged, self._length = logged, length
+
+    def __getitem__(self, seq: int) -> Visible:
+        if seq not in self:
+            raise KeyError(seq)
+        return self._logged.entry(seq)
+
+    def __contains__(self, seq: object) -> bool:
+        at = self._logged.at.get(seq) if isinstance(seq, int) else None
+        return at is not None and at < self._length
+
+    def tokens_of(self, seq: int) -> int:
+        """The stored tokens of fact `seq` (without reading its item)."""
+        if seq not in self:
+            raise KeyError(seq)
+        return self._logged.tokens[self._logged.at[seq]]
+
+    def item_of(self, seq: int) -> Item:
+        """The item of fact `seq`."""
+        if seq not in self:
+            raise KeyError(seq)
+        return self._logged.items[self._logged.at[seq]]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._logged.order[: self._length])
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def order(self) -> Sequence[int]:
+        """The seqs, in order, read in place."""
+        return Prefix(self._logged.order, self._length)
+
+    @property
+    def last(self) -> int:
+        """The seq of the newest fact read (0: none)."""
+        return self._logged.order[self._length - 1] if self._length else 0
+
+    def keyed(self, key: tuple[str, object]) -> list[int]:
+        """The seqs, in order, of the calls or outputs under `key` ((type, call_id))."""
+        last = self.last
+        return [seq for seq in self._logged.keyed.get(key, ()) if seq <= last]
+
+    @property
+    def derived(self) -> dict[Any, Any]:
+        """What is derived from this log across epochs (see `LoggedColumns.derived`)."""
+        return self._logged.derived
+
+    def internal(self, first: int, last: int) -> Sequence[int]:
+        """The seqs of the service's own facts from `first` to `last` (both included, `last` at
+        most the fold's own last seq), in order."""
+        internal = self._logged.internal
+        return internal[bisect.bisect_left(internal, first) : bisect.bisect_right(internal, last)]

@@ -1,0 +1,145 @@
+"""Columns whose values are read only when first read: a fold restored from a checkpoint
+(`app.domain.checkpoint`) knows every fact's seq, tokens and phase, but reads a fact's item
+from the log only when something reads that item, so that a worker new to a session reads what
+its first call shows, not the whole log.
+
+Invariants:
+
+- `ItemStore.get(seq)` returns the same objects for a seq every time, whichever thread asks:
+  normalization tells an unchanged item by identity, so the fold's column and a view's column
+  that both hold fact `seq` must hold one object.
+- A `LazyColumn` is a growing column (`app.domain.growing`): reading a value that was not read
+  yet stores what it resolved to, which is what that index always stood for; no index ever
+  changes what it stands for.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
+from typing import Any, Final, Generic, TypeVar, overload
+
+from app.domain.items import Item
+
+__all__ = ["UNREAD", "ItemStore", "LazyColumn", "ReadItems", "StoredFact"]
+
+T = TypeVar("T")
+
+StoredFact = tuple[Item, dict[str, Any]]
+"""A fact's item and its append metadata (its provenance), as the log holds them."""
+
+ReadItems = Callable[[Sequence[int]], Mapping[int, StoredFact]]
+"""Reads the facts of one session's log by seq (the storage shell's)."""
+
+
+class _Unread:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNREAD"
+
+
+UNREAD: Final = _Unread()
+"""A column's value that is read when first read."""
+
+READ_CHUNK = 512
+"""Facts read at once: an assembly reads its window from the newest end back, a few hundred
+items, so one read serves a call; a reader of the whole log reads it in a few hundred reads."""
+
+
+class ItemStore:
+    """The facts of one session's log that a restored fold holds by reference, read in chunks
+    of neighbours in `order` (the logged seqs, ascending) and kept once read. Reads take
+    `lock` (the shell gives a thread lock: requests of one session read it from their threads)."""
+
+    def __init__(
+        self,
+        read: ReadItems,
+        order: Sequence[int],
+        *,
+        lock: ContextManager[object] | None = None,
+    ) -> None:
+        self._read = read
+        self._order = order
+        self._facts: dict[int, StoredFact] = {}
+        self._lock = lock or nullcontext()
+        self._last_miss: int | None = None
+
+    def get(self, seq: int) -> StoredFact:
+        found = self._facts.get(seq)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._facts.get(seq)
+            if found is None:
+                self._fill(seq)
+                found = self._facts[seq]
+        return found
+
+    @property
+    def read_facts(self) -> int:
+        """How many facts were read so far."""
+        return len(self._facts)
+
+    def _fill(self, seq: int) -> None:
+        """Reads `seq` and its unread neighbours: those before it when reads go backwards (an
+        assembly's window, newest first), those after it otherwise."""
+        order = self._order
+        at = bisect.bisect_left(order, seq)
+        backwards = self._last_miss is None or seq < self._last_miss
+        self._last_miss = seq
+        first = max(0, at - READ_CHUNK + 1) if backwards else at
+        span = order[first : first + READ_CHUNK]
+        wanted = [s for s in span if s not in self._facts]
+        if seq not in wanted:
+            wanted.append(seq)
+        read = self._read(wanted)
+        missing = [s for s in wanted if s not in read]
+        if seq in missing:
+            raise LookupError(f"the log has no fact {seq} to read")
+        for s, fact in read.items():
+            self._facts.setdefault(s, fact)
+
+
+class LazyColumn(Sequence[T], Generic[T]):
+    """A growing column some of whose values are `UNREAD` until read, each then resolved by
+    `resolve(index)` and kept."""
+
+    __slots__ = ("_resolve", "_values")
+
+    def __init__(self, values: list[Any], resolve: Callable[[int], T]) -> None:
+        self._values, self._resolve = values, resolve
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self._values))
+            if start == 0 and step == 1:  # a prefix: a column of its own, read as this one is
+                return LazyColumn(self._values[:stop], self._resolve)
+            return [self[at] for at in range(start, stop, step)]
+        value = self._values[index]
+        if value is UNREAD:
+            if index < 0:
+                index += len(self._values)
+            value = self._values[index] = self._resolve(index)
+        return value  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[T]:
+        for index in range(len(self._values)):
+            yield self[index]
+
+    def append(self, value: T) -> None:
+        self._values.append(value)
+
+    @property
+    def unread(self) -> int:
+        """How many values are not read yet."""
+        return sum(1 for value in self._values if value is UNREAD)
