@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.domain.advice import (
     KEPT_OUTPUTS,
@@ -34,7 +35,7 @@ from app.domain.growing import Claims, grown
 from app.domain.items import OUTPUT_TYPES, Item, is_model_output, item_type, visible_text
 from app.domain.session_view import HistoryView
 
-__all__ = ["FiguresDigest", "digest_of", "figures_of"]
+__all__ = ["FiguresDigest", "digest_of", "digest_record", "digest_restored", "figures_of"]
 
 
 class _Running:
@@ -227,3 +228,37 @@ def _questions(
         for key, (_, times) in sorted(counts.items(), key=lambda entry: entry[1][0])
         if key and times >= REPEATED_QUESTION_COUNT
     )
+
+
+def digest_record(digest: FiguresDigest) -> dict[str, Any]:
+    """`digest` as a checkpoint holds it: its running totals, as far as its lengths say."""
+    running = digest.running
+    rows, outputs, maskable, model_outputs, turns, repeated = digest.lengths
+    return {
+        "chars": running.chars[: rows + 1],
+        "tokens": running.tokens[: rows + 1],
+        "outputs": running.outputs[:outputs],
+        "output_chars": running.output_chars[: outputs + 1],
+        "maskable": running.maskable[:maskable],
+        "model_outputs": running.model_outputs[:model_outputs],
+        "turns": running.turns[:turns],
+        "after_output": running.after_output[:rows],
+        "questions": {
+            key: kept
+            for key, asked in running.questions.items()
+            if (kept := asked[: bisect.bisect_left(asked, rows)])
+        },
+        "repeated": [list(entry) for entry in running.repeated[:repeated]],
+    }
+
+
+def digest_restored(record: Mapping[str, Any], settled: object) -> FiguresDigest:
+    """The digest `record` holds (`digest_record`), of the settled columns `settled`."""
+    running = _Running(settled)
+    running.chars, running.tokens = record["chars"], record["tokens"]
+    running.outputs, running.output_chars = record["outputs"], record["output_chars"]
+    running.maskable, running.model_outputs = record["maskable"], record["model_outputs"]
+    running.turns, running.after_output = record["turns"], record["after_output"]
+    running.questions = record["questions"]
+    running.repeated = [(position, key) for position, key in record["repeated"]]
+    return FiguresDigest(running, running.lengths())

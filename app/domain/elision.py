@@ -224,6 +224,32 @@ class ElisionBase:
     base: _Base
     lengths: tuple[int, int, int]
 
+    def record(self) -> dict[str, Any]:
+        """These statuses as a checkpoint holds them."""
+        base, (read, facts, runs) = self.base, self.lengths
+        return {
+            "epoch": base.epoch,
+            "written": [[seq, at] for seq, at in base.written.items()],
+            "read": read,
+            "seqs": base.seqs[:facts],
+            "cumulative": base.cumulative[: facts + 1],
+            "starts": base.starts[:runs],
+            "statuses": [list(status) for status in base.statuses[:runs]],
+            "reset_at": base.reset_at,
+            "active_from": base.active_from,
+        }
+
+    @classmethod
+    def restored(cls, record: Mapping[str, Any], settled: object) -> ElisionBase:
+        """The statuses `record` holds (`record`), read against the settled columns
+        `settled`."""
+        base = _Base(settled, record["epoch"], dict(record["written"]))
+        base.read, base.seqs, base.cumulative = record["read"], record["seqs"], record["cumulative"]
+        base.starts = record["starts"]
+        base.statuses = [(form, reason) for form, reason in record["statuses"]]
+        base.reset_at, base.active_from = record["reset_at"], record["active_from"]
+        return cls(base, base.lengths())
+
 
 class _Facts:
     """The session's history facts as one view sees them."""

@@ -30,31 +30,35 @@ Invariants:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from app.domain.facts import ActiveHistory
-from app.domain.growing import Claims, Prefix, grown
+from app.domain.growing import Prefix, grown
 from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, Item, item_tokens
 from app.domain.normalize import (
     CallKey,
-    DeduplicatedOutput,
-    ExcludedItem,
     NormalizedPart,
     NormalizeReport,
     NormalizeResult,
-    ReorderedOutput,
-    StrippedMedia,
-    TruncatedOutput,
     answer_key,
     normalize_part,
 )
+from app.domain.settled_columns import SettledColumns
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import is_state_fragment
 
-__all__ = ["ActiveColumns", "HistoryView", "ViewSettings", "active_columns", "view_of"]
+__all__ = [
+    "ActiveColumns",
+    "HistoryView",
+    "ViewSettings",
+    "active_columns",
+    "view_of",
+    "view_record",
+    "view_restored",
+]
 
 
 @dataclass(frozen=True)
@@ -90,77 +94,7 @@ class ViewSettings:
     stored_counts: bool
 
 
-class _Settled:
-    """The settled columns, shared by every view that reads a prefix of them. Appended to only
-    by the view that claimed its current lengths (`app.domain.growing.grown`)."""
-
-    def __init__(self) -> None:
-        self.items: list[Item] = []
-        self.sources: list[int | None] = []
-        self.seqs: list[int | None] = []
-        self.tokens: list[int] = []
-        self.fragments: list[bool] = []
-        self.cumulative: list[int] = [0]
-        """`cumulative[n]`: the tokens of the first n items."""
-        self.offered: list[int] = []
-        """The normalized positions assembly offers as history: all but the fragments."""
-        self.offered_cumulative: list[int] = [0]
-        """`offered_cumulative[k]`: the tokens of the first k offered items."""
-        self.entries: list[HistoryEntry] = []
-        """The offered items as assembly input (`HistoryView.offered_history`)."""
-        self.excluded: list[ExcludedItem] = []
-        self.reordered: list[ReorderedOutput] = []
-        self.deduplicated: list[DeduplicatedOutput] = []
-        self.stripped: list[StrippedMedia] = []
-        self.truncated: list[TruncatedOutput] = []
-        self.row_of: dict[int, int] = {}
-        """Each settled input's row (its normalized position); none for an input
-        normalization left out."""
-        self.excluded_at: dict[int, str] = {}
-        """Why normalization left out each settled input it excluded."""
-        self.owned: dict[CallKey, int] = {}
-        """Each settled key's call, by input index: a key is settled for a view whose boundary
-        lies after its call."""
-        self.claims = Claims()
-
-    def lengths(self) -> tuple[int, ...]:
-        return (
-            len(self.items),
-            len(self.excluded),
-            len(self.reordered),
-            len(self.deduplicated),
-            len(self.stripped),
-            len(self.truncated),
-            len(self.offered),
-        )
-
-    def copy(self, lengths: tuple[int, ...], *, boundary: int) -> _Settled:
-        """A new, unshared copy of the first `lengths` of these columns."""
-        rows, excluded, reordered, deduplicated, stripped, truncated, offered = lengths
-        copy = _Settled()
-        copy.items = self.items[:rows]
-        copy.sources = self.sources[:rows]
-        copy.seqs = self.seqs[:rows]
-        copy.tokens = self.tokens[:rows]
-        copy.fragments = self.fragments[:rows]
-        copy.cumulative = self.cumulative[: rows + 1]
-        copy.offered = self.offered[:offered]
-        copy.offered_cumulative = self.offered_cumulative[: offered + 1]
-        copy.entries = self.entries[:offered]
-        copy.excluded = self.excluded[:excluded]
-        copy.reordered = self.reordered[:reordered]
-        copy.deduplicated = self.deduplicated[:deduplicated]
-        copy.stripped = self.stripped[:stripped]
-        copy.truncated = self.truncated[:truncated]
-        copy.owned = {key: call for key, call in self.owned.items() if call < boundary}
-        copy.row_of = {source: row for source, row in self.row_of.items() if row < rows}
-        copy.excluded_at = {
-            index: reason for index, reason in self.excluded_at.items() if index < boundary
-        }
-        return copy
-
-
-class _SettledKeys:
+class SettledColumnsKeys:
     """The keys a view's settled part owns: those whose call lies before its boundary."""
 
     def __init__(self, owned: Mapping[CallKey, int], boundary: int) -> None:
@@ -200,9 +134,12 @@ class HistoryView:
     """The input index the tail starts at: every item before it is settled or pending."""
     pending: tuple[int, ...]
     """Input indices, before `boundary`, of outputs no settled call owns, in order."""
-    settled: _Settled
+    settled: SettledColumns
     lengths: tuple[int, ...]
     tail: _Tail
+    complete: bool = True
+    """False for a view restored from a checkpoint: it holds the settled part and no tail, so
+    the next `view_of` normalizes its tail, even over as many inputs."""
 
     @property
     def settled_rows(self) -> int:
@@ -315,13 +252,13 @@ def view_of(
     inputs = len(active.items)
     if previous is None or previous.epoch != active.epoch or previous.inputs > inputs:
         previous = _empty(active.epoch)
-    if previous.inputs == inputs:
+    if previous.inputs == inputs and previous.complete:
         return previous
     return _advance(previous, active, settings=settings)
 
 
 def _empty(epoch: int) -> HistoryView:
-    empty = _Settled()
+    empty = SettledColumns()
     tail = _Tail(
         NormalizedPart((), (), NormalizeReport(), (), {}, {}, ()), seqs=(), tokens=(), fragments=()
     )
@@ -333,7 +270,7 @@ def _normalize_tail(
     *,
     boundary: int,
     pending: Sequence[int],
-    settled: _Settled,
+    settled: SettledColumns,
     rows: int,
     settings: ViewSettings,
 ) -> NormalizedPart:
@@ -346,7 +283,7 @@ def _normalize_tail(
         truncation=settings.truncation,
         item_metadata=active.metadata,
         seqs=active.seqs,
-        settled_keys=_SettledKeys(settled.owned, boundary),
+        settled_keys=SettledColumnsKeys(settled.owned, boundary),
         output_offset=rows,
     )
 
@@ -395,7 +332,7 @@ def _advance(
     if point > boundary:
         settled_part = part
 
-        def settle(into: _Settled) -> None:
+        def settle(into: SettledColumns) -> None:
             nonlocal pending
             pending = _settle(
                 into,
@@ -479,7 +416,7 @@ def _tokens(item: Item, source: int | None, active: ActiveColumns, settings: Vie
 
 
 def _settle(
-    settled: _Settled,
+    settled: SettledColumns,
     part: NormalizedPart,
     active: ActiveColumns,
     *,
@@ -494,7 +431,7 @@ def _settle(
     for owner, call in part.owners.items():
         if call < point:
             settled.owned[owner] = call
-    owned = _SettledKeys(settled.owned, point)
+    owned = SettledColumnsKeys(settled.owned, point)
     excluded = {entry.index for entry in part.report.excluded}
     still_pending = tuple(
         index
@@ -546,3 +483,31 @@ def _settle(
         if at < rows
     )
     return still_pending
+
+
+def view_record(view: HistoryView, active_items: Sequence[Item]) -> dict[str, Any]:
+    """The settled part of `view` (a view of the active history `active_items`) as a
+    checkpoint holds it."""
+    return {
+        "epoch": view.epoch,
+        "boundary": view.boundary,
+        "pending": list(view.pending),
+        **view.settled.record(view.lengths, boundary=view.boundary, active_items=active_items),
+    }
+
+
+def view_restored(record: Mapping[str, Any], fact_item: Callable[[int], Item]) -> HistoryView:
+    """The view `record` holds (`view_record`), its unchanged items read by `fact_item(seq)`
+    when read; incomplete, so the next `view_of` normalizes its tail."""
+    settled = SettledColumns.restored(record, fact_item)
+    boundary = record["boundary"]
+    return HistoryView(
+        record["epoch"],
+        boundary,
+        boundary,
+        tuple(record["pending"]),
+        settled,
+        settled.lengths(),
+        _empty(record["epoch"]).tail,
+        complete=False,
+    )

@@ -25,13 +25,13 @@ recall reads back of it), `fold` (the log folded into the active history) and `r
 (which items a retraction hides, read from the active history). This module is their surface.
 """
 
+from app.domain.facts.columns import LoggedUpTo
 from app.domain.facts.fold import (
     EMPTY_FOLD,
     ActiveHistory,
     FactRecord,
     Fold,
     LoggedFact,
-    LoggedUpTo,
     fold_facts,
     fork_fold,
 )

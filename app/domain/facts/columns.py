@@ -8,24 +8,23 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from app.domain.facts.stored_items import LazyColumn
+from app.domain.facts.stored_items import UNREAD, Column, ItemStore, lazy, prefix
 from app.domain.growing import Claims, Prefix
 from app.domain.items import Item, logged_key
 
-__all__ = ["Column", "LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
-
-T = TypeVar("T")
+__all__ = ["LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
 
 Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 """One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
 it), the item, its append metadata, its phase and its stored token count (None where none)."""
 
 
-Column = list[T] | LazyColumn[T]
-"""A growing column: a list, or in a fold restored from a checkpoint, a column whose items are
-read from the log when first read (`app.domain.facts.stored_items`)."""
+def _logged(seq: int | None) -> int:
+    """The seq of an entry whose item is read from the log: every such entry has one."""
+    assert seq is not None
+    return seq
 
 
 class VisibleColumns:
@@ -80,12 +79,47 @@ class VisibleColumns:
             strict=True,
         )
 
+    def record(self, length: int) -> dict[str, Any]:
+        """The first `length` entries as a checkpoint holds them: the items of logged facts by
+        their seq, the written ones (which no fact is) whole."""
+        return {
+            "seqs": self.seqs[:length],
+            "phases": self.phases[:length],
+            "tokens": self.tokens[:length],
+            "written": [
+                [at, self.items[at], self.metadata[at]]
+                for at in self.written[: bisect.bisect_left(self.written, length)]
+            ],
+        }
+
+    @classmethod
+    def restored(cls, record: Mapping[str, Any], store: ItemStore) -> VisibleColumns:
+        """The columns `record` holds, each logged fact's item read from `store` when read."""
+        columns = cls()
+        seqs: list[int | None] = record["seqs"]
+        columns.seqs, columns.phases, columns.tokens = seqs, record["phases"], record["tokens"]
+        items: list[Any] = [UNREAD] * len(seqs)
+        metadata: list[Any] = [UNREAD] * len(seqs)
+        for at, item, meta in record["written"]:
+            items[at], metadata[at] = item, meta
+            columns.written.append(at)
+        columns.items = lazy(items, lambda at: store.get(_logged(seqs[at]))[0])
+        columns.metadata = lazy(metadata, lambda at: store.get(_logged(seqs[at]))[1])
+        cumulative, phase_set, newest = columns.cumulative, columns.phase_set, -1
+        for at, (tokens, phase) in enumerate(zip(columns.tokens, columns.phases, strict=True)):
+            cumulative.append(cumulative[-1] + (tokens or 0))
+            if phase is not None:
+                newest = at
+            phase_set.append(newest)
+        columns.index_of = {seq: at for at, seq in enumerate(seqs) if seq is not None}
+        return columns
+
     def copy(self, length: int) -> VisibleColumns:
         """A new, unshared copy of the first `length` entries (items not read yet stay so)."""
         copy = VisibleColumns()
         copy.seqs = self.seqs[:length]
-        copy.items = self.items[:length]
-        copy.metadata = self.metadata[:length]
+        copy.items = prefix(self.items, length)
+        copy.metadata = prefix(self.metadata, length)
         copy.phases = self.phases[:length]
         copy.tokens = self.tokens[:length]
         copy.cumulative = self.cumulative[: length + 1]
@@ -136,14 +170,43 @@ class LoggedColumns:
         at = self.at[seq]
         return seq, self.items[at], self.metadata[at], self.phases[at], self.tokens[at]
 
+    def record(self, length: int, *, last_seq: int) -> dict[str, Any]:
+        """The first `length` facts and the own facts up to `last_seq`, as a checkpoint holds
+        them: no item, which the log holds."""
+        last = self.order[length - 1] if length else 0
+        return {
+            "order": self.order[:length],
+            "phases": self.phases[:length],
+            "tokens": self.tokens[:length],
+            "internal": self.internal[: bisect.bisect_right(self.internal, last_seq)],
+            "keyed": [
+                [*key, kept]
+                for key, seqs in self.keyed.items()
+                if (kept := seqs[: bisect.bisect_right(seqs, last)])
+            ],
+        }
+
+    @classmethod
+    def restored(cls, record: Mapping[str, Any], store: ItemStore) -> LoggedColumns:
+        """The columns `record` holds, each item read from `store` when read."""
+        columns = cls()
+        order: list[int] = record["order"]
+        columns.order, columns.phases, columns.tokens = order, record["phases"], record["tokens"]
+        columns.at = {seq: at for at, seq in enumerate(order)}
+        columns.items = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[0])
+        columns.metadata = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[1])
+        columns.internal = record["internal"]
+        columns.keyed = {(kind, call_id): seqs for kind, call_id, seqs in record["keyed"]}
+        return columns
+
     def copy(self, length: int, *, last_seq: int) -> LoggedColumns:
         """A new, unshared copy of the first `length` facts and the own facts up to `last_seq`
         (items not read yet stay so)."""
         copy = LoggedColumns()
         copy.order = self.order[:length]
         copy.at = {seq: at for seq, at in self.at.items() if at < length}
-        copy.items = self.items[:length]
-        copy.metadata = self.metadata[:length]
+        copy.items = prefix(self.items, length)
+        copy.metadata = prefix(self.metadata, length)
         copy.phases = self.phases[:length]
         copy.tokens = self.tokens[:length]
         last = copy.order[-1] if copy.order else 0

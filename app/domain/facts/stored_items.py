@@ -23,7 +23,17 @@ from typing import Any, Final, Generic, TypeVar, overload
 
 from app.domain.items import Item
 
-__all__ = ["UNREAD", "ItemStore", "LazyColumn", "ReadItems", "StoredFact"]
+__all__ = [
+    "UNREAD",
+    "Column",
+    "ItemStore",
+    "LazyColumn",
+    "ReadItems",
+    "StoredFact",
+    "held",
+    "lazy",
+    "prefix",
+]
 
 T = TypeVar("T")
 
@@ -66,6 +76,10 @@ class ItemStore:
         self._facts: dict[int, StoredFact] = {}
         self._lock = lock or nullcontext()
         self._last_miss: int | None = None
+
+    def peek(self, seq: int) -> StoredFact | None:
+        """Fact `seq` if it was read, without reading it."""
+        return self._facts.get(seq)
 
     def get(self, seq: int) -> StoredFact:
         found = self._facts.get(seq)
@@ -118,13 +132,10 @@ class LazyColumn(Sequence[T], Generic[T]):
     @overload
     def __getitem__(self, index: int) -> T: ...
     @overload
-    def __getitem__(self, index: slice) -> Sequence[T]: ...
-    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
-            start, stop, step = index.indices(len(self._values))
-            if start == 0 and step == 1:  # a prefix: a column of its own, read as this one is
-                return LazyColumn(self._values[:stop], self._resolve)
-            return [self[at] for at in range(start, stop, step)]
+            return [self[at] for at in range(*index.indices(len(self._values)))]
         value = self._values[index]
         if value is UNREAD:
             if index < 0:
@@ -139,7 +150,35 @@ class LazyColumn(Sequence[T], Generic[T]):
     def append(self, value: T) -> None:
         self._values.append(value)
 
+    def prefix(self, length: int) -> LazyColumn[T]:
+        """A column of its own holding the first `length` values, read as this one is."""
+        return LazyColumn(self._values[:length], self._resolve)
+
+    def raw(self, index: int) -> T | _Unread:
+        """The value at `index` as held: `UNREAD` when it was not read yet."""
+        return self._values[index]  # type: ignore[no-any-return]
+
     @property
     def unread(self) -> int:
         """How many values are not read yet."""
         return sum(1 for value in self._values if value is UNREAD)
+
+
+Column = list[T] | LazyColumn[T]
+"""A growing column: a list, or one whose values are read when first read."""
+
+
+def prefix(column: Column[T], length: int) -> Column[T]:
+    """An unshared copy of the first `length` values of `column`, read as it is."""
+    return column.prefix(length) if isinstance(column, LazyColumn) else column[:length]
+
+
+def held(column: Sequence[T], index: int) -> T | _Unread:
+    """`column[index]` as held, without reading it: `UNREAD` where a lazy column has not read
+    it yet."""
+    return column.raw(index) if isinstance(column, LazyColumn) else column[index]
+
+
+def lazy(values: list[Any], resolve: Callable[[int], T]) -> LazyColumn[T]:
+    """A column of `values`, each `UNREAD` one resolved by `resolve(index)` when first read."""
+    return LazyColumn(values, resolve)

@@ -1,0 +1,194 @@
+"""A checkpoint restored and folded on equals the log folded whole: at many seqs of every
+trajectory and of random logs with forks' inherited items, retractions, resets, compactions,
+placeholders, world-state fragments and malformed items, the active history, the session view,
+advice's figures and what a context leaves out are the same; and a restored fold reads from
+the log only the items a call reads."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.domain.checkpoint import CHECKPOINT_FORMAT, checkpoint_of, restored
+from app.domain.elision import Shown
+from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, fold_facts
+from app.domain.facts.stored_items import READ_CHUNK, ItemStore, StoredFact
+from app.domain.normalize import DEFAULT_MODALITIES
+from app.domain.truncation import TruncationPolicy
+from app.usecases.loaded_history import LoadedHistory
+from tests.builders import Fact
+from tests.unit.test_session_view import _log_with_placeholders, _same_active
+
+TRAJECTORIES = sorted((Path(__file__).parents[1] / "data" / "trajectories").glob("*.jsonl"))
+SMALL_OUTPUTS = TruncationPolicy(limit=40)
+
+
+def _trajectory_log(path: Path) -> list[Fact]:
+    items = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [
+        Fact(seq, str(item.get("type")), item, {"n": seq}, "explore" if seq % 7 else None, 3)
+        for seq, item in enumerate(items, start=1)
+    ]
+
+
+def _active(fold: Fold) -> ActiveHistory:
+    return ActiveHistory.of(
+        fold, session_pk=1, encoding="o200k_base", context_window=8000, unit=None
+    )
+
+
+def _loaded(fold: Fold) -> LoadedHistory:
+    return LoadedHistory(
+        active=_active(fold),
+        encoding="o200k_base",
+        input_modalities=DEFAULT_MODALITIES,
+        truncation=SMALL_OUTPUTS,
+    )
+
+
+def _shown(loaded: LoadedHistory, rng: random.Random) -> dict[int, Shown]:
+    rows = len(loaded.view)
+    first = rng.randint(0, rows)
+    return {
+        row: Shown(tokens=rng.randint(0, 9), dropped=None, cut=rng.random() < 0.2)
+        for row in range(first, rows)
+    }
+
+
+def _derive(loaded: LoadedHistory, shown: Mapping[int, Shown]) -> tuple[Any, ...]:
+    """Everything a session-mode call reads of the history, derived the way the service does
+    (and so kept with the fold for the next call, and for a checkpoint)."""
+    view = loaded.view
+    return (
+        view.result(),
+        list(view.seqs),
+        list(view.tokens),
+        list(view.offered_positions),
+        list(view.offered_history()),
+        view.total_tokens,
+        view.offered_tokens,
+        loaded.figures,
+        loaded.elided(shown, default_drop="window", record_tokens=11),
+    )
+
+
+class _Log:
+    """The log's facts by seq, read as the storage shell reads them, counting the reads."""
+
+    def __init__(self, log: Sequence[Fact]) -> None:
+        self.facts = {fact.seq: fact for fact in log}
+        self.read: list[int] = []
+
+    def __call__(self, seqs: Sequence[int]) -> dict[int, StoredFact]:
+        self.read.extend(seqs)
+        # Read back as JSON, as the database gives it: a new object, equal to the one folded.
+        return {
+            seq: orjson.loads(orjson.dumps([self.facts[seq].item, self.facts[seq].provenance]))
+            for seq in seqs
+        }
+
+
+def _restored(fold: Fold, log: _Log) -> Fold:
+    body = orjson.loads(orjson.dumps(checkpoint_of(fold)))
+    return restored(body, ItemStore(log, body["logged"]["order"]))
+
+
+def _check_restored_at(log: list[Fact], at: int, rng: random.Random) -> None:
+    """A checkpoint written at `log[:at]` (with what calls there derived), restored, then
+    folded on fact by fact, reads at each seq as the log folded whole."""
+    fold = fold_facts(EMPTY_FOLD, log[:at], last_seq=log[at - 1].seq)
+    _derive(_loaded(fold), _shown(_loaded(fold), rng))
+    reader = _Log(log)
+    resumed = _restored(fold, reader)
+    for n in range(at, len(log) + 1):
+        if n > at:
+            resumed = fold_facts(resumed, log[n - 1 : n], last_seq=log[n - 1].seq)
+        if n > at + 3 and n != len(log) and rng.random() < 0.7:
+            continue
+        scratch = fold_facts(EMPTY_FOLD, log[:n], last_seq=log[n - 1].seq)
+        _same_active(_active(resumed), _active(scratch))
+        mine, theirs = _loaded(resumed), _loaded(scratch)
+        shown = _shown(theirs, rng)
+        assert _derive(mine, shown) == _derive(theirs, shown)
+
+
+def test_every_trajectory_restored_at_many_seqs() -> None:
+    rng = random.Random(7)
+    for path in TRAJECTORIES:
+        log = _trajectory_log(path)
+        for at in sorted({1, len(log) // 3, len(log) // 2, len(log) - 1, len(log)}):
+            _check_restored_at(log, at, rng)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(min_value=2, max_value=70))
+def test_random_logs_restored_at_any_seq(rng: Any, length: int) -> None:
+    log = _log_with_placeholders(rng, length)
+    _check_restored_at(log, rng.randint(1, len(log)), rng)
+
+
+def _long_log(facts: int) -> list[Fact]:
+    log = [
+        Fact(1, "message", {"type": "message", "role": "user", "content": "fix it"}, {}, None, 3)
+    ]
+    while len(log) < facts:
+        n = len(log)
+        call = {"type": "function_call", "call_id": f"c{n}", "name": "sh", "arguments": "ls"}
+        output = {"type": "function_call_output", "call_id": f"c{n}", "output": f"file{n}.py"}
+        log.append(Fact(n + 1, "function_call", call, {}, None, 4))
+        log.append(Fact(n + 2, "function_call_output", output, {}, None, 5))
+    return log
+
+
+def test_a_restored_fold_reads_only_what_a_call_reads() -> None:
+    log = _long_log(6_000)
+    fold = fold_facts(EMPTY_FOLD, log[:-2], last_seq=log[-3].seq)
+    loaded = _loaded(fold)
+    _derive(loaded, {row: Shown(5, None) for row in range(len(loaded.view) - 40, len(loaded.view))})
+    reader = _Log(log)
+    resumed = fold_facts(_restored(fold, reader), log[-2:], last_seq=log[-1].seq)
+    mine = _loaded(resumed)
+    shown = {row: Shown(5, None) for row in range(len(mine.view) - 40, len(mine.view))}
+    elided = mine.elided(shown, default_drop="window", record_tokens=0)
+    for entry in mine.view.offered_history()[-40:]:
+        assert entry.item is not None
+    assert (
+        mine.figures.history_tokens
+        == _loaded(fold_facts(EMPTY_FOLD, log, last_seq=log[-1].seq)).figures.history_tokens
+    )
+    assert [(e.first_seq, e.last_seq, e.form) for e in elided] == [(1, log[-41].seq, "dropped")]
+    # The window's items and the open tail: a chunk or two of the log, not the log.
+    assert 40 <= len(reader.read) <= 2 * READ_CHUNK < len(log) / 5
+    assert len(set(reader.read)) == len(reader.read)
+
+
+def test_a_restored_item_is_one_object_wherever_it_is_read() -> None:
+    log = _long_log(300)
+    fold = fold_facts(EMPTY_FOLD, log, last_seq=log[-1].seq)
+    _derive(_loaded(fold), {})
+    resumed = _restored(fold, _Log(log))
+    loaded = _loaded(resumed)
+    view, active = loaded.view, loaded.active
+    for row in (0, 100, len(view) - 1):
+        source = view.sources[row]
+        assert source is not None
+        assert view.items[row] is active.items[source]
+        assert active.logged.item_of(active.seqs[source] or 0) is active.items[source]
+
+
+def test_a_checkpoint_of_another_format_is_refused() -> None:
+    log = _long_log(10)
+    body = orjson.loads(
+        orjson.dumps(checkpoint_of(fold_facts(EMPTY_FOLD, log, last_seq=log[-1].seq)))
+    )
+    assert body["format"] == CHECKPOINT_FORMAT
+    with pytest.raises(ValueError, match="format"):
+        restored({**body, "format": CHECKPOINT_FORMAT + 1}, ItemStore(_Log(log), []))
