@@ -72,7 +72,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
     settings = settings or Settings()
     engine = create_db_engine(settings)
     instrument(engine)
-    caches = ProcessCaches(fold_bytes=settings.fold_cache_bytes)
+    caches = ProcessCaches(
+        fold_bytes=settings.fold_cache_bytes, checkpoints=settings.checkpoint_every_facts > 0
+    )
     session_factory = create_session_factory(engine, caches)
     loop_pool = create_loop_pool(engine, settings)
     evaluation_runner = EvaluationRunner(settings, session_factory, clock)

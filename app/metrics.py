@@ -165,6 +165,18 @@ PLAN_STORE_LATENCY = Histogram(
     "Time to write a stored plan after its response was sent.",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
+CHECKPOINTS = Counter(
+    "contextd_checkpoints_total",
+    "Session checkpoints by outcome: written after an answer; restored by a worker that had no "
+    "fold of the session; or refused before use (corrupt, derived by other code, derived from "
+    "a log that no longer holds its last fact, malformed) and the log folded instead.",
+    ["outcome"],
+)
+CHECKPOINT_WRITE_LATENCY = Histogram(
+    "contextd_checkpoint_write_duration_seconds",
+    "Time to derive and write a session's checkpoint after an assembly's response was sent.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
 PLAN_STORE_FAILURES = Counter(
     "contextd_plan_store_failures_total",
     "Plans answered but not stored because the database refused or was unreachable.",
@@ -334,6 +346,14 @@ def record_assembly(
             exact = count_tokens(item.content)
             if exact:
                 TOKEN_ESTIMATE_ERROR.observe(abs(estimate - exact) / exact)
+
+
+@_unless_muted
+def record_checkpoint(outcome: str, seconds: float | None = None) -> None:
+    """A checkpoint's outcome (`CHECKPOINTS`), and for one written, how long it took."""
+    CHECKPOINTS.labels(outcome).inc()
+    if seconds is not None:
+        CHECKPOINT_WRITE_LATENCY.observe(seconds)
 
 
 @_unless_muted

@@ -97,6 +97,12 @@ class Settings(BaseSettings):
         ge=0,
         description="JSON bytes of session folds a process keeps for incremental reads.",
     )
+    checkpoint_every_facts: int = Field(
+        default=2_000,
+        ge=0,
+        description="Facts a session's log grows by between two checkpoints of its fold (0: "
+        "none): a worker new to the session folds at most this many beyond its checkpoint.",
+    )
     output_reserve_tokens: int = Field(
         default=16_000, description="Window kept free for the model's output in session mode."
     )

@@ -39,13 +39,14 @@ SELECT create_reference_table('manifests');
 -- The fact log's append-only triggers raise an error and touch no other table: safe on shards.
 SET citus.enable_unsafe_triggers TO on;
 
--- Session-scoped tables, co-located: a session's row, facts, plans and candidate bodies live on
--- one shard. `assemblies` stays partitioned by week on every shard; partitions made or dropped
+-- Session-scoped tables, co-located: a session's row, facts, plans, candidate bodies and
+-- checkpoint live on one shard. `assemblies` stays partitioned by week on every shard; partitions made or dropped
 -- on the coordinator (the service's retention) are made or dropped on the shards.
 SELECT create_distributed_table('sessions', 'id');
 SELECT create_distributed_table('facts', 'session_id', colocate_with => 'sessions');
 SELECT create_distributed_table('assemblies', 'session_key', colocate_with => 'sessions');
 SELECT create_distributed_table('candidate_bodies', 'session_key', colocate_with => 'sessions');
+SELECT create_distributed_table('checkpoints', 'session_id', colocate_with => 'sessions');
 
 -- Evaluation jobs: every statement names a job by its id, which is what they are spread on.
 SELECT create_distributed_table('evaluations', 'id');

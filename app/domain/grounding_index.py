@@ -74,6 +74,7 @@ class OccurrenceIndex:
         with self.lock:
             order = logged.order
             added: list[str] = []
+            logged.read_ahead(self.facts, len(order))
             for position in range(self.facts, len(order)):
                 seq = order[position]
                 self._index(seq, logged.item_of(seq), added, in_order=True)

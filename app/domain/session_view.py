@@ -39,7 +39,6 @@ from app.domain.growing import Prefix, grown
 from app.domain.history import HistoryEntry
 from app.domain.items import CountTokens, Item, item_tokens
 from app.domain.normalize import (
-    CallKey,
     NormalizedPart,
     NormalizeReport,
     NormalizeResult,
@@ -94,14 +93,14 @@ class ViewSettings:
     stored_counts: bool
 
 
-class SettledColumnsKeys:
+class _SettledKeys:
     """The keys a view's settled part owns: those whose call lies before its boundary."""
 
-    def __init__(self, owned: Mapping[CallKey, int], boundary: int) -> None:
-        self._owned, self._boundary = owned, boundary
+    def __init__(self, settled: SettledColumns, boundary: int) -> None:
+        self._settled, self._boundary = settled, boundary
 
     def __contains__(self, key: object) -> bool:
-        call = self._owned.get(key)  # type: ignore[call-overload]
+        call = self._settled.call_of(key)
         return call is not None and call < self._boundary
 
 
@@ -283,7 +282,7 @@ def _normalize_tail(
         truncation=settings.truncation,
         item_metadata=active.metadata,
         seqs=active.seqs,
-        settled_keys=SettledColumnsKeys(settled.owned, boundary),
+        settled_keys=_SettledKeys(settled, boundary),
         output_offset=rows,
     )
 
@@ -431,7 +430,7 @@ def _settle(
     for owner, call in part.owners.items():
         if call < point:
             settled.owned[owner] = call
-    owned = SettledColumnsKeys(settled.owned, point)
+    owned = _SettledKeys(settled, point)
     excluded = {entry.index for entry in part.report.excluded}
     still_pending = tuple(
         index

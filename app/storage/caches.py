@@ -30,7 +30,7 @@ from app.domain.facts import Fold
 from app.domain.items import Item
 from app.settings import DEFAULT_FOLD_CACHE_BYTES
 
-__all__ = ["CACHES", "FoldKey", "ProcessCaches", "caches_of"]
+__all__ = ["CACHES", "FoldKey", "ProcessCaches", "caches_of", "fold_key"]
 
 CACHES = "contextd.caches"
 """The key of a database session's `info` that holds its app's caches."""
@@ -43,7 +43,12 @@ session created again under a reused id, never share an entry."""
 class ProcessCaches:
     """The caches one app holds, each with the lock its readers and writers take."""
 
-    def __init__(self, *, fold_bytes: int = DEFAULT_FOLD_CACHE_BYTES) -> None:
+    def __init__(
+        self, *, fold_bytes: int = DEFAULT_FOLD_CACHE_BYTES, checkpoints: bool = True
+    ) -> None:
+        self.checkpoints = checkpoints
+        """Whether a session this process has no fold of starts from its checkpoint
+        (`app.storage.checkpoints`; the setting `checkpoint_every_facts` > 0)."""
         self.folds: LRUCache[FoldKey, Fold] = LRUCache(
             maxsize=fold_bytes, getsizeof=lambda fold: fold.weight + 1
         )
@@ -51,6 +56,9 @@ class ProcessCaches:
         and the columns kept with them), most recently read first: one session of large tool
         outputs weighs as much as many small ones (`app.storage.folds`)."""
         self.folds_lock = threading.Lock()
+        self.checkpointed: LRUCache[FoldKey, int] = LRUCache(maxsize=100_000)
+        """The seq of each session's checkpoint as this process last wrote or read it
+        (`app.storage.checkpoints`), under `folds_lock`."""
         self.shown: LRUCache[tuple[Any, ...], Sequence[Item]] = LRUCache(maxsize=4_096)
         """The history each recent session-mode assembly showed, by session and seq: its
         plan read back, and the grader of its next action, read it instead of normalizing the
@@ -62,6 +70,12 @@ class ProcessCaches:
         """(database, tenant, session key) -> {digest: the row's `created_at`} as this process
         last wrote or read it, 200,000 digests in all (`app.storage.bodies`)."""
         self.fresh_bodies_lock = threading.Lock()
+
+
+def fold_key(db: Session, session: Any) -> FoldKey:
+    """The key of `session`'s entries (a session row, or a snapshot of one) in `db`'s
+    database."""
+    return (weakref.ref(db.get_bind().engine), session.id, session.created_at)
 
 
 def caches_of(db: Session) -> ProcessCaches:

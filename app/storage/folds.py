@@ -12,32 +12,53 @@ time: the next read folds the log again. Pinned by `tests/api/test_projection_ca
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from sqlalchemy.orm import Session
 
-from app.domain.facts import EMPTY_FOLD, ActiveHistory, LoggedFact, fold_facts, fork_fold
-from app.storage import fact_log, session_rows
-from app.storage.caches import FoldKey, caches_of
+from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
+from app.storage import checkpoints, fact_log, session_rows
+from app.storage.caches import caches_of, fold_key
 from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
 
 
 def fold_session(
-    db: Session, session: SessionRow | SessionSnapshot, *, up_to_seq: int | None = None
+    db: Session,
+    session: SessionRow | SessionSnapshot,
+    *,
+    up_to_seq: int | None = None,
+    on_checkpoint: Callable[[str], None] | None = None,
 ) -> ActiveHistory:
     """The session's active history (as it was at `up_to_seq`, when given), folding only the
-    facts appended since this process's newest fold of it. A fork's fold starts from its
-    parent's active history as of the fork point (read from the parent's log, not copied)."""
+    facts appended since this process's newest fold of it, or, where this process has none it
+    can start from, since the session's checkpoint (`app.storage.checkpoints`: `on_checkpoint`
+    is told `restored`, or `refused_<why>` and the log is folded instead). A fork's fold
+    starts from its parent's active history as of the fork point (read from the parent's log,
+    not copied)."""
     target = session.last_seq if up_to_seq is None else min(up_to_seq, session.last_seq)
     caches = caches_of(db)
-    key: FoldKey = (weakref.ref(db.get_bind().engine), session.id, session.created_at)
+    checkpoints.reading_with(db)
+    key = fold_key(db, session)
     with caches.folds_lock:
         cached = caches.folds.get(key)
+    restored = (
+        None
+        if (cached is not None and cached.last_seq <= target) or not caches.checkpoints
+        else checkpoints.restore(db, session_pk=session.id, up_to_seq=target)
+    )
+    if restored is not None and restored.refused is not None:
+        checkpoints.remember_checkpoint(db, session, checkpoints.REFUSED)
+    if restored is not None and on_checkpoint is not None:
+        if restored.refused is not None:
+            on_checkpoint(f"refused_{restored.refused}")
+        elif restored.fold is not None:
+            on_checkpoint("restored")
     if cached is not None and cached.last_seq <= target:
         start = cached
+    elif restored is not None and restored.fold is not None:
+        start = restored.fold
     elif session.kind == "fork" and session.parent_id is not None:
         parent = session_rows.get_session_by_pk(db, session.parent_id)
         start = fork_fold(
@@ -72,3 +93,10 @@ def fold_session(
         context_window=session.context_window,
         unit=session.unit,
     )
+
+
+def newest_fold(db: Session, session: SessionRow | SessionSnapshot) -> Fold | None:
+    """This process's newest fold of the session, if it keeps one."""
+    caches = caches_of(db)
+    with caches.folds_lock:
+        return caches.folds.get(fold_key(db, session))

@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     PrimaryKeyConstraint,
     String,
     Text,
@@ -145,6 +146,26 @@ class Fact(Base):
     migration `20261206_0014`): a promoted standby writes on a new one, so a seq given again
     after an asynchronous failover is told apart by it. NULL on SQLite and for facts written
     before it was recorded."""
+
+
+class CheckpointRow(Base):
+    """A session's latest checkpoint (`app.storage.checkpoints`): its fold and what is derived
+    from it, as of `last_seq`. Derived data, not facts: it is replaced as the log grows, may be
+    deleted at any time, and is checked against `body_digest`, `derivation` and `log_digest`
+    before use."""
+
+    __tablename__ = "checkpoints"
+
+    session_id: Mapped[int] = mapped_column(Identity, ForeignKey("sessions.id"), primary_key=True)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    derivation: Mapped[str] = mapped_column(String(64))
+    """The digest of the code that derived the body: another code derives it again."""
+    log_digest: Mapped[str] = mapped_column(String(64))
+    """The digest of the session's fact at `last_seq`: a log that no longer holds that fact
+    (a database restored to another state) is not the one the body was derived from."""
+    body_digest: Mapped[str] = mapped_column(String(64))
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime]
 
 
 class EvaluationRow(Base):

@@ -58,6 +58,7 @@ from app.domain.session_plan import plan_naming_what_it_leaves_out
 from app.metrics import record_assembly, record_plan_store
 from app.settings import Settings
 from app.storage import cache_outcomes, manifest_rows, plans
+from app.storage.session_rows import SessionSnapshot
 from app.tokens import token_counter
 from app.tracing import stage
 from app.usecases.assembly_answer import (
@@ -68,6 +69,7 @@ from app.usecases.assembly_answer import (
     record_of,
     rendered,
 )
+from app.usecases.checkpointing import checkpoint_if_due
 from app.usecases.loaded_history import cache_standing, load_history, session_window
 from app.usecases.plan_record import (
     ReceivedRequest,
@@ -94,6 +96,8 @@ class Assembled:
     encoding: str
     compare: PrefixComparer
     """This assembly's reused prefix and break against another's fingerprints and state."""
+    session: SessionSnapshot | None = None
+    """The session whose history it shows (session mode)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,15 @@ def assemble(
             assembled,
             assembly_id=assembly_id,
             store_later=store_later,
+            checkpoint=None
+            if assembled.session is None
+            else functools.partial(
+                checkpoint_if_due,
+                db,
+                assembled.session,
+                every=settings.checkpoint_every_facts,
+                now=now,
+            ),
         ),
     )
 
@@ -414,6 +427,7 @@ def _run(
         slot=slot,
         encoding=setting.encoding,
         compare=compare,
+        session=session if setting.loaded is not None else None,
     )
 
 
@@ -423,9 +437,11 @@ def _account_then_store(
     *,
     assembly_id: str,
     store_later: Callable[[], float | None] | None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> None:
     """The work done after the caller has its answer: the cost metrics, then (PostgreSQL) the
-    plan, whatever became of the metrics, and how its write went."""
+    plan, whatever became of the metrics, and how its write went; then the session's
+    checkpoint, when one is due (`app.usecases.checkpointing`)."""
     try:
         record_assembly(
             assembled.plan,
@@ -447,3 +463,5 @@ def _account_then_store(
         if store_later is not None:
             with stage("assemble.store"):
                 record_plan_store(store_later())
+        if checkpoint is not None:
+            checkpoint()

@@ -34,6 +34,7 @@ from app.domain.recall import TOOLS_SOURCE_CLASS, recall_tool
 from app.domain.session_view import HistoryView, ViewSettings, active_columns, view_of
 from app.domain.truncation import TruncationPolicy
 from app.domain.world_state import state_contributions
+from app.metrics import record_checkpoint
 from app.settings import Settings
 from app.storage.folds import fold_session
 from app.storage.session_rows import SessionSnapshot
@@ -290,7 +291,7 @@ def load_history(
     (default: the session's) for a model that reads `input_modalities`, with the recall tool
     offered or not (default: as the session was created)."""
     return LoadedHistory(
-        active=fold_session(db, session, up_to_seq=up_to_seq),
+        active=fold_session(db, session, up_to_seq=up_to_seq, on_checkpoint=record_checkpoint),
         encoding=encoding or session.encoding,
         input_modalities=input_modalities,
         truncation=truncation,

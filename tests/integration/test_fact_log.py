@@ -218,6 +218,7 @@ def test_migrations_round_trip(tmp_path: object, postgres_url: str) -> None:
         "manifests",
         "candidate_bodies",
         "evaluations",
+        "checkpoints",
     }
     assert triggers == {"facts_append_only", "facts_no_truncate"}
 

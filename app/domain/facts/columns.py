@@ -10,11 +10,12 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from app.domain.facts.stored_items import UNREAD, Column, ItemStore, lazy, prefix
+from app.domain.column_codec import Later
+from app.domain.facts.stored_items import UNREAD, Column, ItemStore, held, lazy, prefix
 from app.domain.growing import Claims, Prefix
 from app.domain.items import Item, logged_key
 
-__all__ = ["LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
+__all__ = ["KeyedRows", "LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
 
 Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 """One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
@@ -86,6 +87,8 @@ class VisibleColumns:
             "seqs": self.seqs[:length],
             "phases": self.phases[:length],
             "tokens": self.tokens[:length],
+            "cumulative": self.cumulative[: length + 1],
+            "phase_set": self.phase_set[:length],
             "written": [
                 [at, self.items[at], self.metadata[at]]
                 for at in self.written[: bisect.bisect_left(self.written, length)]
@@ -105,13 +108,11 @@ class VisibleColumns:
             columns.written.append(at)
         columns.items = lazy(items, lambda at: store.get(_logged(seqs[at]))[0])
         columns.metadata = lazy(metadata, lambda at: store.get(_logged(seqs[at]))[1])
-        cumulative, phase_set, newest = columns.cumulative, columns.phase_set, -1
-        for at, (tokens, phase) in enumerate(zip(columns.tokens, columns.phases, strict=True)):
-            cumulative.append(cumulative[-1] + (tokens or 0))
-            if phase is not None:
-                newest = at
-            phase_set.append(newest)
-        columns.index_of = {seq: at for at, seq in enumerate(seqs) if seq is not None}
+        columns.cumulative, columns.phase_set = record["cumulative"], record["phase_set"]
+        if not len(columns.cumulative) == len(seqs) + 1 == len(columns.phase_set) + 1:
+            raise ValueError("a checkpoint's visible columns differ in length")
+        columns.index_of = dict(zip(seqs, range(len(seqs)), strict=True))  # type: ignore[arg-type]
+        columns.index_of.pop(None, None)  # type: ignore[call-overload]
         return columns
 
     def copy(self, length: int) -> VisibleColumns:
@@ -127,6 +128,36 @@ class VisibleColumns:
         copy.index_of = {seq: at for seq, at in self.index_of.items() if at < length}
         copy.written = self.written[: bisect.bisect_left(self.written, length)]
         return copy
+
+
+class KeyedRows:
+    """The seqs under each (type, call_id) of the facts a checkpoint held, kept as its rows and
+    indexed when first read: few calls after a restore read them (a compaction's placeholders
+    name their facts by key)."""
+
+    def __init__(self, rows: Later | None = None) -> None:
+        self._rows = rows
+        self._index: dict[tuple[str, object], list[int]] | None = None if rows else {}
+
+    def index(self) -> dict[tuple[str, object], list[int]]:
+        if self._index is None:
+            assert self._rows is not None
+            index: dict[tuple[str, object], list[int]] = {}
+            rows = self._rows.value()
+            for kind, call_id, seq in zip(rows["kinds"], rows["ids"], rows["seqs"], strict=True):
+                index.setdefault((kind, call_id), []).append(seq)
+            self._index = index
+        return self._index
+
+    @staticmethod
+    def record(keyed: Iterable[tuple[tuple[str, object], int]]) -> dict[str, Any]:
+        """(key, seq) pairs as rows, in seq order."""
+        rows = sorted(keyed, key=lambda entry: entry[1])
+        return {
+            "kinds": [key[0] for key, _ in rows],
+            "ids": [key[1] for key, _ in rows],
+            "seqs": [seq for _, seq in rows],
+        }
 
 
 class LoggedColumns:
@@ -145,7 +176,12 @@ class LoggedColumns:
         """The seqs of the service's own facts (`contextd.*`), in order: what the log holds
         beside the model-visible facts."""
         self.keyed: dict[tuple[str, object], list[int]] = {}
-        """The seqs of the calls and outputs under each (type, call_id)."""
+        """The seqs of the calls and outputs under each (type, call_id), of the facts added
+        (a restored fold's earlier ones are in `restored_keyed`)."""
+        self.restored_keyed = KeyedRows()
+        """The same of the facts a checkpoint held, built when first read."""
+        self.store: ItemStore | None = None
+        """Where the items of a restored fold are read from (None: every item is held)."""
         self.derived: dict[Any, Any] = {}
         """What is derived from this log across epochs (`app.domain.elision`'s base statuses),
         by what it was derived with: each reads its own prefix of the log."""
@@ -179,11 +215,14 @@ class LoggedColumns:
             "phases": self.phases[:length],
             "tokens": self.tokens[:length],
             "internal": self.internal[: bisect.bisect_right(self.internal, last_seq)],
-            "keyed": [
-                [*key, kept]
-                for key, seqs in self.keyed.items()
-                if (kept := seqs[: bisect.bisect_right(seqs, last)])
-            ],
+            "keyed": Later(
+                KeyedRows.record(
+                    (key, seq)
+                    for index in (self.restored_keyed.index(), self.keyed)
+                    for key, seqs in index.items()
+                    for seq in seqs[: bisect.bisect_right(seqs, last)]
+                )
+            ),
         }
 
     @classmethod
@@ -192,17 +231,19 @@ class LoggedColumns:
         columns = cls()
         order: list[int] = record["order"]
         columns.order, columns.phases, columns.tokens = order, record["phases"], record["tokens"]
-        columns.at = {seq: at for at, seq in enumerate(order)}
+        columns.at = dict(zip(order, range(len(order)), strict=True))
+        columns.store = store
         columns.items = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[0])
         columns.metadata = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[1])
         columns.internal = record["internal"]
-        columns.keyed = {(kind, call_id): seqs for kind, call_id, seqs in record["keyed"]}
+        columns.restored_keyed = KeyedRows(record["keyed"])
         return columns
 
     def copy(self, length: int, *, last_seq: int) -> LoggedColumns:
         """A new, unshared copy of the first `length` facts and the own facts up to `last_seq`
         (items not read yet stay so)."""
         copy = LoggedColumns()
+        copy.store = self.store
         copy.order = self.order[:length]
         copy.at = {seq: at for seq, at in self.at.items() if at < length}
         copy.items = prefix(self.items, length)
@@ -210,6 +251,7 @@ class LoggedColumns:
         copy.phases = self.phases[:length]
         copy.tokens = self.tokens[:length]
         last = copy.order[-1] if copy.order else 0
+        copy.restored_keyed = self.restored_keyed
         copy.keyed = {
             key: kept
             for key, seqs in self.keyed.items()
@@ -246,6 +288,17 @@ class LoggedUpTo(Mapping[int, Visible]):
             raise KeyError(seq)
         return self._logged.items[self._logged.at[seq]]
 
+    def read_ahead(self, start: int, stop: int) -> None:
+        """Reads, in large reads, the items of the facts at `start..stop` in `order` that were
+        not read yet: for a caller about to read them all."""
+        logged = self._logged
+        if logged.store is not None:
+            stop = min(stop, self._length)
+            items = logged.items
+            logged.store.read_ahead(
+                [logged.order[at] for at in range(start, stop) if held(items, at) is UNREAD]
+            )
+
     def __iter__(self) -> Iterator[int]:
         return iter(self._logged.order[: self._length])
 
@@ -264,8 +317,9 @@ class LoggedUpTo(Mapping[int, Visible]):
 
     def keyed(self, key: tuple[str, object]) -> list[int]:
         """The seqs, in order, of the calls or outputs under `key` ((type, call_id))."""
-        last = self.last
-        return [seq for seq in self._logged.keyed.get(key, ()) if seq <= last]
+        last, logged = self.last, self._logged
+        restored = logged.restored_keyed.index().get(key, [])
+        return [seq for seq in (*restored, *logged.keyed.get(key, ())) if seq <= last]
 
     @property
     def derived(self) -> dict[Any, Any]:

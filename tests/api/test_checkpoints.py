@@ -1,0 +1,189 @@
+"""A session's checkpoint on PostgreSQL: written after an assembly's answer as the log grows,
+restored by an app that has no fold of the session, and never served when it cannot be trusted
+(a corrupt body, another code's derivation, a log that no longer holds its last fact, a body of
+the right hash and the wrong shape): each is refused, counted, the log folded instead (the same
+answer), and the next write replaces it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import pytest
+import zstandard
+from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
+from sqlalchemy import create_engine, select, update
+from sqlalchemy.orm import Session
+
+from app.domain.column_codec import encoded
+from app.main import create_app
+from app.settings import Settings
+from app.storage import checkpoints
+from app.storage.tables import CheckpointRow, SessionRow
+from tests.conftest import TRAJECTORIES, load_trajectory
+
+EVERY = 30
+VARYING = ("assembly_id", "cache", "prompt_cache_key")
+
+
+def _decisions(answer: dict[str, Any]) -> bytes:
+    kept = {key: value for key, value in answer.items() if key not in VARYING}
+    kept["advice"] = {key: value for key, value in answer["advice"].items() if key != "cache"}
+    return orjson.dumps(kept)
+
+
+def _outcome(outcome: str) -> float:
+    return REGISTRY.get_sample_value("contextd_checkpoints_total", {"outcome": outcome}) or 0.0
+
+
+@pytest.fixture
+def app_with(postgres_url: str) -> Iterator[Callable[..., TestClient]]:
+    """Apps of their own (so caches of their own) on the test database."""
+    opened: list[TestClient] = []
+
+    def make(**settings: Any) -> TestClient:
+        client = TestClient(create_app(Settings(database_url=postgres_url, **settings)))
+        opened.append(client.__enter__())
+        return client
+
+    yield make
+    for client in opened:
+        client.__exit__(None, None, None)
+
+
+def _row(postgres_url: str, session_id: str) -> CheckpointRow | None:
+    engine = create_engine(postgres_url)
+    try:
+        with Session(engine) as db:
+            return db.execute(
+                select(CheckpointRow)
+                .join(SessionRow, SessionRow.id == CheckpointRow.session_id)
+                .where(SessionRow.external_id == session_id)
+            ).scalar_one_or_none()
+    finally:
+        engine.dispose()
+
+
+def _change(postgres_url: str, session_pk: int, **values: Any) -> None:
+    engine = create_engine(postgres_url)
+    try:
+        with Session(engine) as db:
+            db.execute(
+                update(CheckpointRow).where(CheckpointRow.session_id == session_pk).values(**values)
+            )
+            db.commit()
+    finally:
+        engine.dispose()
+
+
+def _grown(client: TestClient, session_id: str, items: list[dict[str, Any]]) -> None:
+    client.post("/sessions", json={"session_id": session_id, "context_window": 8_000})
+    for start in range(0, len(items), 25):
+        appended = client.post(
+            f"/sessions/{session_id}/items", json={"items": items[start : start + 25]}
+        )
+        assert appended.status_code == 201, appended.text
+        assert client.post("/assemble", json={"session_id": session_id}).status_code == 201
+
+
+def test_a_checkpoint_is_written_as_the_log_grows_and_restored_by_a_new_app(
+    app_with: Callable[..., TestClient], postgres_url: str, session_id: str
+) -> None:
+    items = load_trajectory(TRAJECTORIES[3])[:100]
+    writer = app_with(checkpoint_every_facts=EVERY)
+    _grown(writer, session_id, items)
+    row = _row(postgres_url, session_id)
+    assert row is not None
+    assert 100 - EVERY < row.last_seq <= 100
+    assert row.derivation == checkpoints.DERIVATION
+    assert row.body_digest == hashlib.sha256(row.body).hexdigest()
+    body = {"session_id": session_id}
+    expected = _decisions(writer.post("/assemble", json=body).json())
+    restored = _outcome("restored")
+    assert (
+        _decisions(app_with(checkpoint_every_facts=EVERY).post("/assemble", json=body).json())
+        == expected
+    )
+    assert _outcome("restored") == restored + 1
+    # With checkpoints off, an app folds the log, and reads no checkpoint.
+    assert (
+        _decisions(app_with(checkpoint_every_facts=0).post("/assemble", json=body).json())
+        == expected
+    )
+    assert _outcome("restored") == restored + 1
+
+
+def _malformed_body() -> dict[str, Any]:
+    body = zstandard.ZstdCompressor().compress(encoded({"format": 1, "last_seq": 3}))
+    return {"body": body, "body_digest": hashlib.sha256(body).hexdigest()}
+
+
+@pytest.mark.parametrize(
+    ("damage", "outcome"),
+    [
+        (lambda row: {"body": row.body[:-9] + b"123456789"}, "refused_corrupt"),
+        (lambda row: {"derivation": "0" * 64}, "refused_derived_by_other_code"),
+        (lambda row: {"log_digest": "0" * 64}, "refused_log_changed"),
+        (lambda row: _malformed_body(), "refused_malformed"),
+    ],
+    ids=["corrupt", "other_code", "log_changed", "malformed"],
+)
+def test_a_checkpoint_that_cannot_be_trusted_is_refused_and_replaced(
+    app_with: Callable[..., TestClient],
+    postgres_url: str,
+    session_id: str,
+    damage: Callable[[CheckpointRow], dict[str, Any]],
+    outcome: str,
+) -> None:
+    items = load_trajectory(TRAJECTORIES[3])[:70]
+    writer = app_with(checkpoint_every_facts=EVERY)
+    _grown(writer, session_id, items)
+    row = _row(postgres_url, session_id)
+    assert row is not None
+    body = {"session_id": session_id}
+    expected = _decisions(writer.post("/assemble", json=body).json())
+    _change(postgres_url, row.session_id, **damage(row))
+    damaged = _row(postgres_url, session_id)
+    assert damaged is not None
+    refused, restored = _outcome(outcome), _outcome("restored")
+    reader = app_with(checkpoint_every_facts=EVERY)
+    # Refused, counted, and the log folded instead: the same answer.
+    assert _decisions(reader.post("/assemble", json=body).json()) == expected
+    assert _outcome(outcome) == refused + 1
+    assert _outcome("restored") == restored
+    reader.get("/healthz")  # the work after that answer: the refused checkpoint is replaced
+    replaced = _row(postgres_url, session_id)
+    assert replaced is not None
+    assert replaced.derivation == checkpoints.DERIVATION
+    assert replaced.body_digest == hashlib.sha256(replaced.body).hexdigest()
+    columns = ("body", "derivation", "log_digest", "body_digest")
+    assert [getattr(replaced, c) for c in columns] != [getattr(damaged, c) for c in columns]
+    assert (
+        _decisions(app_with(checkpoint_every_facts=EVERY).post("/assemble", json=body).json())
+        == expected
+    )
+    assert _outcome("restored") == restored + 1
+
+
+def test_a_checkpoint_past_the_seq_asked_for_is_not_used(
+    app_with: Callable[..., TestClient], postgres_url: str, session_id: str
+) -> None:
+    writer = app_with(checkpoint_every_facts=EVERY)
+    _grown(writer, session_id, load_trajectory(TRAJECTORIES[3])[:70])
+    row = _row(postgres_url, session_id)
+    assert row is not None
+    engine = create_engine(postgres_url)
+    try:
+        with Session(engine) as db:
+            assert checkpoints.restore(
+                db, session_pk=row.session_id, up_to_seq=row.last_seq - 1
+            ) == (checkpoints.Restored(None))
+            found = checkpoints.restore(db, session_pk=row.session_id, up_to_seq=row.last_seq)
+            assert found.refused is None
+            assert found.fold is not None
+            assert found.fold.last_seq == row.last_seq
+    finally:
+        engine.dispose()
