@@ -43,6 +43,7 @@ from app.storage.loop_pool import create_loop_pool
 from app.storage.retention import prune_periodically
 from app.tokens import token_counter
 from app.tracing import instrument, telemetry_config
+from app.usecases.checkpointing import checkpoint_kept_folds
 from app.usecases.evaluation_jobs import EvaluationRunner
 
 
@@ -89,6 +90,14 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
             await loop_pool.open()
         retention = asyncio.create_task(prune_periodically(session_factory, settings))
         yield
+        # Before the connections close: the next process reads these, not the whole logs.
+        await asyncio.to_thread(
+            checkpoint_kept_folds,
+            session_factory,
+            every=settings.checkpoint_every_facts,
+            now=clock(),
+            seconds=settings.shutdown_checkpoint_seconds,
+        )
         retention.cancel()
         with suppress(asyncio.CancelledError):
             await retention

@@ -103,6 +103,12 @@ class Settings(BaseSettings):
         description="Facts a session's log grows by between two checkpoints of its fold (0: "
         "none): a worker new to the session folds at most this many beyond its checkpoint.",
     )
+    shutdown_checkpoint_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="At shutdown, how long the process may spend writing the checkpoints of "
+        "the sessions it holds that grew since their last one (newest read first).",
+    )
     output_reserve_tokens: int = Field(
         default=16_000, description="Window kept free for the model's output in session mode."
     )

@@ -15,8 +15,11 @@ does all the work, and once with it followed, compacting with the recommended st
 a turn's answer (or, while the log grows between sizes, the compaction advice) says so. With
 the advice followed, it also times a `summary` compaction at each size, which always follows an
 earlier one there (target: at 100,000 facts within 2x of the one at 2,000). With the advice
-ignored, at the largest size it restarts the server and times the first call, which reads the
-session afresh, against the warm calls before it (target: 10x). Last, in this process, the
+ignored, at the largest size it times the first call (an assembly) of a server that has never
+seen the session, against the warm calls before it (target: 10x): once started beside the
+first server, which still serves (a replica: it reads the session's last checkpoint and the
+facts after it), and once after the first stopped (a restart: the first wrote the checkpoints
+of the sessions it held as it stopped). Last, in this process, the
 bytes a server keeps per fact of such a session beyond its items.
 
 `--against DIR` serves the code of another checkout too (say `git worktree add DIR HEAD~1`), on
@@ -27,12 +30,10 @@ Run: `make bench` (or `.venv/bin/python -m bench.long_session`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import statistics
 import time
 import tracemalloc
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,8 +117,11 @@ class Run:
     code: str
     follow: bool
     sizes: list[Size] = field(default_factory=list)
-    cold_ms: float | None = None
     warm_ms: float | None = None
+    replica_ms: float | None = None
+    """The first call on a second server, started while the first still serves."""
+    restart_ms: float | None = None
+    """The first call on a server started after the first one stopped."""
 
 
 class Agent:
@@ -207,11 +211,16 @@ class Agent:
         return server, elapsed
 
 
-@contextlib.contextmanager
-def serving(code: str, source: Path, follow: bool) -> Iterator[tuple[str, str]]:
-    name = f"contextd_bench_long_{code}_{int(follow)}"
-    with bench_database(name, source=source) as url, running_server(url, source=source) as base:
-        yield url, base
+def first_call(url: str, source: Path) -> float:
+    """The first call, an assembly, on a server that has never seen the session, as the
+    client waits."""
+    with (
+        running_server(url, source=source) as fresh,
+        httpx.Client(base_url=fresh, timeout=600) as c,
+    ):
+        started = time.perf_counter()
+        c.post("/assemble", json={"session_id": SESSION}).raise_for_status()
+        return (time.perf_counter() - started) * 1000
 
 
 def play(
@@ -224,47 +233,50 @@ def play(
     align_turns: int = ALIGN_TURNS,
 ) -> Run:
     run = Run(code, follow)
-    with serving(code, source, follow) as (url, base):
-        client = httpx.Client(base_url=base, timeout=600)
-        agent = Agent(client, base, follow=follow, align_turns=align_turns)
-        agent.create()
-        for facts in sizes:
-            agent.grow_to(facts)
-            if follow or not align_turns:
-                # The first calls after the growth, untimed: the second's append grades the
-                # first's assembly, which indexes every fact the growth appended (once per
-                # session: the growth itself made no assembly to grade).
-                agent.turn()
-                agent.turn()
-            else:
-                agent.align()
-            size = Size(facts=agent.last_seq)
-            spent = server_cpu_seconds(base)
-            for _ in range(turns):
-                server, elapsed = agent.turn()
-                size.server_ms.append(server)
-                size.client_ms.append(elapsed)
-            client.get("/healthz").raise_for_status()  # waits for the work after the last answer
-            size.cpu_ms_per_turn = (server_cpu_seconds(base) - spent) * 1000 / turns
-            assert agent.last_answer is not None
-            size.shown_items = len(agent.last_answer["items"])
-            size.shown_tokens = agent.last_answer["total_tokens"]
-            if follow:
-                size.compact_ms = agent.compact("summary")
-                _, size.after_compact_ms = agent.turn()
-            size.compactions = agent.compactions
-            run.sizes.append(size)
-            print(f"  {code} {'followed' if follow else 'ignored'} {describe(size)}", flush=True)
-        client.close()
+    name = f"contextd_bench_long_{code}_{int(follow)}"
+    with bench_database(name, source=source) as url:
+        with running_server(url, source=source) as base:
+            client = httpx.Client(base_url=base, timeout=600)
+            agent = Agent(client, base, follow=follow, align_turns=align_turns)
+            agent.create()
+            for facts in sizes:
+                agent.grow_to(facts)
+                if follow or not align_turns:
+                    # The first calls after the growth, untimed: the second's append grades
+                    # the first's assembly, which indexes every fact the growth appended (once
+                    # per session: the growth itself made no assembly to grade).
+                    agent.turn()
+                    agent.turn()
+                else:
+                    agent.align()
+                size = Size(facts=agent.last_seq)
+                spent = server_cpu_seconds(base)
+                for _ in range(turns):
+                    server, elapsed = agent.turn()
+                    size.server_ms.append(server)
+                    size.client_ms.append(elapsed)
+                client.get("/healthz").raise_for_status()  # waits for the work after the answer
+                size.cpu_ms_per_turn = (server_cpu_seconds(base) - spent) * 1000 / turns
+                assert agent.last_answer is not None
+                size.shown_items = len(agent.last_answer["items"])
+                size.shown_tokens = agent.last_answer["total_tokens"]
+                if follow:
+                    size.compact_ms = agent.compact("summary")
+                    _, size.after_compact_ms = agent.turn()
+                size.compactions = agent.compactions
+                run.sizes.append(size)
+                print(
+                    f"  {code} {'followed' if follow else 'ignored'} {describe(size)}", flush=True
+                )
+            if not follow:
+                run.warm_ms = min(run.sizes[-1].client_ms)
+                # Another server on the same database, the first still serving: it reads the
+                # session afresh, from its last checkpoint (or, code without one, the log).
+                run.replica_ms = first_call(url, source)
+            client.close()
         if not follow:
-            run.warm_ms = min(run.sizes[-1].client_ms)
-            # A server that has never seen the session: the first call reads it afresh.
-            with running_server(url, source=source) as fresh:
-                fresh_client = httpx.Client(base_url=fresh, timeout=600)
-                cold = Agent(fresh_client, fresh, follow=False)
-                cold.next_turn, cold.last_seq = agent.next_turn, agent.last_seq
-                _, run.cold_ms = cold.turn()
-                fresh_client.close()
+            # The first server stopped (as a deploy stops it); a new one reads the session.
+            run.restart_ms = first_call(url, source)
     return run
 
 
@@ -302,11 +314,13 @@ def report(runs: list[Run]) -> None:
                 f"{size.cpu_ms_per_turn:>9.1f} {compact:>11} {compact_ratio:>6} "
                 f"{size.compactions:>11}"
             )
-        if run.cold_ms is not None and run.warm_ms is not None:
+        if run.warm_ms is not None and run.replica_ms is not None and run.restart_ms:
             print(
-                f"{run.code:<8} first call after a restart at {run.sizes[-1].facts:,} facts: "
-                f"{run.cold_ms:.1f} ms, {run.cold_ms / run.warm_ms:.1f}x a warm call "
-                f"({run.warm_ms:.1f} ms)"
+                f"{run.code:<8} the first call at {run.sizes[-1].facts:,} facts of a server new "
+                f"to the session, the first still serving: {run.replica_ms:.1f} ms, "
+                f"{run.replica_ms / run.warm_ms:.1f}x a warm call ({run.warm_ms:.1f} ms); "
+                f"after the first stopped: {run.restart_ms:.1f} ms, "
+                f"{run.restart_ms / run.warm_ms:.1f}x"
             )
     print(
         "server / client ms: the fastest call of the turns (Server-Timing / as the client waits);"

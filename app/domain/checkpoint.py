@@ -47,7 +47,7 @@ def checkpoint_of(fold: Fold) -> dict[str, Any]:
         setting = _setting_of(key)
         if setting is None or not isinstance(view, HistoryView) or not _belongs(view, fold):
             continue
-        views.append({"setting": setting, **view_record(view, fold.visible.items)})
+        views.append({"setting": setting, **view_record(view)})
         digest = held.get((_ADVICE, *key))
         if isinstance(digest, FiguresDigest) and digest.running.settled is view.settled:
             digests.append({"setting": setting, **digest_record(digest)})

@@ -86,7 +86,7 @@ def encoded(record: Mapping[str, Any]) -> bytes:
         if not isinstance(value, list):
             return value
         if len(value) >= MIN_COLUMN:
-            kinds = {type(item) for item in value}
+            kinds = set(map(type, value))
             if kinds == {bool}:
                 return {"$bools": [block(bytes(value)), len(value)]}
             if kinds <= {int, type(None)} and int in kinds and _width(value) is not None:
@@ -101,7 +101,8 @@ def encoded(record: Mapping[str, Any]) -> bytes:
                 distinct = list(dict.fromkeys(value))
                 if len(distinct) <= _MAX_CODES:
                     index = {item: at for at, item in enumerate(distinct)}
-                    return {"$codes": ints([index[item] for item in value]), "$values": distinct}
+                    codes = list(map(index.__getitem__, value))
+                    return {"$codes": ints(codes), "$values": distinct}
         if value and isinstance(value[0], dict):
             return [pack(item) for item in value]
         return value
@@ -159,8 +160,9 @@ def decoded(data: bytes) -> dict[str, Any]:
 
 def _width(values: list[Any]) -> str | None:
     """The narrowest array code that holds every integer of `values` (None: none does)."""
-    low = min((value for value in values if value is not None), default=0)
-    high = max((value for value in values if value is not None), default=0)
+    if None in values:
+        values = [value for value in values if value is not None]
+    low, high = min(values, default=0), max(values, default=0)
     for code, bits in _WIDTHS:
         if -(2**bits) <= low and high < 2**bits:
             return code

@@ -220,7 +220,7 @@ class HistoryView:
     def report(self) -> NormalizeReport:
         """The report `normalize_history` gives for the whole history (O(history): for the
         endpoints that answer with the whole history)."""
-        _, excluded, reordered, deduplicated, stripped, truncated, _ = self.lengths
+        _, excluded, reordered, deduplicated, stripped, truncated, _, _ = self.lengths
         tail = self.tail.part.report
         settled = self.settled
         return NormalizeReport(
@@ -429,7 +429,7 @@ def _settle(
     no call before `point` owns."""
     for owner, call in part.owners.items():
         if call < point:
-            settled.owned[owner] = call
+            settled.own(owner, call)
     owned = _SettledKeys(settled, point)
     excluded = {entry.index for entry in part.report.excluded}
     still_pending = tuple(
@@ -451,6 +451,9 @@ def _settle(
         source = part.sources[k]
         assert source is not None  # the settled rows all come from inputs (see above)
         row = _row(part.items[k], source, active, settings)
+        if row.seq is None or row.item is not active.items[source]:
+            settled.whole_rows.append(len(settled.items))
+            settled.whole.append(row.item)
         settled.row_of[source] = len(settled.items)
         settled.items.append(row.item)
         settled.sources.append(source)
@@ -484,14 +487,13 @@ def _settle(
     return still_pending
 
 
-def view_record(view: HistoryView, active_items: Sequence[Item]) -> dict[str, Any]:
-    """The settled part of `view` (a view of the active history `active_items`) as a
-    checkpoint holds it."""
+def view_record(view: HistoryView) -> dict[str, Any]:
+    """The settled part of `view` as a checkpoint holds it."""
     return {
         "epoch": view.epoch,
         "boundary": view.boundary,
         "pending": list(view.pending),
-        **view.settled.record(view.lengths, boundary=view.boundary, active_items=active_items),
+        **view.settled.record(view.lengths),
     }
 
 

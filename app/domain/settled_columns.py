@@ -9,12 +9,13 @@ its items that are their facts' items unchanged are read from the log when first
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import bisect
+from collections.abc import Callable, Mapping
 from dataclasses import astuple
 from typing import Any
 
 from app.domain.column_codec import Later
-from app.domain.facts.stored_items import UNREAD, Column, held, lazy, prefix
+from app.domain.facts.stored_items import UNREAD, Column, lazy, prefix
 from app.domain.growing import Claims
 from app.domain.history import HistoryEntry
 from app.domain.items import Item
@@ -22,6 +23,7 @@ from app.domain.normalize import (
     CallKey,
     DeduplicatedOutput,
     ExcludedItem,
+    Family,
     ReorderedOutput,
     StrippedMedia,
     TruncatedOutput,
@@ -34,34 +36,6 @@ def _logged(seq: int | None) -> int:
     """The seq of a row whose item is read from the log: every such row has one."""
     assert seq is not None
     return seq
-
-
-class _OwnedRows:
-    """The keys a checkpoint's settled calls own, kept as its rows and indexed when first
-    read."""
-
-    def __init__(self, rows: Later | None = None) -> None:
-        self._rows = rows
-        self._index: dict[CallKey, int] | None = None if rows else {}
-
-    def index(self) -> dict[CallKey, int]:
-        if self._index is None:
-            assert self._rows is not None
-            rows = self._rows.value()
-            keys = zip(rows["families"], rows["ids"], strict=True)
-            self._index = dict(zip(keys, rows["calls"], strict=True))
-        return self._index
-
-    @staticmethod
-    def record(owned: Iterable[tuple[CallKey, int]]) -> Later:
-        rows = list(owned)
-        return Later(
-            {
-                "families": [key[0] for key, _ in rows],
-                "ids": [key[1] for key, _ in rows],
-                "calls": [call for _, call in rows],
-            }
-        )
 
 
 class SettledColumns:
@@ -92,24 +66,40 @@ class SettledColumns:
         normalization left out."""
         self.excluded_at: dict[int, str] = {}
         """Why normalization left out each settled input it excluded."""
-        self.owned: dict[CallKey, int] = {}
-        self.restored_owned = _OwnedRows()
-        """The same of the calls a checkpoint held (`owned` holds those settled since), indexed
-        when first read: an output whose call is not in the open tail is rare."""
-        """Each settled key's call, by input index: a key is settled for a view whose boundary
-        lies after its call."""
+        self.owned_families: Column[Family] = []
+        self.owned_ids: Column[str] = []
+        self.owned_calls: Column[int] = []
+        """Each settled key (family, call_id) with its call's input index, in the order they
+        settled: a key is settled for a view whose boundary lies after its call."""
+        self._owned: dict[CallKey, int] = {}
+        """The keys settled since the columns were restored (all of them, if they were not)."""
+        self._restored_owned = 0
+        self._restored_index: dict[CallKey, int] | None = {}
+        """The keys a checkpoint held, indexed when first read: an output whose call is not in
+        the open tail is rare."""
+        self.whole_rows: list[int] = []
+        """The rows whose item is not their fact's item as it is (a truncated output, an item
+        the service wrote): a checkpoint holds these items whole."""
+        self.whole: Column[Item] = []
         self.claims = Claims()
+
+    def own(self, key: CallKey, call: int) -> None:
+        """Settles `key`, owned by the call at input index `call`."""
+        self.owned_families.append(key[0])
+        self.owned_ids.append(key[1])
+        self.owned_calls.append(call)
+        self._owned[key] = call
 
     def call_of(self, key: object) -> int | None:
         """The input index of the settled call that owns `key`, if one does."""
-        call: int | None = self.owned.get(key)  # type: ignore[call-overload]
-        if call is None:
-            call = self.restored_owned.index().get(key)  # type: ignore[call-overload]
+        call: int | None = self._owned.get(key)  # type: ignore[call-overload]
+        if call is None and self._restored_owned:
+            if self._restored_index is None:
+                restored = self._restored_owned
+                keys = zip(self.owned_families[:restored], self.owned_ids[:restored], strict=True)
+                self._restored_index = dict(zip(keys, self.owned_calls[:restored], strict=True))
+            call = self._restored_index.get(key)  # type: ignore[call-overload]
         return call
-
-    def _all_owned(self) -> Iterator[tuple[CallKey, int]]:
-        yield from self.restored_owned.index().items()
-        yield from self.owned.items()
 
     def lengths(self) -> tuple[int, ...]:
         return (
@@ -120,11 +110,12 @@ class SettledColumns:
             len(self.stripped),
             len(self.truncated),
             len(self.offered),
+            len(self.owned_calls),
         )
 
     def copy(self, lengths: tuple[int, ...], *, boundary: int) -> SettledColumns:
         """A new, unshared copy of the first `lengths` of these columns."""
-        rows, excluded, reordered, deduplicated, stripped, truncated, offered = lengths
+        rows, excluded, reordered, deduplicated, stripped, truncated, offered, owned = lengths
         copy = SettledColumns()
         copy.items = prefix(self.items, rows)
         copy.sources = self.sources[:rows]
@@ -140,30 +131,25 @@ class SettledColumns:
         copy.deduplicated = self.deduplicated[:deduplicated]
         copy.stripped = self.stripped[:stripped]
         copy.truncated = self.truncated[:truncated]
-        copy.owned = {key: call for key, call in self._all_owned() if call < boundary}
+        keys = zip(self.owned_families[:owned], self.owned_ids[:owned], strict=True)
+        for key, call in zip(keys, self.owned_calls[:owned], strict=True):
+            copy.own(key, call)
+        whole = bisect.bisect_left(self.whole_rows, rows)
+        copy.whole_rows, copy.whole = self.whole_rows[:whole], prefix(self.whole, whole)
         copy.row_of = {source: row for source, row in self.row_of.items() if row < rows}
         copy.excluded_at = {
             index: reason for index, reason in self.excluded_at.items() if index < boundary
         }
         return copy
 
-    def record(
-        self, lengths: tuple[int, ...], *, boundary: int, active_items: Sequence[Item]
-    ) -> dict[str, Any]:
-        """The first `lengths` of these columns (settled before input `boundary`, over the
-        active items `active_items`) as a checkpoint holds them: an item that is its fact's
-        item unchanged by its seq (the log holds it), any other whole."""
-        rows, excluded, reordered, deduplicated, stripped, truncated, offered = lengths
-        whole_rows, whole = [], []
-        for row in range(rows):
-            own, source = held(self.items, row), self.sources[row]
-            verbatim = own is UNREAD or (source is not None and own is held(active_items, source))
-            if not verbatim or self.seqs[row] is None:
-                whole_rows.append(row)
-                whole.append(own)
+    def record(self, lengths: tuple[int, ...]) -> dict[str, Any]:
+        """The first `lengths` of these columns as a checkpoint holds them: the items that are
+        their facts' items as they are by their seq (the log holds them), the others whole."""
+        rows, excluded, reordered, deduplicated, stripped, truncated, offered, owned = lengths
+        whole = bisect.bisect_left(self.whole_rows, rows)
         return {
-            "whole_rows": whole_rows,
-            "whole": Later(whole),
+            "whole_rows": self.whole_rows[:whole],
+            "whole": Later(self.whole[:whole]),
             "sources": self.sources[:rows],
             "seqs": self.seqs[:rows],
             "tokens": self.tokens[:rows],
@@ -176,8 +162,14 @@ class SettledColumns:
             "deduplicated": [list(astuple(e)) for e in self.deduplicated[:deduplicated]],
             "stripped": [list(astuple(entry)) for entry in self.stripped[:stripped]],
             "truncated": [list(astuple(entry)) for entry in self.truncated[:truncated]],
-            "owned": _OwnedRows.record(
-                (key, call) for key, call in self._all_owned() if call < boundary
+            # Read by few calls after a restore: parsed when first read.
+            "owned_count": owned,
+            "owned": Later(
+                {
+                    "families": self.owned_families[:owned],
+                    "ids": self.owned_ids[:owned],
+                    "calls": self.owned_calls[:owned],
+                }
             ),
         }
 
@@ -193,12 +185,15 @@ class SettledColumns:
         fragments: list[bool] = record["fragments"]
         settled.sources, settled.seqs, settled.tokens = record["sources"], seqs, tokens
         settled.fragments = fragments
-        whole_at = {row: at for at, row in enumerate(record["whole_rows"])}
-        whole: Later = record["whole"]
+        settled.whole_rows = record["whole_rows"]
+        later: Later = record["whole"]
+        settled.whole = lazy([UNREAD] * len(settled.whole_rows), lambda at: later.value()[at])
+        whole_at = {row: at for at, row in enumerate(settled.whole_rows)}
+        whole = settled.whole
 
         def item(row: int) -> Item:
             at = whole_at.get(row)
-            return fact_item(_logged(seqs[row])) if at is None else whole.value()[at]
+            return fact_item(_logged(seqs[row])) if at is None else whole[at]
 
         settled.items = lazy([UNREAD] * len(seqs), item)
         settled.cumulative = record["cumulative"]
@@ -224,5 +219,10 @@ class SettledColumns:
         settled.row_of = dict(zip(settled.sources, range(len(seqs)), strict=True))  # type: ignore[arg-type]
         settled.row_of.pop(None, None)  # type: ignore[call-overload]
         settled.excluded_at = {entry.index: entry.explained for entry in settled.excluded}
-        settled.restored_owned = _OwnedRows(record["owned"])
+        owned: Later = record["owned"]
+        count = record["owned_count"]
+        settled.owned_families = lazy([UNREAD] * count, lambda at: owned.value()["families"][at])
+        settled.owned_ids = lazy([UNREAD] * count, lambda at: owned.value()["ids"][at])
+        settled.owned_calls = lazy([UNREAD] * count, lambda at: owned.value()["calls"][at])
+        settled._restored_owned, settled._restored_index = count, None
         return settled

@@ -127,7 +127,7 @@ REFUSED = -1
 replaces it, whatever its seq."""
 
 
-def checkpointed_seq(db: Session, session: SessionRow | SessionSnapshot) -> int:
+def checkpointed_seq(db: Session, session: SessionRow | SessionSnapshot | Any) -> int:
     """The seq of the session's checkpoint (0: none; `REFUSED`), as this process last wrote or
     read it."""
     key = fold_key(db, session)
@@ -145,7 +145,7 @@ def checkpointed_seq(db: Session, session: SessionRow | SessionSnapshot) -> int:
     return known
 
 
-def remember_checkpoint(db: Session, session: SessionRow | SessionSnapshot, seq: int) -> None:
+def remember_checkpoint(db: Session, session: SessionRow | SessionSnapshot | Any, seq: int) -> None:
     """Notes that the session's checkpoint is at `seq` (written and committed, or read)."""
     caches = caches_of(db)
     with caches.folds_lock:

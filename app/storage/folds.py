@@ -13,7 +13,8 @@ time: the next read folds the log again. Pinned by `tests/api/test_projection_ca
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import cast
+from datetime import datetime
+from typing import NamedTuple, cast
 
 from sqlalchemy.orm import Session
 
@@ -95,8 +96,28 @@ def fold_session(
     )
 
 
-def newest_fold(db: Session, session: SessionRow | SessionSnapshot) -> Fold | None:
+def newest_fold(db: Session, session: SessionRow | SessionSnapshot | SessionKey) -> Fold | None:
     """This process's newest fold of the session, if it keeps one."""
     caches = caches_of(db)
     with caches.folds_lock:
         return caches.folds.get(fold_key(db, session))
+
+
+def kept_folds(db: Session) -> list[tuple[SessionKey, Fold]]:
+    """The folds this process keeps of sessions of `db`'s database, newest read first, each
+    with its session's (row id, creation time)."""
+    caches, engine = caches_of(db), db.get_bind().engine
+    with caches.folds_lock:
+        kept = list(caches.folds.items())
+    return [
+        (SessionKey(pk, created_at), fold)
+        for (ref, pk, created_at), fold in kept
+        if ref() is engine
+    ]
+
+
+class SessionKey(NamedTuple):
+    """What names a session's entries in this process's caches (`fold_key`)."""
+
+    id: int
+    created_at: datetime

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -19,20 +20,27 @@ from sqlalchemy.orm import Session
 
 from app.metrics import AFTER_ANSWER_FAILURES, record_checkpoint
 from app.storage import checkpoints, folds
+from app.storage.folds import SessionKey
 from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
 
-__all__ = ["checkpoint_if_due"]
+__all__ = ["checkpoint_if_due", "checkpoint_kept_folds"]
 
 log = logging.getLogger("contextd")
 
 
 def checkpoint_if_due(
-    db: Session, session: SessionRow | SessionSnapshot, *, every: int, now: datetime
+    db: Session,
+    session: SessionRow | SessionSnapshot | SessionKey,
+    *,
+    every: int,
+    now: datetime,
+    minimum: int | None = None,
 ) -> None:
     """Writes the session's checkpoint, made `now`, when this process's newest fold of it is
-    `every` facts or more past the last one, or the last one was refused (0: never). Closes
-    `db`; a failure is logged and counted, never raised (the caller has its answer)."""
+    `every` facts or more past the last one (`minimum` facts, when given), or the last one was
+    refused (`every` 0: never). Closes `db`; a failure is logged and counted, never raised (the
+    caller has its answer)."""
     if every <= 0:
         return
     started = time.perf_counter()
@@ -42,7 +50,7 @@ def checkpoint_if_due(
             if fold is None or fold.logged_length < every:
                 return
             known = checkpoints.checkpointed_seq(db, session)
-            if known != checkpoints.REFUSED and fold.last_seq - known < every:
+            if known != checkpoints.REFUSED and fold.last_seq - known < (minimum or every):
                 return
             written = checkpoints.write_checkpoint(
                 db,
@@ -59,3 +67,31 @@ def checkpoint_if_due(
     except SQLAlchemyError:
         AFTER_ANSWER_FAILURES.labels("checkpoint").inc()
         log.exception("session #%s: its checkpoint could not be written", session.id)
+
+
+def checkpoint_kept_folds(
+    sessions: Callable[[], Session], *, every: int, now: datetime, seconds: float
+) -> int:
+    """At shutdown: the checkpoint of every session this process keeps a fold of that has
+    grown since its last one, newest read first, for `seconds` at most; how many were written.
+    The process that serves a session next, after a restart, then reads no fact but those
+    appended since. (A process that stops without this, or a replica serving the session
+    meanwhile, folds at most `every` facts beyond the last checkpoint.)"""
+    if every <= 0:
+        return 0
+    deadline = time.perf_counter() + seconds
+    with sessions() as db:
+        kept = folds.kept_folds(db)
+    written = 0
+    for key, fold in kept:
+        if time.perf_counter() > deadline:
+            break
+        if fold.logged_length < every:
+            continue
+        with sessions() as db:
+            before = checkpoints.checkpointed_seq(db, key)
+        if before != checkpoints.REFUSED and before >= fold.last_seq:
+            continue
+        checkpoint_if_due(sessions(), key, every=every, now=now, minimum=1)
+        written += 1
+    return written

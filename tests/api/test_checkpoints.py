@@ -187,3 +187,27 @@ def test_a_checkpoint_past_the_seq_asked_for_is_not_used(
             assert found.fold.last_seq == row.last_seq
     finally:
         engine.dispose()
+
+
+def test_at_shutdown_the_sessions_grown_since_their_checkpoint_are_checkpointed(
+    postgres_url: str, session_id: str
+) -> None:
+    items = load_trajectory(TRAJECTORIES[3])[:100]
+    settings = Settings(database_url=postgres_url, checkpoint_every_facts=EVERY)
+    with TestClient(create_app(settings)) as client:
+        _grown(client, session_id, items)
+        client.post(f"/sessions/{session_id}/items", json={"items": items[:5]})
+        answer = client.post("/assemble", json={"session_id": session_id})
+        expected = _decisions(answer.json())
+        row = _row(postgres_url, session_id)
+        assert row is not None
+        assert row.last_seq == 100  # 5 facts since: not due
+    row = _row(postgres_url, session_id)
+    assert row is not None
+    assert row.last_seq == 105  # written as the app shut down
+    restored = _outcome("restored")
+    with TestClient(create_app(settings)) as client:
+        assert _decisions(client.post("/assemble", json={"session_id": session_id}).json()) == (
+            expected
+        )
+    assert _outcome("restored") == restored + 1

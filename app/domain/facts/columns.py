@@ -15,7 +15,7 @@ from app.domain.facts.stored_items import UNREAD, Column, ItemStore, held, lazy,
 from app.domain.growing import Claims, Prefix
 from app.domain.items import Item, logged_key
 
-__all__ = ["KeyedRows", "LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
+__all__ = ["LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
 
 Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 """One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
@@ -130,36 +130,6 @@ class VisibleColumns:
         return copy
 
 
-class KeyedRows:
-    """The seqs under each (type, call_id) of the facts a checkpoint held, kept as its rows and
-    indexed when first read: few calls after a restore read them (a compaction's placeholders
-    name their facts by key)."""
-
-    def __init__(self, rows: Later | None = None) -> None:
-        self._rows = rows
-        self._index: dict[tuple[str, object], list[int]] | None = None if rows else {}
-
-    def index(self) -> dict[tuple[str, object], list[int]]:
-        if self._index is None:
-            assert self._rows is not None
-            index: dict[tuple[str, object], list[int]] = {}
-            rows = self._rows.value()
-            for kind, call_id, seq in zip(rows["kinds"], rows["ids"], rows["seqs"], strict=True):
-                index.setdefault((kind, call_id), []).append(seq)
-            self._index = index
-        return self._index
-
-    @staticmethod
-    def record(keyed: Iterable[tuple[tuple[str, object], int]]) -> dict[str, Any]:
-        """(key, seq) pairs as rows, in seq order."""
-        rows = sorted(keyed, key=lambda entry: entry[1])
-        return {
-            "kinds": [key[0] for key, _ in rows],
-            "ids": [key[1] for key, _ in rows],
-            "seqs": [seq for _, seq in rows],
-        }
-
-
 class LoggedColumns:
     """Every model-visible fact of a session's log by seq, in seq order, growing as facts are
     appended (shared like `VisibleColumns`): a fold reads those up to its `last_seq`."""
@@ -175,11 +145,14 @@ class LoggedColumns:
         self.internal: list[int] = []
         """The seqs of the service's own facts (`contextd.*`), in order: what the log holds
         beside the model-visible facts."""
-        self.keyed: dict[tuple[str, object], list[int]] = {}
-        """The seqs of the calls and outputs under each (type, call_id), of the facts added
-        (a restored fold's earlier ones are in `restored_keyed`)."""
-        self.restored_keyed = KeyedRows()
-        """The same of the facts a checkpoint held, built when first read."""
+        self.key_kinds: Column[str] = []
+        self.key_ids: Column[object] = []
+        self.key_seqs: Column[int] = []
+        """The calls and outputs among the facts, in seq order: (type, call_id) and seq."""
+        self._keyed: dict[tuple[str, object], list[int]] | None = {}
+        """The seqs under each (type, call_id) of the key columns; in a restored fold, built
+        when first read (few calls after a restore read it: a compaction's placeholders
+        name their facts by key)."""
         self.store: ItemStore | None = None
         """Where the items of a restored fold are read from (None: every item is held)."""
         self.derived: dict[Any, Any] = {}
@@ -200,7 +173,20 @@ class LoggedColumns:
         self.phases.append(phase)
         self.tokens.append(tokens or 0)
         if (key := logged_key(item)) is not None:
-            self.keyed.setdefault(key, []).append(seq)
+            self.key_kinds.append(key[0])
+            self.key_ids.append(key[1])
+            self.key_seqs.append(seq)
+            if self._keyed is not None:
+                self._keyed.setdefault(key, []).append(seq)
+
+    def keyed(self) -> dict[tuple[str, object], list[int]]:
+        """The seqs under each (type, call_id), in seq order."""
+        if self._keyed is None:
+            keyed: dict[tuple[str, object], list[int]] = {}
+            for kind, call_id, seq in zip(self.key_kinds, self.key_ids, self.key_seqs, strict=True):
+                keyed.setdefault((kind, call_id), []).append(seq)
+            self._keyed = keyed
+        return self._keyed
 
     def entry(self, seq: int) -> Visible:
         at = self.at[seq]
@@ -210,18 +196,20 @@ class LoggedColumns:
         """The first `length` facts and the own facts up to `last_seq`, as a checkpoint holds
         them: no item, which the log holds."""
         last = self.order[length - 1] if length else 0
+        keys = bisect.bisect_right(self.key_seqs, last)
         return {
+            "key_count": keys,
             "order": self.order[:length],
             "phases": self.phases[:length],
             "tokens": self.tokens[:length],
             "internal": self.internal[: bisect.bisect_right(self.internal, last_seq)],
-            "keyed": Later(
-                KeyedRows.record(
-                    (key, seq)
-                    for index in (self.restored_keyed.index(), self.keyed)
-                    for key, seqs in index.items()
-                    for seq in seqs[: bisect.bisect_right(seqs, last)]
-                )
+            # Read by few calls after a restore: parsed when first read.
+            "keys": Later(
+                {
+                    "kinds": self.key_kinds[:keys],
+                    "ids": self.key_ids[:keys],
+                    "seqs": self.key_seqs[:keys],
+                }
             ),
         }
 
@@ -236,7 +224,12 @@ class LoggedColumns:
         columns.items = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[0])
         columns.metadata = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[1])
         columns.internal = record["internal"]
-        columns.restored_keyed = KeyedRows(record["keyed"])
+        keys: Later = record["keys"]
+        count = record["key_count"]
+        columns.key_kinds = lazy([UNREAD] * count, lambda at: keys.value()["kinds"][at])
+        columns.key_ids = lazy([UNREAD] * count, lambda at: keys.value()["ids"][at])
+        columns.key_seqs = lazy([UNREAD] * count, lambda at: keys.value()["seqs"][at])
+        columns._keyed = None
         return columns
 
     def copy(self, length: int, *, last_seq: int) -> LoggedColumns:
@@ -250,13 +243,10 @@ class LoggedColumns:
         copy.metadata = prefix(self.metadata, length)
         copy.phases = self.phases[:length]
         copy.tokens = self.tokens[:length]
-        last = copy.order[-1] if copy.order else 0
-        copy.restored_keyed = self.restored_keyed
-        copy.keyed = {
-            key: kept
-            for key, seqs in self.keyed.items()
-            if (kept := seqs[: bisect.bisect_right(seqs, last)])
-        }
+        keys = bisect.bisect_right(self.key_seqs, copy.order[-1] if copy.order else 0)
+        copy.key_kinds, copy.key_ids = prefix(self.key_kinds, keys), prefix(self.key_ids, keys)
+        copy.key_seqs = prefix(self.key_seqs, keys)
+        copy._keyed = None
         copy.internal = self.internal[: bisect.bisect_right(self.internal, last_seq)]
         return copy
 
@@ -317,9 +307,8 @@ class LoggedUpTo(Mapping[int, Visible]):
 
     def keyed(self, key: tuple[str, object]) -> list[int]:
         """The seqs, in order, of the calls or outputs under `key` ((type, call_id))."""
-        last, logged = self.last, self._logged
-        restored = logged.restored_keyed.index().get(key, [])
-        return [seq for seq in (*restored, *logged.keyed.get(key, ())) if seq <= last]
+        last = self.last
+        return [seq for seq in self._logged.keyed().get(key, ()) if seq <= last]
 
     @property
     def derived(self) -> dict[Any, Any]:
