@@ -12,6 +12,7 @@ import anyio
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from starlette.types import Message, Scope
 
 from app.api import (
     assembly,
@@ -57,6 +58,35 @@ assembly of 500 candidates allocates thousands of short-lived containers, nearly
 reference counting, so frequent young collections cost time and give no memory back."""
 
 
+async def _route_once(app: FastAPI) -> None:
+    """Route one request that matches no route, straight to the router (no middleware, so no
+    metric counts it): FastAPI builds each included router's matching tables on the first
+    request that reaches it, 40 to 80 ms that the first caller after a restart would
+    otherwise wait for (`docs/performance.md`)."""
+    scope: Scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/.contextd-warm-up",
+        "raw_path": b"/.contextd-warm-up",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [],
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 0),
+    }
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(_message: Message) -> None:
+        return None
+
+    await app.router(scope, receive, send)
+
+
 def _settle_heap() -> None:
     """Freeze what startup loaded (encodings, schemas, mappers), so that a full collection
     scans only objects made since: collecting them again on every full collection is what
@@ -85,6 +115,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
         # Load the default encoding's BPE ranks now, not during the first caller's request.
         await asyncio.to_thread(token_counter, settings.default_encoding)
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.worker_threads
+        await _route_once(_app)
         _settle_heap()
         if loop_pool is not None:
             await loop_pool.open()

@@ -98,7 +98,7 @@ class Settings(BaseSettings):
         description="JSON bytes of session folds a process keeps for incremental reads.",
     )
     checkpoint_every_facts: int = Field(
-        default=2_000,
+        default=1_000,
         ge=0,
         description="Facts a session's log grows by between two checkpoints of its fold (0: "
         "none): a worker new to the session folds at most this many beyond its checkpoint.",

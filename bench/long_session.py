@@ -220,7 +220,14 @@ def first_call(url: str, source: Path) -> float:
     ):
         started = time.perf_counter()
         c.post("/assemble", json={"session_id": SESSION}).raise_for_status()
-        return (time.perf_counter() - started) * 1000
+        elapsed = (time.perf_counter() - started) * 1000
+        outcomes = [
+            line.removeprefix("contextd_checkpoints_total")
+            for line in c.get("/metrics").text.splitlines()
+            if line.startswith("contextd_checkpoints_total")
+        ]
+        print(f"  first call: {elapsed:.1f} ms; checkpoints {', '.join(outcomes) or 'none'}")
+        return elapsed
 
 
 def play(

@@ -81,10 +81,6 @@ class ItemStore:
         self._lock = lock or nullcontext()
         self._last_miss: int | None = None
 
-    def peek(self, seq: int) -> StoredFact | None:
-        """Fact `seq` if it was read, without reading it."""
-        return self._facts.get(seq)
-
     def get(self, seq: int) -> StoredFact:
         found = self._facts.get(seq)
         if found is not None:
@@ -104,11 +100,6 @@ class ItemStore:
             for start in range(0, len(missing), READ_AHEAD_CHUNK):
                 for seq, fact in self._read(missing[start : start + READ_AHEAD_CHUNK]).items():
                     self._facts.setdefault(seq, fact)
-
-    @property
-    def read_facts(self) -> int:
-        """How many facts were read so far."""
-        return len(self._facts)
 
     def _fill(self, seq: int) -> None:
         """Reads `seq` and its unread neighbours: those before it when reads go backwards (an
@@ -170,11 +161,6 @@ class LazyColumn(Sequence[T], Generic[T]):
     def raw(self, index: int) -> T | _Unread:
         """The value at `index` as held: `UNREAD` when it was not read yet."""
         return self._values[index]  # type: ignore[no-any-return]
-
-    @property
-    def unread(self) -> int:
-        """How many values are not read yet."""
-        return sum(1 for value in self._values if value is UNREAD)
 
 
 Column = list[T] | LazyColumn[T]
