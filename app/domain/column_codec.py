@@ -5,8 +5,10 @@ each; `app.domain.checkpoint`), and a part few readers need is parsed only when 
 
 In the header:
 
-- `{"$ints": [offset, count, code]}`: integers, in the narrowest of the `array` codes `b`,
-  `h`, `i`, `q` that holds them all; with `"$nulls": [positions]` where nulls were among them;
+- `{"$ints": [offset, count, "q"]}`: integers, 64 bits each, read back as an `array("q")` in
+  place (one copy of the block, no list of a hundred thousand ints: the columns they restore
+  are appended to and read by index, which an array does as a list does); with `"$nulls":
+  [positions]` where nulls were among them, read back as a list;
 - `{"$bools": [offset, count]}`: booleans, a byte each;
 - `{"$codes": [offset, count, code], "$values": [...]}`: strings and nulls of few distinct
   values, each written as its index among `$values`;
@@ -15,9 +17,9 @@ In the header:
 Only values of dicts, and lists of dicts, are looked into, and only lists of `MIN_COLUMN`
 values or more are written as columns.
 
-Invariant: `decoded(encoded(record)) == record` for any record of JSON values whose integers
-fit in 64 bits, once every `Later` is read (pinned by a property test); types stay (`1` and
-`True` stay apart).
+Invariant: `decoded(encoded(record))` equals `record` for any record of JSON values whose
+integers fit in 64 bits, once every `Later` is read and every array taken as a list (pinned by
+a property test); types stay (`1` and `True` stay apart).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ MAGIC = b"ctxcols2"
 MIN_COLUMN = 32
 _HEADER_BYTES = 4
 _ALIGN = 8
-_WIDTHS = (("b", 7), ("h", 15), ("i", 31), ("q", 63))
-"""Array codes, each with the bits its signed values hold."""
+_CODES = frozenset({"h", "q"})
+"""The array codes of blocks: 64-bit integers, and 16-bit indexes of coded strings."""
 _MAX_CODES = 256
 _SWAPPED = array("q", [1]).tobytes()[0] != 1
 """Blocks are little-endian; a big-endian machine swaps them as it reads and writes."""
@@ -72,10 +74,9 @@ def encoded(record: Mapping[str, Any]) -> bytes:
         offset += len(blocks[-1])
         return start
 
-    def ints(values: list[int]) -> list[Any]:
-        code = _width(values)
-        assert code is not None  # checked before: every value fits in 64 bits
-        return [block(_bytes(array(code, values))), len(values), code]
+    def ints(values: list[int] | array[int], code: str = "q") -> list[Any]:
+        column = values if isinstance(values, array) else array(code, values)
+        return [block(_bytes(column)), len(values), column.typecode]
 
     def pack(value: Any) -> Any:
         if isinstance(value, Later):
@@ -83,13 +84,15 @@ def encoded(record: Mapping[str, Any]) -> bytes:
             return {"$later": [block(data), len(data)]}
         if isinstance(value, dict):
             return {key: pack(item) for key, item in value.items()}
+        if isinstance(value, array):
+            return {"$ints": ints(value)} if len(value) >= MIN_COLUMN else value.tolist()
         if not isinstance(value, list):
             return value
         if len(value) >= MIN_COLUMN:
             kinds = set(map(type, value))
             if kinds == {bool}:
                 return {"$bools": [block(bytes(value)), len(value)]}
-            if kinds <= {int, type(None)} and int in kinds and _width(value) is not None:
+            if kinds <= {int, type(None)} and int in kinds and _fits(value):
                 if type(None) not in kinds:
                     return {"$ints": ints(value)}
                 nulls = [at for at, item in enumerate(value) if item is None]
@@ -102,7 +105,7 @@ def encoded(record: Mapping[str, Any]) -> bytes:
                 if len(distinct) <= _MAX_CODES:
                     index = {item: at for at, item in enumerate(distinct)}
                     codes = list(map(index.__getitem__, value))
-                    return {"$codes": ints(codes), "$values": distinct}
+                    return {"$codes": ints(codes, "h"), "$values": distinct}
         if value and isinstance(value[0], dict):
             return [pack(item) for item in value]
         return value
@@ -126,23 +129,27 @@ def decoded(data: bytes) -> dict[str, Any]:
             raise ValueError("a column runs past the end of the record")
         return body[offset : offset + size]
 
-    def ints(offset: int, count: int, code: str) -> list[int]:
+    def ints(offset: int, count: int, code: str) -> array[int]:
+        if code not in _CODES:
+            raise ValueError(f"a column of array code {code!r}")
         column = array(code)
         column.frombytes(raw(offset, column.itemsize * count))
         if _SWAPPED:
             column.byteswap()
-        return column.tolist()
+        return column
 
     def unpack(value: Any) -> Any:
         if isinstance(value, dict):
             if "$ints" in value:
-                column: list[Any] = ints(*value["$ints"])
-                for at in value.get("$nulls", ()):
+                if "$nulls" not in value:
+                    return ints(*value["$ints"])
+                column: list[Any] = ints(*value["$ints"]).tolist()
+                for at in value["$nulls"]:
                     column[at] = None
                 return column
             if "$bools" in value:
                 offset, count = value["$bools"]
-                return [byte == 1 for byte in raw(offset, count)]
+                return list(map(bool, raw(offset, count)))
             if "$codes" in value:
                 return list(map(value["$values"].__getitem__, ints(*value["$codes"])))
             if "$later" in value:
@@ -158,15 +165,11 @@ def decoded(data: bytes) -> dict[str, Any]:
     return record
 
 
-def _width(values: list[Any]) -> str | None:
-    """The narrowest array code that holds every integer of `values` (None: none does)."""
+def _fits(values: list[Any]) -> bool:
+    """Whether every integer of `values` fits in 64 bits."""
     if None in values:
         values = [value for value in values if value is not None]
-    low, high = min(values, default=0), max(values, default=0)
-    for code, bits in _WIDTHS:
-        if -(2**bits) <= low and high < 2**bits:
-            return code
-    return None
+    return min(values, default=0) >= -(2**63) and max(values, default=0) < 2**63
 
 
 def _bytes(column: array[Any]) -> bytes:

@@ -10,12 +10,12 @@ its items that are their facts' items unchanged are read from the log when first
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import astuple
 from typing import Any
 
 from app.domain.column_codec import Later
-from app.domain.facts.stored_items import UNREAD, Column, lazy, prefix
+from app.domain.facts.stored_items import UNREAD, Column, SortedIndex, ascends, lazy, prefix
 from app.domain.growing import Claims
 from app.domain.history import HistoryEntry
 from app.domain.items import Item
@@ -61,7 +61,7 @@ class SettledColumns:
         self.deduplicated: list[DeduplicatedOutput] = []
         self.stripped: list[StrippedMedia] = []
         self.truncated: list[TruncatedOutput] = []
-        self.row_of: dict[int, int] = {}
+        self.row_of: MutableMapping[int, int] = {}
         """Each settled input's row (its normalized position); none for an input
         normalization left out."""
         self.excluded_at: dict[int, str] = {}
@@ -151,6 +151,7 @@ class SettledColumns:
             "whole_rows": self.whole_rows[:whole],
             "whole": Later(self.whole[:whole]),
             "sources": self.sources[:rows],
+            "sources_ascending": ascends(self.sources[:rows]),
             "seqs": self.seqs[:rows],
             "tokens": self.tokens[:rows],
             "fragments": self.fragments[:rows],
@@ -180,10 +181,11 @@ class SettledColumns:
         """The columns `record` holds (`record`), an unchanged item read by `fact_item(seq)`
         when first read."""
         settled = cls()
-        seqs: list[int | None] = record["seqs"]
+        # Lists, not arrays: a row the service wrote has no seq (a synthesized one, no source).
+        seqs: list[int | None] = list(record["seqs"])
         tokens: list[int] = record["tokens"]
         fragments: list[bool] = record["fragments"]
-        settled.sources, settled.seqs, settled.tokens = record["sources"], seqs, tokens
+        settled.sources, settled.seqs, settled.tokens = list(record["sources"]), seqs, tokens
         settled.fragments = fragments
         settled.whole_rows = record["whole_rows"]
         later: Later = record["whole"]
@@ -216,8 +218,7 @@ class SettledColumns:
         settled.deduplicated = [DeduplicatedOutput(*entry) for entry in record["deduplicated"]]
         settled.stripped = [StrippedMedia(*entry) for entry in record["stripped"]]
         settled.truncated = [TruncatedOutput(*entry) for entry in record["truncated"]]
-        settled.row_of = dict(zip(settled.sources, range(len(seqs)), strict=True))  # type: ignore[arg-type]
-        settled.row_of.pop(None, None)  # type: ignore[call-overload]
+        settled.row_of = SortedIndex.of(settled.sources, ascending=record["sources_ascending"])
         settled.excluded_at = {entry.index: entry.explained for entry in settled.excluded}
         owned: Later = record["owned"]
         count = record["owned_count"]

@@ -7,11 +7,20 @@ from the log when first read (`app.domain.facts.stored_items`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from app.domain.column_codec import Later
-from app.domain.facts.stored_items import UNREAD, Column, ItemStore, held, lazy, prefix
+from app.domain.facts.stored_items import (
+    UNREAD,
+    Column,
+    ItemStore,
+    SortedIndex,
+    ascends,
+    held,
+    lazy,
+    prefix,
+)
 from app.domain.growing import Claims, Prefix
 from app.domain.items import Item, logged_key
 
@@ -42,7 +51,7 @@ class VisibleColumns:
         self.cumulative: list[int] = [0]
         self.phase_set: list[int] = []
         """`phase_set[n]`: the newest of the first n + 1 entries with a phase (-1: none)."""
-        self.index_of: dict[int, int] = {}
+        self.index_of: MutableMapping[int, int] = {}
         """Each logged fact's position among the entries."""
         self.written: list[int] = []
         """The positions of the entries no fact of this session's log is (a compaction wrote
@@ -89,6 +98,7 @@ class VisibleColumns:
             "tokens": self.tokens[:length],
             "cumulative": self.cumulative[: length + 1],
             "phase_set": self.phase_set[:length],
+            "ascending": ascends(self.seqs[:length]),
             "written": [
                 [at, self.items[at], self.metadata[at]]
                 for at in self.written[: bisect.bisect_left(self.written, length)]
@@ -99,8 +109,13 @@ class VisibleColumns:
     def restored(cls, record: Mapping[str, Any], store: ItemStore) -> VisibleColumns:
         """The columns `record` holds, each logged fact's item read from `store` when read."""
         columns = cls()
-        seqs: list[int | None] = record["seqs"]
-        columns.seqs, columns.phases, columns.tokens = seqs, record["phases"], record["tokens"]
+        # Lists, not arrays: an entry the service writes has no seq, and no stored tokens.
+        seqs: list[int | None] = list(record["seqs"])
+        columns.seqs, columns.phases, columns.tokens = (
+            seqs,
+            record["phases"],
+            list(record["tokens"]),
+        )
         items: list[Any] = [UNREAD] * len(seqs)
         metadata: list[Any] = [UNREAD] * len(seqs)
         for at, item, meta in record["written"]:
@@ -111,8 +126,7 @@ class VisibleColumns:
         columns.cumulative, columns.phase_set = record["cumulative"], record["phase_set"]
         if not len(columns.cumulative) == len(seqs) + 1 == len(columns.phase_set) + 1:
             raise ValueError("a checkpoint's visible columns differ in length")
-        columns.index_of = dict(zip(seqs, range(len(seqs)), strict=True))  # type: ignore[arg-type]
-        columns.index_of.pop(None, None)  # type: ignore[call-overload]
+        columns.index_of = SortedIndex.of(seqs, ascending=record["ascending"])
         return columns
 
     def copy(self, length: int) -> VisibleColumns:
@@ -136,7 +150,7 @@ class LoggedColumns:
 
     def __init__(self) -> None:
         self.order: list[int] = []
-        self.at: dict[int, int] = {}
+        self.at: MutableMapping[int, int] = {}
         """Each fact's index in `order` and the columns beside it."""
         self.items: Column[Item] = []
         self.metadata: Column[dict[str, Any]] = []
@@ -219,7 +233,7 @@ class LoggedColumns:
         columns = cls()
         order: list[int] = record["order"]
         columns.order, columns.phases, columns.tokens = order, record["phases"], record["tokens"]
-        columns.at = dict(zip(order, range(len(order)), strict=True))
+        columns.at = SortedIndex(order)
         columns.store = store
         columns.items = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[0])
         columns.metadata = lazy([UNREAD] * len(order), lambda at: store.get(order[at])[1])

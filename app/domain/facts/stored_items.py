@@ -16,7 +16,8 @@ Invariants:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from contextlib import nullcontext
 from typing import Any, Final, Generic, TypeVar, overload
@@ -29,7 +30,9 @@ __all__ = [
     "ItemStore",
     "LazyColumn",
     "ReadItems",
+    "SortedIndex",
     "StoredFact",
+    "ascends",
     "held",
     "lazy",
     "prefix",
@@ -181,3 +184,63 @@ def held(column: Sequence[T], index: int) -> T | _Unread:
 def lazy(values: list[Any], resolve: Callable[[int], T]) -> LazyColumn[T]:
     """A column of `values`, each `UNREAD` one resolved by `resolve(index)` when first read."""
     return LazyColumn(values, resolve)
+
+
+class SortedIndex(MutableMapping[int, int]):
+    """Each key's position in a column of keys restored in ascending order (read by bisection,
+    so restoring the index costs nothing per key), and the entries set since, which take
+    precedence, in a dict."""
+
+    __slots__ = ("_added", "_count", "_keys")
+
+    def __init__(self, keys: Sequence[int]) -> None:
+        self._keys, self._count = keys, len(keys)
+        self._added: dict[int, int] = {}
+
+    @classmethod
+    def of(cls, keys: Sequence[int | None], *, ascending: bool) -> MutableMapping[int, int]:
+        """The index of `keys` (the last position where one repeats, as a dict gives it): this
+        kind where they strictly ascend (`ascending`, as `ascends` found when they were
+        written), else a dict."""
+        if ascending:
+            return cls(keys)  # type: ignore[arg-type]
+        return {key: at for at, key in enumerate(keys) if key is not None}
+
+    def _restored(self, key: object) -> int | None:
+        if type(key) is not int:
+            return None
+        at = bisect.bisect_left(self._keys, key, hi=self._count)
+        return at if at < self._count and self._keys[at] == key else None
+
+    def __getitem__(self, key: int) -> int:
+        found = self._added.get(key)
+        if found is None:
+            found = self._restored(key)
+            if found is None:
+                raise KeyError(key)
+        return found
+
+    def get(self, key: int, default: None = None) -> int | None:  # type: ignore[override]
+        found = self._added.get(key)
+        return self._restored(key) if found is None else found
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._added or self._restored(key) is not None
+
+    def __setitem__(self, key: int, value: int) -> None:
+        self._added[key] = value
+
+    def __delitem__(self, key: int) -> None:
+        raise TypeError("a sorted index only grows")
+
+    def __iter__(self) -> Iterator[int]:
+        yield from (key for key in self._keys[: self._count] if key not in self._added)
+        yield from self._added
+
+    def __len__(self) -> int:
+        return self._count + sum(1 for key in self._added if self._restored(key) is None)
+
+
+def ascends(keys: Sequence[int | None]) -> bool:
+    """Whether `keys` strictly ascend, none of them None."""
+    return None not in keys and all(a < b for a, b in itertools.pairwise(keys))  # type: ignore[operator]
