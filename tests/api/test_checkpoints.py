@@ -10,7 +10,6 @@ import hashlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
 import pytest
 import zstandard
 from fastapi.testclient import TestClient
@@ -23,16 +22,10 @@ from app.main import create_app
 from app.settings import Settings
 from app.storage import checkpoints
 from app.storage.tables import CheckpointRow, SessionRow
+from tests.answers import decisions
 from tests.conftest import TRAJECTORIES, load_trajectory
 
 EVERY = 30
-VARYING = ("assembly_id", "cache", "prompt_cache_key")
-
-
-def _decisions(answer: dict[str, Any]) -> bytes:
-    kept = {key: value for key, value in answer.items() if key not in VARYING}
-    kept["advice"] = {key: value for key, value in answer["advice"].items() if key != "cache"}
-    return orjson.dumps(kept)
 
 
 def _outcome(outcome: str) -> float:
@@ -101,16 +94,16 @@ def test_a_checkpoint_is_written_as_the_log_grows_and_restored_by_a_new_app(
     assert row.derivation == checkpoints.DERIVATION
     assert row.body_digest == hashlib.sha256(row.body).hexdigest()
     body = {"session_id": session_id}
-    expected = _decisions(writer.post("/assemble", json=body).json())
+    expected = decisions(writer.post("/assemble", json=body).json())
     restored = _outcome("restored")
     assert (
-        _decisions(app_with(checkpoint_every_facts=EVERY).post("/assemble", json=body).json())
+        decisions(app_with(checkpoint_every_facts=EVERY).post("/assemble", json=body).json())
         == expected
     )
     assert _outcome("restored") == restored + 1
     # With checkpoints off, an app folds the log, and reads no checkpoint.
     assert (
-        _decisions(app_with(checkpoint_every_facts=0).post("/assemble", json=body).json())
+        decisions(app_with(checkpoint_every_facts=0).post("/assemble", json=body).json())
         == expected
     )
     assert _outcome("restored") == restored + 1
@@ -144,14 +137,14 @@ def test_a_checkpoint_that_cannot_be_trusted_is_refused_and_replaced(
     row = _row(postgres_url, session_id)
     assert row is not None
     body = {"session_id": session_id}
-    expected = _decisions(writer.post("/assemble", json=body).json())
+    expected = decisions(writer.post("/assemble", json=body).json())
     _change(postgres_url, row.session_id, **damage(row))
     damaged = _row(postgres_url, session_id)
     assert damaged is not None
     refused, restored = _outcome(outcome), _outcome("restored")
     reader = app_with(checkpoint_every_facts=EVERY)
     # Refused, counted, and the log folded instead: the same answer.
-    assert _decisions(reader.post("/assemble", json=body).json()) == expected
+    assert decisions(reader.post("/assemble", json=body).json()) == expected
     assert _outcome(outcome) == refused + 1
     assert _outcome("restored") == restored
     reader.get("/healthz")  # the work after that answer: the refused checkpoint is replaced
@@ -162,7 +155,7 @@ def test_a_checkpoint_that_cannot_be_trusted_is_refused_and_replaced(
     columns = ("body", "derivation", "log_digest", "body_digest")
     assert [getattr(replaced, c) for c in columns] != [getattr(damaged, c) for c in columns]
     assert (
-        _decisions(app_with(checkpoint_every_facts=EVERY).post("/assemble", json=body).json())
+        decisions(app_with(checkpoint_every_facts=EVERY).post("/assemble", json=body).json())
         == expected
     )
     assert _outcome("restored") == restored + 1
@@ -198,7 +191,7 @@ def test_at_shutdown_the_sessions_grown_since_their_checkpoint_are_checkpointed(
         _grown(client, session_id, items)
         client.post(f"/sessions/{session_id}/items", json={"items": items[:5]})
         answer = client.post("/assemble", json={"session_id": session_id})
-        expected = _decisions(answer.json())
+        expected = decisions(answer.json())
         row = _row(postgres_url, session_id)
         assert row is not None
         assert row.last_seq == 100  # 5 facts since: not due
@@ -207,7 +200,7 @@ def test_at_shutdown_the_sessions_grown_since_their_checkpoint_are_checkpointed(
     assert row.last_seq == 105  # written as the app shut down
     restored = _outcome("restored")
     with TestClient(create_app(settings)) as client:
-        assert _decisions(client.post("/assemble", json={"session_id": session_id}).json()) == (
+        assert decisions(client.post("/assemble", json={"session_id": session_id}).json()) == (
             expected
         )
     assert _outcome("restored") == restored + 1

@@ -7,24 +7,13 @@ the checkpoint and answers alike too."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import httpx
 import orjson
 
+from tests.answers import decisions
 from tests.conftest import TRAJECTORIES, load_trajectory
 from tests.e2e.servers import running
-
-VARYING = ("assembly_id", "cache", "prompt_cache_key")
-"""What two calls on the same state may answer differently: the assembly's own id, the prefix
-reuse against the previous call of the lineage (which differs by who asked last), and the
-advice's `cache` (the seconds since that call)."""
-
-
-def _decisions(answer: dict[str, Any]) -> bytes:
-    kept = {key: value for key, value in answer.items() if key not in VARYING}
-    kept["advice"] = {key: value for key, value in answer["advice"].items() if key != "cache"}
-    return orjson.dumps(kept)
 
 
 def _checkpoint_outcomes(client: httpx.Client) -> dict[str, float]:
@@ -71,9 +60,9 @@ def test_processes_restoring_checkpoints_answer_as_one_reading_the_log(postgres_
             if step % 2 == 1:
                 answers = [client.post("/assemble", json=body) for client in (w, r, log_reader)]
                 assert [answer.status_code for answer in answers] == [201, 201, 201]
-                assert len({_decisions(answer.json()) for answer in answers}) == 1
+                assert len({decisions(answer.json()) for answer in answers}) == 1
                 compared += 1
-        last = _decisions(log_reader.post("/assemble", json=body).json())
+        last = decisions(log_reader.post("/assemble", json=body).json())
         assert _checkpoint_outcomes(w).get("written", 0) >= 3
         # The restorer keeps no fold: each of its calls restored the latest checkpoint.
         assert _checkpoint_outcomes(r).get("restored", 0) >= compared + 2
@@ -85,5 +74,5 @@ def test_processes_restoring_checkpoints_answer_as_one_reading_the_log(postgres_
         running(postgres_url, CTX_CHECKPOINT_EVERY_FACTS="40") as fresh,
         httpx.Client(base_url=fresh.base) as f,
     ):
-        assert _decisions(f.post("/assemble", json=body).json()) == last
+        assert decisions(f.post("/assemble", json=body).json()) == last
         assert _checkpoint_outcomes(f) == {"restored": 1.0}
