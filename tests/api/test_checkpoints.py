@@ -204,3 +204,33 @@ def test_at_shutdown_the_sessions_grown_since_their_checkpoint_are_checkpointed(
             expected
         )
     assert _outcome("restored") == restored + 1
+
+
+def test_a_forks_checkpoint_holds_the_history_it_inherited(
+    app_with: Callable[..., TestClient], postgres_url: str, session_id: str
+) -> None:
+    """A fork's inherited items are no fact of its log: its checkpoint holds them whole."""
+    items = load_trajectory(TRAJECTORIES[3])
+    writer = app_with(checkpoint_every_facts=EVERY)
+    _grown(writer, session_id, items[:40])
+    fork_id = f"{session_id}-fork"
+    forked = writer.post(f"/sessions/{session_id}/fork", json={"session_id": fork_id})
+    assert forked.status_code == 201, forked.text
+    for start in range(40, 110, 25):
+        appended = writer.post(
+            f"/sessions/{fork_id}/items", json={"items": items[start : start + 25]}
+        )
+        assert appended.status_code == 201, appended.text
+        assert writer.post("/assemble", json={"session_id": fork_id}).status_code == 201
+    row = _row(postgres_url, fork_id)
+    assert row is not None
+    body = {"session_id": fork_id}
+    expected = decisions(writer.post("/assemble", json=body).json())
+    restored = _outcome("restored")
+    assert decisions(
+        app_with(checkpoint_every_facts=EVERY).post("/assemble", json=body).json()
+    ) == (expected)
+    assert _outcome("restored") == restored + 1
+    assert decisions(app_with(checkpoint_every_facts=0).post("/assemble", json=body).json()) == (
+        expected
+    )
