@@ -56,11 +56,6 @@ class Later:
             self._value, self._data = orjson.loads(self._data), None
         return self._value
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Later) and self.value() == other.value()
-
-    __hash__ = None  # type: ignore[assignment]
-
 
 def encoded(record: Mapping[str, Any]) -> bytes:
     """`record` in byte form (see the module docstring)."""

@@ -15,7 +15,15 @@ from dataclasses import astuple
 from typing import Any
 
 from app.domain.column_codec import Later
-from app.domain.facts.stored_items import UNREAD, Column, SortedIndex, ascends, lazy, prefix
+from app.domain.facts.stored_items import (
+    UNREAD,
+    Column,
+    SortedIndex,
+    ascends,
+    lazy,
+    logged_seq,
+    prefix,
+)
 from app.domain.growing import Claims
 from app.domain.history import HistoryEntry
 from app.domain.items import Item
@@ -30,12 +38,6 @@ from app.domain.normalize import (
 )
 
 __all__ = ["SettledColumns"]
-
-
-def _logged(seq: int | None) -> int:
-    """The seq of a row whose item is read from the log: every such row has one."""
-    assert seq is not None
-    return seq
 
 
 class SettledColumns:
@@ -155,6 +157,8 @@ class SettledColumns:
             "seqs": self.seqs[:rows],
             "tokens": self.tokens[:rows],
             "fragments": self.fragments[:rows],
+            # Derivable from the tokens and fragments; written so that a restore computes
+            # nothing per row.
             "cumulative": self.cumulative[: rows + 1],
             "offered": self.offered[:offered],
             "offered_cumulative": self.offered_cumulative[: offered + 1],
@@ -195,7 +199,7 @@ class SettledColumns:
 
         def item(row: int) -> Item:
             at = whole_at.get(row)
-            return fact_item(_logged(seqs[row])) if at is None else whole[at]
+            return fact_item(logged_seq(seqs[row])) if at is None else whole[at]
 
         settled.items = lazy([UNREAD] * len(seqs), item)
         settled.cumulative = record["cumulative"]

@@ -20,7 +20,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from cachetools import LRUCache
 from sqlalchemy import Engine
@@ -30,7 +30,7 @@ from app.domain.facts import Fold
 from app.domain.items import Item
 from app.settings import DEFAULT_FOLD_CACHE_BYTES
 
-__all__ = ["CACHES", "FoldKey", "ProcessCaches", "caches_of", "fold_key"]
+__all__ = ["CACHES", "FoldKey", "Keyed", "ProcessCaches", "caches_of", "fold_key"]
 
 CACHES = "contextd.caches"
 """The key of a database session's `info` that holds its app's caches."""
@@ -72,7 +72,16 @@ class ProcessCaches:
         self.fresh_bodies_lock = threading.Lock()
 
 
-def fold_key(db: Session, session: Any) -> FoldKey:
+class Keyed(Protocol):
+    """What names a session's entries: a session row, a snapshot of one, or its key alone."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def fold_key(db: Session, session: Keyed) -> FoldKey:
     """The key of `session`'s entries (a session row, or a snapshot of one) in `db`'s
     database."""
     return (weakref.ref(db.get_bind().engine), session.id, session.created_at)

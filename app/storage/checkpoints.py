@@ -40,9 +40,8 @@ from app.domain.column_codec import decoded, encoded
 from app.domain.facts import Fold
 from app.domain.facts.stored_items import ItemStore, StoredFact
 from app.storage import fact_log
-from app.storage.caches import caches_of, fold_key
-from app.storage.session_rows import SessionSnapshot
-from app.storage.tables import CheckpointRow, Fact, SessionRow
+from app.storage.caches import Keyed, caches_of, fold_key
+from app.storage.tables import CheckpointRow, Fact
 
 __all__ = [
     "DERIVATION",
@@ -127,7 +126,7 @@ REFUSED = -1
 replaces it, whatever its seq."""
 
 
-def checkpointed_seq(db: Session, session: SessionRow | SessionSnapshot | Any) -> int:
+def checkpointed_seq(db: Session, session: Keyed) -> int:
     """The seq of the session's checkpoint (0: none; `REFUSED`), as this process last wrote or
     read it."""
     key = fold_key(db, session)
@@ -145,7 +144,7 @@ def checkpointed_seq(db: Session, session: SessionRow | SessionSnapshot | Any) -
     return known
 
 
-def remember_checkpoint(db: Session, session: SessionRow | SessionSnapshot | Any, seq: int) -> None:
+def remember_checkpoint(db: Session, session: Keyed, seq: int) -> None:
     """Notes that the session's checkpoint is at `seq` (written and committed, or read)."""
     caches = caches_of(db)
     with caches.folds_lock:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, LoggedFact, fold_facts, fork_fold
 from app.storage import checkpoints, fact_log, session_rows
-from app.storage.caches import caches_of, fold_key
+from app.storage.caches import Keyed, caches_of, fold_key
 from app.storage.session_rows import SessionSnapshot
 from app.storage.tables import SessionRow
 
@@ -96,7 +96,7 @@ def fold_session(
     )
 
 
-def newest_fold(db: Session, session: SessionRow | SessionSnapshot | SessionKey) -> Fold | None:
+def newest_fold(db: Session, session: Keyed) -> Fold | None:
     """This process's newest fold of the session, if it keeps one."""
     caches = caches_of(db)
     with caches.folds_lock:

@@ -20,9 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.metrics import AFTER_ANSWER_FAILURES, record_checkpoint
 from app.storage import checkpoints, folds
-from app.storage.folds import SessionKey
-from app.storage.session_rows import SessionSnapshot
-from app.storage.tables import SessionRow
+from app.storage.caches import Keyed
 
 __all__ = ["checkpoint_if_due", "checkpoint_kept_folds"]
 
@@ -31,7 +29,7 @@ log = logging.getLogger("contextd")
 
 def checkpoint_if_due(
     db: Session,
-    session: SessionRow | SessionSnapshot | SessionKey,
+    session: Keyed,
     *,
     every: int,
     now: datetime,

@@ -19,6 +19,7 @@ from app.domain.facts.stored_items import (
     ascends,
     held,
     lazy,
+    logged_seq,
     prefix,
 )
 from app.domain.growing import Claims, Prefix
@@ -29,12 +30,6 @@ __all__ = ["LoggedColumns", "LoggedUpTo", "Visible", "VisibleColumns"]
 Visible = tuple[int | None, Item, dict[str, Any], str | None, int | None]
 """One model-visible entry: the fact's seq (None if a compaction wrote it or a fork inherited
 it), the item, its append metadata, its phase and its stored token count (None where none)."""
-
-
-def _logged(seq: int | None) -> int:
-    """The seq of an entry whose item is read from the log: every such entry has one."""
-    assert seq is not None
-    return seq
 
 
 class VisibleColumns:
@@ -96,6 +91,8 @@ class VisibleColumns:
             "seqs": self.seqs[:length],
             "phases": self.phases[:length],
             "tokens": self.tokens[:length],
+            # Derivable from the tokens and phases; written so that a restore computes nothing
+            # per fact.
             "cumulative": self.cumulative[: length + 1],
             "phase_set": self.phase_set[:length],
             "ascending": ascends(self.seqs[:length]),
@@ -121,8 +118,8 @@ class VisibleColumns:
         for at, item, meta in record["written"]:
             items[at], metadata[at] = item, meta
             columns.written.append(at)
-        columns.items = lazy(items, lambda at: store.get(_logged(seqs[at]))[0])
-        columns.metadata = lazy(metadata, lambda at: store.get(_logged(seqs[at]))[1])
+        columns.items = lazy(items, lambda at: store.get(logged_seq(seqs[at]))[0])
+        columns.metadata = lazy(metadata, lambda at: store.get(logged_seq(seqs[at]))[1])
         columns.cumulative, columns.phase_set = record["cumulative"], record["phase_set"]
         if not len(columns.cumulative) == len(seqs) + 1 == len(columns.phase_set) + 1:
             raise ValueError("a checkpoint's visible columns differ in length")

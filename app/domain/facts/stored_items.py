@@ -35,6 +35,7 @@ __all__ = [
     "ascends",
     "held",
     "lazy",
+    "logged_seq",
     "prefix",
 ]
 
@@ -64,6 +65,13 @@ read serves a call."""
 
 READ_AHEAD_CHUNK = 10_000
 """Facts read at once by a reader that says it will read them all (`ItemStore.read_ahead`)."""
+
+
+def logged_seq(seq: int | None) -> int:
+    """The seq of an entry or row whose item is read from the log: every such one has one
+    (the service's own items, which have none, are held whole)."""
+    assert seq is not None
+    return seq
 
 
 class ItemStore:
@@ -117,8 +125,7 @@ class ItemStore:
         if seq not in wanted:
             wanted.append(seq)
         read = self._read(wanted)
-        missing = [s for s in wanted if s not in read]
-        if seq in missing:
+        if seq not in read:
             raise LookupError(f"the log has no fact {seq} to read")
         for s, fact in read.items():
             self._facts.setdefault(s, fact)
