@@ -80,11 +80,14 @@ def test_a_read_only_spell_is_503s_with_one_line_each_and_the_service_recovers_b
         assert failed >= 12  # every append and every create
         assert not [record for record in caplog.records if record.exc_info]
         # One line a failed request, and the loop pool's note of the connections the spell's
-        # start broke.
-        lines = [record for record in caplog.records if record.name == "contextd"]
+        # start broke. The app's start-up work (its plan partitions, on a thread of its own)
+        # may still be reading when the spell begins: its one line is no request's.
+        records = [r for r in caplog.records if r.funcName != "prune_periodically"]
+        assert len(caplog.records) - len(records) <= 1
+        lines = [record for record in records if record.name == "contextd"]
         assert len(lines) <= failed
-        assert {record.name for record in caplog.records} <= {"contextd", "psycopg.pool"}
-        assert len(caplog.records) - len(lines) <= 2, [r.getMessage() for r in caplog.records]
+        assert {record.name for record in records} <= {"contextd", "psycopg.pool"}
+        assert len(records) - len(lines) <= 2, [r.getMessage() for r in records]
         _set_read_only(postgres_url, name, on=False)
         # Each pool gives up its read-only connections at the first write they refuse.
         attempts = [append(f"after {n}") for n in range(4)]
