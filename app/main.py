@@ -126,6 +126,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock = system_clock)
             checkpoint_kept_folds,
             session_factory,
             every=settings.checkpoint_every_facts,
+            from_facts=settings.checkpoint_from_facts,
             now=clock(),
             seconds=settings.shutdown_checkpoint_seconds,
         )

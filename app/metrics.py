@@ -167,15 +167,18 @@ PLAN_STORE_LATENCY = Histogram(
 )
 CHECKPOINTS = Counter(
     "contextd_checkpoints_total",
-    "Session checkpoints by outcome: written after an answer; restored by a worker that had no "
-    "fold of the session; or refused before use (corrupt, derived by other code, derived from "
-    "a log that no longer holds its last fact, malformed) and the log folded instead.",
+    "Session checkpoint links by outcome: written after an answer, whole or as a delta against "
+    "the link before; restored by a worker that had no fold of the session; or refused before "
+    "use (corrupt, derived by other code, derived from a log that no longer holds its last "
+    "fact, a chain missing a link, malformed) and the log folded instead.",
     ["outcome"],
 )
 CHECKPOINT_WRITE_LATENCY = Histogram(
     "contextd_checkpoint_write_duration_seconds",
-    "Time to derive and write a session's checkpoint after an assembly's response was sent.",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    "Time to derive and write a session's checkpoint link after an assembly's response was "
+    "sent, by its form (whole, delta).",
+    ["form"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
 PLAN_STORE_FAILURES = Counter(
     "contextd_plan_store_failures_total",
@@ -349,11 +352,15 @@ def record_assembly(
 
 
 @_unless_muted
-def record_checkpoint(outcome: str, seconds: float | None = None) -> None:
-    """A checkpoint's outcome (`CHECKPOINTS`), and for one written, how long it took."""
+def record_checkpoint(outcome: str) -> None:
+    """A checkpoint restored or refused (`CHECKPOINTS`)."""
     CHECKPOINTS.labels(outcome).inc()
-    if seconds is not None:
-        CHECKPOINT_WRITE_LATENCY.observe(seconds)
+
+
+def record_checkpoint_written(form: str, seconds: float) -> None:
+    """A checkpoint link written (`form`: whole, delta), and how long it took."""
+    CHECKPOINTS.labels(f"written_{form}").inc()
+    CHECKPOINT_WRITE_LATENCY.labels(form).observe(seconds)
 
 
 @_unless_muted

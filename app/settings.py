@@ -98,10 +98,17 @@ class Settings(BaseSettings):
         description="JSON bytes of session folds a process keeps for incremental reads.",
     )
     checkpoint_every_facts: int = Field(
-        default=1_000,
+        default=32,
         ge=0,
-        description="Facts a session's log grows by between two checkpoints of its fold (0: "
-        "none): a worker new to the session folds at most this many beyond its checkpoint.",
+        description="Facts a session's log grows by between two links of its checkpoint (0: "
+        "no checkpoints written or read): a worker new to the session folds at most this many "
+        "beyond the newest link.",
+    )
+    checkpoint_from_facts: int = Field(
+        default=1_000,
+        ge=1,
+        description="Model-visible facts a session's log holds before it is checkpointed: a "
+        "shorter one is folded from its log in about the time a restore takes.",
     )
     shutdown_checkpoint_seconds: float = Field(
         default=10.0,

@@ -30,6 +30,7 @@ from app.domain.advice import (
     is_user_question,
     question_key,
 )
+from app.domain.column_codec import Plain, Span
 from app.domain.compaction.clearing import is_cleared_output
 from app.domain.growing import Claims, grown
 from app.domain.items import OUTPUT_TYPES, Item, is_model_output, item_type, visible_text
@@ -235,20 +236,23 @@ def digest_record(digest: FiguresDigest) -> dict[str, Any]:
     running = digest.running
     rows, outputs, maskable, model_outputs, turns, repeated = digest.lengths
     return {
-        "chars": running.chars[: rows + 1],
-        "tokens": running.tokens[: rows + 1],
-        "outputs": running.outputs[:outputs],
-        "output_chars": running.output_chars[: outputs + 1],
-        "maskable": running.maskable[:maskable],
-        "model_outputs": running.model_outputs[:model_outputs],
-        "turns": running.turns[:turns],
-        "after_output": running.after_output[:rows],
-        "questions": {
-            key: kept
-            for key, asked in running.questions.items()
-            if (kept := asked[: bisect.bisect_left(asked, rows)])
-        },
-        "repeated": [list(entry) for entry in running.repeated[:repeated]],
+        "chars": Span(running.chars, rows + 1),
+        "tokens": Span(running.tokens, rows + 1),
+        "outputs": Span(running.outputs, outputs),
+        "output_chars": Span(running.output_chars, outputs + 1),
+        "maskable": Span(running.maskable, maskable),
+        "model_outputs": Span(running.model_outputs, model_outputs),
+        "turns": Span(running.turns, turns),
+        "after_output": Span(running.after_output, rows),
+        # Keyed by what a user asked: data, never looked into.
+        "questions": Plain(
+            {
+                key: kept
+                for key, asked in running.questions.items()
+                if (kept := asked[: bisect.bisect_left(asked, rows)])
+            }
+        ),
+        "repeated": Span(running.repeated, repeated, each=list),
     }
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.domain.advice_figures import FiguresDigest, digest_record, digest_restored
+from app.domain.column_codec import Plain
 from app.domain.elision import ElisionBase
 from app.domain.facts import Fold
 from app.domain.facts.columns import LoggedColumns, VisibleColumns
@@ -33,7 +34,7 @@ from app.domain.world_state import Goal
 
 __all__ = ["CHECKPOINT_FORMAT", "checkpoint_of", "restored"]
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
 """The shape of a checkpoint's body; a body of another shape is derived again."""
 
 _VIEW, _ADVICE, _ELISIONS = "view", "advice", "elisions"
@@ -62,10 +63,11 @@ def checkpoint_of(fold: Fold) -> dict[str, Any]:
         "format": CHECKPOINT_FORMAT,
         "last_seq": fold.last_seq,
         "goal": None if fold.goal is None else [fold.goal.version, fold.goal.text],
-        "sections": fold.sections,
-        "baseline": fold.baseline,
+        # World state is a user's data: never looked into.
+        "sections": Plain(fold.sections),
+        "baseline": Plain(fold.baseline),
         "world_version": fold.world_version,
-        "section_versions": fold.section_versions,
+        "section_versions": Plain(fold.section_versions),
         "compactions": fold.compactions,
         "compaction_id": fold.compaction_id,
         "compacted_at": fold.compacted_at,

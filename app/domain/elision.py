@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from app.domain.column_codec import Span
 from app.domain.compaction.clearing import is_cleared_output
 from app.domain.facts import ActiveHistory
 from app.domain.growing import Claims, grown
@@ -231,10 +232,10 @@ class ElisionBase:
             "epoch": base.epoch,
             "written": [[seq, at] for seq, at in base.written.items()],
             "read": read,
-            "seqs": base.seqs[:facts],
-            "cumulative": base.cumulative[: facts + 1],
-            "starts": base.starts[:runs],
-            "statuses": [list(status) for status in base.statuses[:runs]],
+            "seqs": Span(base.seqs, facts),
+            "cumulative": Span(base.cumulative, facts + 1),
+            "starts": Span(base.starts, runs),
+            "statuses": Span(base.statuses, runs, each=list),
             "reset_at": base.reset_at,
             "active_from": base.active_from,
         }

@@ -10,19 +10,21 @@ its items that are their facts' items unchanged are read from the log when first
 from __future__ import annotations
 
 import bisect
+import hashlib
+from array import array
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import astuple
 from typing import Any
 
-from app.domain.column_codec import Later
+from app.domain.column_codec import Ascends, Later, Span
 from app.domain.facts.stored_items import (
     UNREAD,
     Column,
     SortedIndex,
-    ascends,
     lazy,
     logged_seq,
     prefix,
+    read_at_once,
 )
 from app.domain.growing import Claims
 from app.domain.history import HistoryEntry
@@ -73,12 +75,18 @@ class SettledColumns:
         self.owned_calls: Column[int] = []
         """Each settled key (family, call_id) with its call's input index, in the order they
         settled: a key is settled for a view whose boundary lies after its call."""
+        self.owned_digests: array[int] = array("i")
+        """Each settled key's `key_digest`, beside it."""
         self._owned: dict[CallKey, int] = {}
         """The keys settled since the columns were restored (all of them, if they were not)."""
         self._restored_owned = 0
+        self._restored_digests: frozenset[int] | None = None
+        """The digests of the keys a checkpoint held, gathered when first asked: most keys
+        asked about are new, and a set of digests read in place tells so without parsing the
+        keys."""
         self._restored_index: dict[CallKey, int] | None = {}
-        """The keys a checkpoint held, indexed when first read: an output whose call is not in
-        the open tail is rare."""
+        """The keys a checkpoint held, indexed when first read: a key asked about that a
+        checkpoint held is rare (an output whose call is not in the open tail)."""
         self.whole_rows: list[int] = []
         """The rows whose item is not their fact's item as it is (a truncated output, an item
         the service wrote): a checkpoint holds these items whole."""
@@ -90,14 +98,19 @@ class SettledColumns:
         self.owned_families.append(key[0])
         self.owned_ids.append(key[1])
         self.owned_calls.append(call)
+        self.owned_digests.append(key_digest(key))
         self._owned[key] = call
 
     def call_of(self, key: object) -> int | None:
         """The input index of the settled call that owns `key`, if one does."""
         call: int | None = self._owned.get(key)  # type: ignore[call-overload]
         if call is None and self._restored_owned:
+            restored = self._restored_owned
+            if self._restored_digests is None:
+                self._restored_digests = frozenset(self.owned_digests[:restored])
+            if key_digest(key) not in self._restored_digests:
+                return None
             if self._restored_index is None:
-                restored = self._restored_owned
                 keys = zip(self.owned_families[:restored], self.owned_ids[:restored], strict=True)
                 self._restored_index = dict(zip(keys, self.owned_calls[:restored], strict=True))
             call = self._restored_index.get(key)  # type: ignore[call-overload]
@@ -133,9 +146,16 @@ class SettledColumns:
         copy.deduplicated = self.deduplicated[:deduplicated]
         copy.stripped = self.stripped[:stripped]
         copy.truncated = self.truncated[:truncated]
-        keys = zip(self.owned_families[:owned], self.owned_ids[:owned], strict=True)
-        for key, call in zip(keys, self.owned_calls[:owned], strict=True):
-            copy.own(key, call)
+        restored = min(self._restored_owned, owned)
+        copy.owned_families = prefix(self.owned_families, owned)
+        copy.owned_ids = prefix(self.owned_ids, owned)
+        copy.owned_calls = prefix(self.owned_calls, owned)
+        copy.owned_digests = self.owned_digests[:owned]
+        since = zip(
+            self.owned_families[restored:owned], self.owned_ids[restored:owned], strict=True
+        )
+        copy._owned = dict(zip(since, self.owned_calls[restored:owned], strict=True))
+        copy._restored_owned, copy._restored_index = restored, None
         whole = bisect.bisect_left(self.whole_rows, rows)
         copy.whole_rows, copy.whole = self.whole_rows[:whole], prefix(self.whole, whole)
         copy.row_of = {source: row for source, row in self.row_of.items() if row < rows}
@@ -150,30 +170,31 @@ class SettledColumns:
         rows, excluded, reordered, deduplicated, stripped, truncated, offered, owned = lengths
         whole = bisect.bisect_left(self.whole_rows, rows)
         return {
-            "whole_rows": self.whole_rows[:whole],
-            "whole": Later(self.whole[:whole]),
-            "sources": self.sources[:rows],
-            "sources_ascending": ascends(self.sources[:rows]),
-            "seqs": self.seqs[:rows],
-            "tokens": self.tokens[:rows],
-            "fragments": self.fragments[:rows],
+            "whole_rows": Span(self.whole_rows, whole),
+            "whole": Later(Span(self.whole, whole)),
+            "sources": Span(self.sources, rows),
+            "sources_ascending": Ascends(self.sources, rows),
+            "seqs": Span(self.seqs, rows),
+            "tokens": Span(self.tokens, rows),
+            "fragments": Span(self.fragments, rows),
             # Derivable from the tokens and fragments; written so that a restore computes
             # nothing per row.
-            "cumulative": self.cumulative[: rows + 1],
-            "offered": self.offered[:offered],
-            "offered_cumulative": self.offered_cumulative[: offered + 1],
-            "excluded": [list(astuple(entry)) for entry in self.excluded[:excluded]],
-            "reordered": [list(astuple(entry)) for entry in self.reordered[:reordered]],
-            "deduplicated": [list(astuple(e)) for e in self.deduplicated[:deduplicated]],
-            "stripped": [list(astuple(entry)) for entry in self.stripped[:stripped]],
-            "truncated": [list(astuple(entry)) for entry in self.truncated[:truncated]],
+            "cumulative": Span(self.cumulative, rows + 1),
+            "offered": Span(self.offered, offered),
+            "offered_cumulative": Span(self.offered_cumulative, offered + 1),
+            "excluded": Span(self.excluded, excluded, each=_fields),
+            "reordered": Span(self.reordered, reordered, each=_fields),
+            "deduplicated": Span(self.deduplicated, deduplicated, each=_fields),
+            "stripped": Span(self.stripped, stripped, each=_fields),
+            "truncated": Span(self.truncated, truncated, each=_fields),
             # Read by few calls after a restore: parsed when first read.
             "owned_count": owned,
+            "owned_digests": Span(self.owned_digests, owned),
             "owned": Later(
                 {
-                    "families": self.owned_families[:owned],
-                    "ids": self.owned_ids[:owned],
-                    "calls": self.owned_calls[:owned],
+                    "families": Span(self.owned_families, owned),
+                    "ids": Span(self.owned_ids, owned),
+                    "calls": Span(self.owned_calls, owned),
                 }
             ),
         }
@@ -193,7 +214,7 @@ class SettledColumns:
         settled.fragments = fragments
         settled.whole_rows = record["whole_rows"]
         later: Later = record["whole"]
-        settled.whole = lazy([UNREAD] * len(settled.whole_rows), lambda at: later.value()[at])
+        settled.whole = read_at_once(later.value, len(settled.whole_rows))
         whole_at = {row: at for at, row in enumerate(settled.whole_rows)}
         whole = settled.whole
 
@@ -226,8 +247,27 @@ class SettledColumns:
         settled.excluded_at = {entry.index: entry.explained for entry in settled.excluded}
         owned: Later = record["owned"]
         count = record["owned_count"]
-        settled.owned_families = lazy([UNREAD] * count, lambda at: owned.value()["families"][at])
-        settled.owned_ids = lazy([UNREAD] * count, lambda at: owned.value()["ids"][at])
-        settled.owned_calls = lazy([UNREAD] * count, lambda at: owned.value()["calls"][at])
+        settled.owned_families = read_at_once(lambda: owned.value()["families"], count)
+        settled.owned_ids = read_at_once(lambda: owned.value()["ids"], count)
+        settled.owned_calls = read_at_once(lambda: owned.value()["calls"], count)
+        settled.owned_digests = array("i", record["owned_digests"])
+        if len(settled.owned_digests) != count:
+            raise ValueError("a checkpoint's settled keys differ in length")
         settled._restored_owned, settled._restored_index = count, None
         return settled
+
+
+def _fields(entry: Any) -> list[Any]:
+    """A report entry (a dataclass) as a checkpoint holds it."""
+    return list(astuple(entry))
+
+
+def key_digest(key: object) -> int:
+    """A 32-bit digest of a settled key, the same in every process (a string's `hash` is not):
+    a checkpoint holds the keys' digests, so that telling a key is not among them reads no key.
+    Equal keys have equal digests; two keys may share one."""
+    if isinstance(key, tuple) and all(isinstance(part, str) for part in key):
+        data = "\0".join(key).encode("utf-8", "surrogatepass")
+    else:
+        data = repr(key).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=4).digest(), "little", signed=True)

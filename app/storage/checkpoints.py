@@ -1,18 +1,25 @@
-"""Checkpoints (`app.domain.checkpoint`): each session's latest fold and what is derived from
-it, kept in `checkpoints` so that a worker that has no fold of a session (after a restart, or
-on another replica) reads the checkpoint and the facts after it instead of the whole log, and
-then reads a fact's item only when something reads it.
+"""Checkpoints (`app.domain.checkpoint`): each session's fold and what is derived from it,
+kept in `checkpoints` so that a worker that has no fold of a session (after a restart, or on
+another replica) reads the checkpoint and the facts after it instead of the whole log, and then
+reads a fact's item only when something reads it.
 
-A checkpoint is derived data, and nothing here trusts it. Before it is restored:
+A session's checkpoint is a chain of links, one row each: a link written whole, then links
+written as deltas against the one before (`app.domain.record_delta`), so that a write costs
+what changed since the last one and links can be written every few dozen facts. Every
+`MAX_LINKS` deltas (or once they weigh half the whole link) the next link is written whole, and
+the older links go.
 
-- its body must hash to the `body_digest` written beside it (a corrupt body is refused);
+A checkpoint is derived data, and nothing here trusts it. Before one is restored:
+
 - it must have been derived by this code (`DERIVATION`, the digest of the functional core's
   source and the body's format): a checkpoint another version derived is derived again;
-- the log must still hold, at the checkpoint's seq, the very fact it was derived up to
+- each link of its chain must be the one its successor names (by seq and body digest), back
+  to a whole link, and each body must hash to the digest written beside it;
+- the log must still hold, at the newest link's seq, the very fact it was derived up to
   (`log_digest`): the log is append-only, so the facts before it are those it was derived from.
 
 A checkpoint refused, or one that fails to restore, is reported to the caller and the fold is
-derived from the log instead; it is never served. The next write replaces it.
+derived from the log instead; it is never served. The next write replaces it with a whole link.
 """
 
 from __future__ import annotations
@@ -26,11 +33,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import zstandard
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Row, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -39,15 +46,20 @@ from app.domain.checkpoint import CHECKPOINT_FORMAT, checkpoint_of, restored
 from app.domain.column_codec import decoded, encoded
 from app.domain.facts import Fold
 from app.domain.facts.stored_items import ItemStore, StoredFact
+from app.domain.record_delta import applied, delta_of
 from app.storage import fact_log
 from app.storage.caches import Keyed, caches_of, fold_key
 from app.storage.tables import CheckpointRow, Fact
 
 __all__ = [
     "DERIVATION",
+    "MAX_LINKS",
     "REFUSED",
+    "Link",
     "Restored",
     "checkpointed_seq",
+    "keep_link",
+    "link_of",
     "reading_with",
     "remember_checkpoint",
     "restore",
@@ -74,6 +86,43 @@ _LEVEL = 3
 """zstd's level for a body: a tenth of the bytes, in about 2 ms per MB either way."""
 
 
+MAX_LINKS = 32
+"""Deltas a chain holds at most before the next link is written whole: a restore reads the
+whole link and at most this many deltas."""
+
+MAX_CHAIN_SHARE = 0.5
+"""The bytes a chain's deltas hold at most, as a share of its whole link's, before the next
+link is written whole: a restore reads at most this much more than a whole link."""
+
+_MEMO = ("checkpoint",)
+"""The key of `Link` in its log's derived values (`LoggedColumns.derived`)."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """The newest link of a session's checkpoint this process wrote or restored: what the next
+    delta is taken against. Kept with the log's columns it spans (`LoggedColumns.derived`), so
+    it lives as long as the fold cache keeps them."""
+
+    last_seq: int
+    base_seq: int
+    body_digest: str
+    record: dict[str, Any]
+    """The record the link was encoded from (`checkpoint_of`): spans of the columns as they
+    were, which a newer record of the same columns extends."""
+    deltas: int
+    """Deltas between this link and its whole one."""
+    chain_bytes: int
+    """The bytes of those deltas' bodies."""
+    base_bytes: int
+
+
+def link_of(fold: Fold) -> Link | None:
+    """The link kept with `fold`'s log, if this process wrote or restored one."""
+    link = fold.logged.derived.get(_MEMO)
+    return link if isinstance(link, Link) else None
+
+
 @dataclass(frozen=True)
 class Restored:
     """What a restore found: the fold (None when there was none to use), and why a checkpoint
@@ -88,25 +137,51 @@ def _log_digest(seq: int, kind: str, tokens: int, item: Any) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
+_LINK_COLUMNS = (
+    CheckpointRow.last_seq,
+    CheckpointRow.base_seq,
+    CheckpointRow.previous_seq,
+    CheckpointRow.previous_digest,
+    CheckpointRow.derivation,
+    CheckpointRow.log_digest,
+    CheckpointRow.body_digest,
+)
+
+
 def restore(db: Session, *, session_pk: int, up_to_seq: int) -> Restored:
-    """The session's checkpoint, checked and restored, when it is of a seq up to `up_to_seq`
-    (see the module docstring)."""
-    row = db.execute(
-        select(CheckpointRow).where(
-            CheckpointRow.session_id == session_pk, CheckpointRow.last_seq <= up_to_seq
-        )
-    ).scalar_one_or_none()
-    if row is None:
+    """The session's newest checkpoint of a seq up to `up_to_seq` whose chain is whole,
+    checked and restored (see the module docstring)."""
+    links = db.execute(
+        select(*_LINK_COLUMNS)
+        .where(CheckpointRow.session_id == session_pk, CheckpointRow.last_seq <= up_to_seq)
+        .order_by(CheckpointRow.last_seq.desc())
+    ).all()
+    if not links:
         return Restored(None)
-    if row.derivation != DERIVATION:
+    ours = [link for link in links if link.derivation == DERIVATION]
+    if not ours:
         return Restored(None, "derived_by_other_code")
-    if hashlib.sha256(row.body).hexdigest() != row.body_digest:
-        return Restored(None, "corrupt")
-    fact = fact_log.get_fact(db, session_id=session_pk, seq=row.last_seq)
-    if fact is None or _log_digest(fact.seq, fact.type, fact.tokens, fact.item) != row.log_digest:
+    chain = _newest_chain(cast(list[Row[Any]], ours))
+    if chain is None:
+        return Restored(None, "broken_chain")
+    newest = chain[-1]
+    fact = fact_log.get_fact(db, session_id=session_pk, seq=newest.last_seq)
+    if (
+        fact is None
+        or _log_digest(fact.seq, fact.type, fact.tokens, fact.item) != newest.log_digest
+    ):
         return Restored(None, "log_changed")
+    bodies = _bodies(db, session_pk, [link.last_seq for link in chain])
+    if any(
+        hashlib.sha256(bodies.get(link.last_seq, b"")).hexdigest() != link.body_digest
+        for link in chain
+    ):
+        return Restored(None, "corrupt")
     try:
-        record = decoded(zstandard.ZstdDecompressor().decompress(row.body))
+        decompress = zstandard.ZstdDecompressor().decompress
+        record = decoded(decompress(bodies[chain[0].last_seq]))
+        for link in chain[1:]:
+            record = applied(record, decoded(decompress(bodies[link.last_seq])))
         store = ItemStore(
             _reader(db.get_bind().engine, session_pk),
             record["logged"]["order"],
@@ -114,11 +189,57 @@ def restore(db: Session, *, session_pk: int, up_to_seq: int) -> Restored:
         )
         fold = restored(record, store)
     except (ValueError, KeyError, TypeError, IndexError, zstandard.ZstdError):
-        log.warning("session #%s: its checkpoint at seq %s is malformed", session_pk, row.last_seq)
+        log.warning(
+            "session #%s: its checkpoint at seq %s is malformed", session_pk, newest.last_seq
+        )
         return Restored(None, "malformed")
-    if fold.last_seq != row.last_seq:
+    if fold.last_seq != newest.last_seq:
         return Restored(None, "malformed")
+    fold.logged.derived[_MEMO] = Link(
+        last_seq=newest.last_seq,
+        base_seq=newest.base_seq,
+        body_digest=newest.body_digest,
+        record=checkpoint_of(fold),
+        deltas=len(chain) - 1,
+        chain_bytes=sum(len(bodies[link.last_seq]) for link in chain[1:]),
+        base_bytes=len(bodies[chain[0].last_seq]),
+    )
     return Restored(fold)
+
+
+def _newest_chain(links: Sequence[Row[Any]]) -> list[Row[Any]] | None:
+    """The newest of `links` (newest first) whose chain, back to its whole link, is all among
+    them, each link the one its successor names: that chain, oldest first."""
+    by_seq = {link.last_seq: link for link in links}
+    for newest in links:
+        chain, link = [newest], newest
+        while link.previous_seq is not None and len(chain) <= len(links):
+            previous = by_seq.get(link.previous_seq)
+            if previous is None or previous.body_digest != link.previous_digest:
+                break
+            chain.append(previous)
+            link = previous
+        if link.previous_seq is None:
+            return chain[::-1]
+    return None
+
+
+def _bodies(db: Session, session_pk: int, seqs: Sequence[int]) -> dict[int, bytes]:
+    """The bodies of the session's links at `seqs`. On PostgreSQL they are read in binary (as
+    text, a body would travel as hex, twice its bytes, and be decoded)."""
+    query = select(CheckpointRow.last_seq, CheckpointRow.body).where(
+        CheckpointRow.session_id == session_pk, CheckpointRow.last_seq.in_(seqs)
+    )
+    connection = db.connection()
+    if connection.dialect.name != "postgresql":
+        return {row.last_seq: row.body for row in connection.execute(query)}
+    driver = connection.connection.driver_connection
+    compiled = query.compile(
+        dialect=connection.dialect, compile_kwargs={"render_postcompile": True}
+    )
+    with driver.cursor(binary=True) as cursor:  # type: ignore[union-attr]
+        cursor.execute(str(compiled), compiled.params)
+        return {seq: bytes(body) for seq, body in cursor.fetchall()}
 
 
 REFUSED = -1
@@ -127,8 +248,8 @@ replaces it, whatever its seq."""
 
 
 def checkpointed_seq(db: Session, session: Keyed) -> int:
-    """The seq of the session's checkpoint (0: none; `REFUSED`), as this process last wrote or
-    read it."""
+    """The seq of the session's newest checkpoint link (0: none; `REFUSED`), as this process
+    last wrote or read it."""
     key = fold_key(db, session)
     caches = caches_of(db)
     with caches.folds_lock:
@@ -136,7 +257,9 @@ def checkpointed_seq(db: Session, session: Keyed) -> int:
     if known is None:
         known = (
             db.execute(
-                select(CheckpointRow.last_seq).where(CheckpointRow.session_id == session.id)
+                select(func.max(CheckpointRow.last_seq)).where(
+                    CheckpointRow.session_id == session.id
+                )
             ).scalar_one_or_none()
             or 0
         )
@@ -153,34 +276,87 @@ def remember_checkpoint(db: Session, session: Keyed, seq: int) -> None:
 
 def write_checkpoint(
     db: Session, *, session_pk: int, fold: Fold, now: datetime, replace: bool = False
-) -> int | None:
-    """Writes `fold` as the session's checkpoint unless one of a later seq is there already
-    (another worker's), or whatever is there with `replace` (a checkpoint refused); the body's
-    bytes, or None when the log lacks the fold's last fact (a fold of nothing). Does not
-    commit."""
+) -> Link | None:
+    """Writes `fold` as the session's newest checkpoint link: as a delta against the link this
+    process keeps with the fold's log (`link_of`) while that link's chain is still in the
+    database and short (`MAX_LINKS`, `MAX_CHAIN_SHARE`), else whole,
+    then the session's older links go (all its others, with `replace`: a checkpoint refused).
+    The link written, or None when the log lacks the fold's last fact (a fold of nothing) or
+    another worker wrote a link of that seq first. Does not commit; the caller keeps the link
+    (`keep_link`) once committed."""
     fact = fact_log.get_fact(db, session_id=session_pk, seq=fold.last_seq)
     if fact is None:
         return None
-    body = zstandard.ZstdCompressor(level=_LEVEL).compress(encoded(checkpoint_of(fold)))
-    dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
-    values = {
-        "session_id": session_pk,
-        "last_seq": fold.last_seq,
-        "derivation": DERIVATION,
-        "log_digest": _log_digest(fact.seq, fact.type, fact.tokens, fact.item),
-        "body_digest": hashlib.sha256(body).hexdigest(),
-        "body": body,
-        "created_at": now,
-    }
-    statement = dialect.insert(CheckpointRow).values(values)
-    db.execute(
-        statement.on_conflict_do_update(
-            index_elements=["session_id"],
-            set_={name: statement.excluded[name] for name in values if name != "session_id"},
-            where=None if replace else CheckpointRow.last_seq < statement.excluded.last_seq,
+    record = checkpoint_of(fold)
+    previous = None if replace else _extendable(db, session_pk, link_of(fold))
+    compress = zstandard.ZstdCompressor(level=_LEVEL).compress
+    if previous is not None:
+        body = compress(encoded(delta_of(record, previous.record)))
+        link = Link(
+            last_seq=fold.last_seq,
+            base_seq=previous.base_seq,
+            body_digest=hashlib.sha256(body).hexdigest(),
+            record=record,
+            deltas=previous.deltas + 1,
+            chain_bytes=previous.chain_bytes + len(body),
+            base_bytes=previous.base_bytes,
         )
+    else:
+        body = compress(encoded(record))
+        digest = hashlib.sha256(body).hexdigest()
+        link = Link(fold.last_seq, fold.last_seq, digest, record, 0, 0, len(body))
+    if previous is None:
+        older = delete(CheckpointRow).where(CheckpointRow.session_id == session_pk)
+        db.execute(older if replace else older.where(CheckpointRow.last_seq < link.last_seq))
+    dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    statement = (
+        dialect.insert(CheckpointRow)
+        .values(
+            session_id=session_pk,
+            last_seq=link.last_seq,
+            base_seq=link.base_seq,
+            previous_seq=None if previous is None else previous.last_seq,
+            previous_digest=None if previous is None else previous.body_digest,
+            derivation=DERIVATION,
+            log_digest=_log_digest(fact.seq, fact.type, fact.tokens, fact.item),
+            body_digest=link.body_digest,
+            body=body,
+            created_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["session_id", "last_seq"])
+        .returning(CheckpointRow.last_seq)
     )
-    return len(body)
+    if db.execute(statement).scalar_one_or_none() is None:
+        return None
+    return link
+
+
+def _extendable(db: Session, session_pk: int, link: Link | None) -> Link | None:
+    """`link`, if a delta may be written against it: its chain is short and still whole in the
+    database (a newer whole link another worker wrote makes the older ones go)."""
+    if (
+        link is None
+        or link.deltas >= MAX_LINKS
+        or link.chain_bytes > link.base_bytes * MAX_CHAIN_SHARE
+    ):
+        return None
+    found = dict(
+        db.execute(
+            select(CheckpointRow.last_seq, CheckpointRow.body_digest).where(
+                CheckpointRow.session_id == session_pk,
+                CheckpointRow.last_seq.in_({link.last_seq, link.base_seq}),
+            )
+        ).all()
+    )
+    if found.get(link.last_seq) != link.body_digest or link.base_seq not in found:
+        return None
+    return link
+
+
+def keep_link(fold: Fold, link: Link) -> None:
+    """Keeps `link` (written and committed) with `fold`'s log: the next link is a delta
+    against it."""
+    fold.logged.derived[_MEMO] = link
 
 
 _LISTED_SEQS = 1_000

@@ -149,15 +149,20 @@ class Fact(Base):
 
 
 class CheckpointRow(Base):
-    """A session's latest checkpoint (`app.storage.checkpoints`): its fold and what is derived
-    from it, as of `last_seq`. Derived data, not facts: it is replaced as the log grows, may be
-    deleted at any time, and is checked against `body_digest`, `derivation` and `log_digest`
-    before use."""
+    """A link of a session's checkpoint (`app.storage.checkpoints`): its fold and what is
+    derived from it as of `last_seq`, written whole (`previous_seq` None) or as a delta against
+    the link at `previous_seq`, whose body hashes to `previous_digest`. Derived data, not facts:
+    a newer whole link makes the older links of its session go, any may be deleted at any time,
+    and each is checked against `body_digest`, `derivation` and `log_digest` before use."""
 
     __tablename__ = "checkpoints"
 
     session_id: Mapped[int] = mapped_column(Identity, ForeignKey("sessions.id"), primary_key=True)
-    last_seq: Mapped[int] = mapped_column(BigInteger)
+    last_seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    base_seq: Mapped[int] = mapped_column(BigInteger)
+    """The seq of the whole link the chain starts from (`last_seq`, for a whole one)."""
+    previous_seq: Mapped[int | None] = mapped_column(BigInteger)
+    previous_digest: Mapped[str | None] = mapped_column(String(64))
     derivation: Mapped[str] = mapped_column(String(64))
     """The digest of the code that derived the body: another code derives it again."""
     log_digest: Mapped[str] = mapped_column(String(64))

@@ -150,6 +150,7 @@ def assemble(
                 db,
                 assembled.session,
                 every=settings.checkpoint_every_facts,
+                from_facts=settings.checkpoint_from_facts,
                 now=now,
             ),
         ),

@@ -7,6 +7,7 @@ answer), and the next write replaces it."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 import zstandard
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
-from sqlalchemy import create_engine, select, update
+from sqlalchemy import create_engine, delete, select, update
 from sqlalchemy.orm import Session
 
 from app.domain.column_codec import encoded
@@ -25,7 +26,10 @@ from app.storage.tables import CheckpointRow, SessionRow
 from tests.answers import decisions
 from tests.conftest import TRAJECTORIES, load_trajectory
 
-EVERY = 30
+EVERY = 10
+"""Facts between two links of a checkpoint, in these tests."""
+FROM = 30
+"""Model-visible facts a log holds before it is checkpointed, in these tests."""
 
 
 def _outcome(outcome: str) -> float:
@@ -38,6 +42,7 @@ def app_with(postgres_url: str) -> Iterator[Callable[..., TestClient]]:
     opened: list[TestClient] = []
 
     def make(**settings: Any) -> TestClient:
+        settings = {"checkpoint_from_facts": FROM, **settings}
         client = TestClient(create_app(Settings(database_url=postgres_url, **settings)))
         opened.append(client.__enter__())
         return client
@@ -47,25 +52,40 @@ def app_with(postgres_url: str) -> Iterator[Callable[..., TestClient]]:
         client.__exit__(None, None, None)
 
 
-def _row(postgres_url: str, session_id: str) -> CheckpointRow | None:
+def _links(postgres_url: str, session_id: str) -> list[CheckpointRow]:
+    """The session's checkpoint links, oldest first."""
     engine = create_engine(postgres_url)
     try:
         with Session(engine) as db:
-            return db.execute(
-                select(CheckpointRow)
-                .join(SessionRow, SessionRow.id == CheckpointRow.session_id)
-                .where(SessionRow.external_id == session_id)
-            ).scalar_one_or_none()
+            return list(
+                db.execute(
+                    select(CheckpointRow)
+                    .join(SessionRow, SessionRow.id == CheckpointRow.session_id)
+                    .where(SessionRow.external_id == session_id)
+                    .order_by(CheckpointRow.last_seq)
+                ).scalars()
+            )
     finally:
         engine.dispose()
 
 
-def _change(postgres_url: str, session_pk: int, **values: Any) -> None:
+def _row(postgres_url: str, session_id: str) -> CheckpointRow | None:
+    """The session's newest checkpoint link."""
+    links = _links(postgres_url, session_id)
+    return links[-1] if links else None
+
+
+def _change(postgres_url: str, row: CheckpointRow, **values: Any) -> None:
     engine = create_engine(postgres_url)
     try:
         with Session(engine) as db:
             db.execute(
-                update(CheckpointRow).where(CheckpointRow.session_id == session_pk).values(**values)
+                update(CheckpointRow)
+                .where(
+                    CheckpointRow.session_id == row.session_id,
+                    CheckpointRow.last_seq == row.last_seq,
+                )
+                .values(**values)
             )
             db.commit()
     finally:
@@ -134,11 +154,12 @@ def test_a_checkpoint_that_cannot_be_trusted_is_refused_and_replaced(
     items = load_trajectory(TRAJECTORIES[3])[:70]
     writer = app_with(checkpoint_every_facts=EVERY)
     _grown(writer, session_id, items)
-    row = _row(postgres_url, session_id)
-    assert row is not None
+    links = _links(postgres_url, session_id)
+    assert [link.previous_seq is None for link in links] == [True, False]
     body = {"session_id": session_id}
     expected = decisions(writer.post("/assemble", json=body).json())
-    _change(postgres_url, row.session_id, **damage(row))
+    for link in links:  # every link: an older one whose chain is whole would be restored
+        _change(postgres_url, link, **damage(link))
     damaged = _row(postgres_url, session_id)
     assert damaged is not None
     refused, restored = _outcome(outcome), _outcome("restored")
@@ -166,18 +187,19 @@ def test_a_checkpoint_past_the_seq_asked_for_is_not_used(
 ) -> None:
     writer = app_with(checkpoint_every_facts=EVERY)
     _grown(writer, session_id, load_trajectory(TRAJECTORIES[3])[:70])
-    row = _row(postgres_url, session_id)
-    assert row is not None
+    first, newest = _links(postgres_url, session_id)
     engine = create_engine(postgres_url)
     try:
         with Session(engine) as db:
-            assert checkpoints.restore(
-                db, session_pk=row.session_id, up_to_seq=row.last_seq - 1
-            ) == (checkpoints.Restored(None))
-            found = checkpoints.restore(db, session_pk=row.session_id, up_to_seq=row.last_seq)
-            assert found.refused is None
-            assert found.fold is not None
-            assert found.fold.last_seq == row.last_seq
+
+            def restored_seq(up_to_seq: int) -> int | None:
+                found = checkpoints.restore(db, session_pk=newest.session_id, up_to_seq=up_to_seq)
+                assert found.refused is None
+                return None if found.fold is None else found.fold.last_seq
+
+            assert restored_seq(first.last_seq - 1) is None
+            assert restored_seq(newest.last_seq - 1) == first.last_seq
+            assert restored_seq(newest.last_seq) == newest.last_seq
     finally:
         engine.dispose()
 
@@ -186,7 +208,9 @@ def test_at_shutdown_the_sessions_grown_since_their_checkpoint_are_checkpointed(
     postgres_url: str, session_id: str
 ) -> None:
     items = load_trajectory(TRAJECTORIES[3])[:100]
-    settings = Settings(database_url=postgres_url, checkpoint_every_facts=EVERY)
+    settings = Settings(
+        database_url=postgres_url, checkpoint_every_facts=EVERY, checkpoint_from_facts=FROM
+    )
     with TestClient(create_app(settings)) as client:
         _grown(client, session_id, items)
         client.post(f"/sessions/{session_id}/items", json={"items": items[:5]})
@@ -234,3 +258,108 @@ def test_a_forks_checkpoint_holds_the_history_it_inherited(
     assert decisions(app_with(checkpoint_every_facts=0).post("/assemble", json=body).json()) == (
         expected
     )
+
+
+def test_links_are_deltas_against_the_one_before_until_one_is_written_whole(
+    app_with: Callable[..., TestClient],
+    postgres_url: str,
+    session_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(checkpoints, "MAX_LINKS", 2)
+    monkeypatch.setattr(checkpoints, "MAX_CHAIN_SHARE", 100.0)  # a short log's deltas weigh much
+    whole, deltas = _outcome("written_whole"), _outcome("written_delta")
+    writer = app_with(checkpoint_every_facts=EVERY)
+    items = load_trajectory(TRAJECTORIES[4])[:150]
+    assert len(items) == 150
+    _grown(writer, session_id, items)
+    writer.get("/healthz")
+    written_whole = _outcome("written_whole") - whole
+    assert written_whole >= 2
+    assert _outcome("written_delta") - deltas >= 2
+    links = _links(postgres_url, session_id)
+    # One chain: its whole link (the older links went when it was written), then its deltas,
+    # each naming the link before by seq and body digest.
+    assert links[0].previous_seq is None
+    assert all(link.base_seq == links[0].last_seq for link in links)
+    for before, link in itertools.pairwise(links):
+        assert (link.previous_seq, link.previous_digest) == (before.last_seq, before.body_digest)
+    assert 1 <= len(links) <= 3
+    assert links[-1].last_seq == 150
+    body = {"session_id": session_id}
+    expected = decisions(writer.post("/assemble", json=body).json())
+    restored = _outcome("restored")
+    assert decisions(app_with().post("/assemble", json=body).json()) == expected
+    assert _outcome("restored") == restored + 1
+
+
+def _drop(postgres_url: str, row: CheckpointRow) -> None:
+    engine = create_engine(postgres_url)
+    try:
+        with Session(engine) as db:
+            db.execute(
+                delete(CheckpointRow).where(
+                    CheckpointRow.session_id == row.session_id,
+                    CheckpointRow.last_seq == row.last_seq,
+                )
+            )
+            db.commit()
+    finally:
+        engine.dispose()
+
+
+def test_a_chain_missing_a_link_is_restored_from_its_part_still_whole(
+    app_with: Callable[..., TestClient],
+    postgres_url: str,
+    session_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(checkpoints, "MAX_CHAIN_SHARE", 100.0)  # a short log's deltas weigh much
+    writer = app_with(checkpoint_every_facts=EVERY)
+    _grown(writer, session_id, load_trajectory(TRAJECTORIES[3])[:100])
+    first, second, *_, newest = _links(postgres_url, session_id)
+    assert first.previous_seq is None
+    assert second.previous_seq == first.last_seq
+    body = {"session_id": session_id}
+    expected = decisions(writer.post("/assemble", json=body).json())
+    _drop(postgres_url, second)  # the links after it name a link that is gone
+    engine = create_engine(postgres_url)
+    try:
+        with Session(engine) as db:
+            found = checkpoints.restore(db, session_pk=first.session_id, up_to_seq=newest.last_seq)
+            assert found.fold is not None
+            assert found.fold.last_seq == first.last_seq
+    finally:
+        engine.dispose()
+    restored = _outcome("restored")
+    assert decisions(app_with().post("/assemble", json=body).json()) == expected
+    assert _outcome("restored") == restored + 1
+    # With its whole link gone too, no chain is whole: refused, and the log folded instead.
+    _drop(postgres_url, first)
+    broken = _outcome("refused_broken_chain")
+    reader = app_with()
+    assert decisions(reader.post("/assemble", json=body).json()) == expected
+    assert _outcome("refused_broken_chain") == broken + 1
+    reader.get("/healthz")  # the work after that answer: a whole link replaces them all
+    (replaced,) = _links(postgres_url, session_id)
+    assert replaced.previous_seq is None
+    assert replaced.last_seq == 100
+
+
+def test_on_sqlite_a_chain_is_written_and_restored_alike(
+    sqlite_url: str, session_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded default store keeps checkpoints the same way."""
+    monkeypatch.setattr(checkpoints, "MAX_CHAIN_SHARE", 100.0)  # a short log's deltas weigh much
+    settings = Settings(
+        database_url=sqlite_url, checkpoint_every_facts=EVERY, checkpoint_from_facts=FROM
+    )
+    body = {"session_id": session_id}
+    with TestClient(create_app(settings)) as writer:
+        _grown(writer, session_id, load_trajectory(TRAJECTORIES[3])[:100])
+        expected = decisions(writer.post("/assemble", json=body).json())
+    assert len(_links(sqlite_url, session_id)) >= 3
+    restored = _outcome("restored")
+    with TestClient(create_app(settings)) as reader:
+        assert decisions(reader.post("/assemble", json=body).json()) == expected
+    assert _outcome("restored") == restored + 1

@@ -15,6 +15,9 @@ from tests.answers import decisions
 from tests.conftest import TRAJECTORIES, load_trajectory
 from tests.e2e.servers import running
 
+EVERY = "40"
+"""Facts between two checkpoint links, and before the first."""
+
 
 def _checkpoint_outcomes(client: httpx.Client) -> dict[str, float]:
     outcomes = {}
@@ -30,9 +33,14 @@ def test_processes_restoring_checkpoints_answer_as_one_reading_the_log(postgres_
     items = [item for path in TRAJECTORIES[2:5] for item in load_trajectory(path)]
     body = {"session_id": session_id}
     with (
-        running(postgres_url, CTX_CHECKPOINT_EVERY_FACTS="40") as writer,
         running(
-            postgres_url, CTX_FOLD_CACHE_BYTES="0", CTX_CHECKPOINT_EVERY_FACTS="40"
+            postgres_url, CTX_CHECKPOINT_EVERY_FACTS=EVERY, CTX_CHECKPOINT_FROM_FACTS=EVERY
+        ) as writer,
+        running(
+            postgres_url,
+            CTX_FOLD_CACHE_BYTES="0",
+            CTX_CHECKPOINT_EVERY_FACTS=EVERY,
+            CTX_CHECKPOINT_FROM_FACTS=EVERY,
         ) as restorer,
         running(postgres_url, CTX_CHECKPOINT_EVERY_FACTS="0") as reference,
         httpx.Client(base_url=writer.base, timeout=60) as w,
@@ -54,7 +62,7 @@ def test_processes_restoring_checkpoints_answer_as_one_reading_the_log(postgres_
             if step == 9:
                 retracted = w.post(f"/sessions/{session_id}/retractions", json={})
                 assert retracted.status_code == 201, retracted.text
-            # The writer assembles every step: a checkpoint is written every 40 facts.
+            # The writer assembles every step: a checkpoint link is written every 40 facts.
             w.post("/assemble", json=body).raise_for_status()
             w.get("/healthz")  # the work after the answer (the checkpoint's write) is done
             if step % 2 == 1:
@@ -63,15 +71,19 @@ def test_processes_restoring_checkpoints_answer_as_one_reading_the_log(postgres_
                 assert len({decisions(answer.json()) for answer in answers}) == 1
                 compared += 1
         last = decisions(log_reader.post("/assemble", json=body).json())
-        assert _checkpoint_outcomes(w).get("written", 0) >= 3
-        # The restorer keeps no fold: each of its calls restored the latest checkpoint.
+        written = _checkpoint_outcomes(w)
+        assert written.get("written_whole", 0) >= 1
+        assert written.get("written_delta", 0) >= 3
+        # The restorer keeps no fold: each of its calls restored the latest checkpoint's chain.
         assert _checkpoint_outcomes(r).get("restored", 0) >= compared + 2
         assert "restored" not in _checkpoint_outcomes(log_reader)
     assert compared >= 5
     assert orjson.loads(last)["elided"], "the window was meant to leave history out"
     # A process that has never seen the session starts from the checkpoint: the same answer.
     with (
-        running(postgres_url, CTX_CHECKPOINT_EVERY_FACTS="40") as fresh,
+        running(
+            postgres_url, CTX_CHECKPOINT_EVERY_FACTS=EVERY, CTX_CHECKPOINT_FROM_FACTS=EVERY
+        ) as fresh,
         httpx.Client(base_url=fresh.base) as f,
     ):
         assert decisions(f.post("/assemble", json=body).json()) == last

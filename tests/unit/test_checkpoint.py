@@ -6,6 +6,7 @@ the log only the items a call reads."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from array import array
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.checkpoint import CHECKPOINT_FORMAT, checkpoint_of, restored
-from app.domain.column_codec import MIN_COLUMN, Later, decoded, encoded
+from app.domain.column_codec import MIN_COLUMN, Ascends, Later, decoded, encoded
 from app.domain.elision import Shown
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, fold_facts
 from app.domain.facts.stored_items import (
@@ -27,9 +28,9 @@ from app.domain.facts.stored_items import (
     ItemStore,
     SortedIndex,
     StoredFact,
-    ascends,
 )
 from app.domain.normalize import DEFAULT_MODALITIES
+from app.domain.record_delta import applied, delta_of
 from app.domain.truncation import TruncationPolicy
 from app.usecases.loaded_history import LoadedHistory
 from tests.builders import Fact
@@ -141,6 +142,83 @@ def test_every_trajectory_restored_at_many_seqs() -> None:
 def test_random_logs_restored_at_any_seq(rng: Any, length: int) -> None:
     log = _log_with_placeholders(rng, length)
     _check_restored_at(log, rng.randint(1, len(log)), rng)
+
+
+def _read(value: Any) -> Any:
+    """A decoded record as plain values: each `Later` part read, each array a list."""
+    if isinstance(value, Later):
+        return _read(value.value())
+    if isinstance(value, array):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {key: _read(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_read(item) for item in value]
+    return value
+
+
+def _check_chain(log: list[Fact], cuts: list[int], rng: random.Random) -> None:
+    """A checkpoint written whole at `cuts[0]` and as deltas at each later cut (once taken
+    against a fold restored from the chain so far, as a second worker takes it) reads, applied
+    link by link, as the checkpoint written whole at each cut, and restores to the same fold."""
+    fold = fold_facts(EMPTY_FOLD, log[: cuts[0]], last_seq=log[cuts[0] - 1].seq)
+    _derive(_loaded(fold), _shown(_loaded(fold), rng))
+    kept = checkpoint_of(fold)
+    chain = decoded(encoded(kept))
+    handed_over = rng.randrange(len(cuts))
+    for n, (start, end) in enumerate(itertools.pairwise(cuts)):
+        if n == handed_over:
+            # Another worker restores the chain and writes the next link against its own fold.
+            fold = _restored(fold, _Log(log))
+            kept = checkpoint_of(fold)
+        fold = fold_facts(fold, log[start:end], last_seq=log[end - 1].seq)
+        _derive(_loaded(fold), _shown(_loaded(fold), rng))
+        record = checkpoint_of(fold)
+        chain = applied(chain, decoded(encoded(delta_of(record, kept))))
+        kept = record
+        assert _read(chain) == _read(decoded(encoded(record)))
+    resumed = restored(chain, ItemStore(_Log(log), chain["logged"]["order"]))
+    scratch = fold_facts(EMPTY_FOLD, log[: cuts[-1]], last_seq=log[cuts[-1] - 1].seq)
+    shown = _shown(_loaded(scratch), rng)
+    assert _derive(_loaded(resumed), shown) == _derive(_loaded(scratch), shown)
+
+
+def test_every_trajectory_checkpointed_as_a_chain_of_deltas() -> None:
+    rng = random.Random(11)
+    for path in TRAJECTORIES:
+        log = _trajectory_log(path)
+        cuts = sorted({1, *rng.sample(range(1, len(log) + 1), min(8, len(log))), len(log)})
+        _check_chain(log, cuts, rng)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(min_value=3, max_value=70))
+def test_random_logs_checkpointed_as_a_chain_of_deltas(rng: Any, length: int) -> None:
+    log = _log_with_placeholders(rng, length)
+    cuts = sorted({*rng.sample(range(1, len(log) + 1), min(5, len(log))), len(log)})
+    _check_chain(log, cuts, rng)
+
+
+def test_a_delta_holds_what_changed_not_the_log() -> None:
+    log = _long_log(4_000)
+    fold = fold_facts(EMPTY_FOLD, log[:-20], last_seq=log[-21].seq)
+    _derive(_loaded(fold), {})
+    kept = checkpoint_of(fold)
+    whole = len(encoded(kept))
+    fold = fold_facts(fold, log[-20:], last_seq=log[-1].seq)
+    _derive(_loaded(fold), {})
+    delta = encoded(delta_of(checkpoint_of(fold), kept))
+    assert len(delta) < whole / 20
+
+
+def test_a_delta_that_does_not_fit_its_base_is_refused() -> None:
+    log = _long_log(200)
+    first = fold_facts(EMPTY_FOLD, log[:100], last_seq=log[99].seq)
+    second = fold_facts(first, log[100:], last_seq=log[-1].seq)
+    delta = decoded(encoded(delta_of(checkpoint_of(second), checkpoint_of(first))))
+    shorter = decoded(encoded(checkpoint_of(fold_facts(EMPTY_FOLD, log[:50], last_seq=50))))
+    with pytest.raises(ValueError, match="does not start where its base ends"):
+        applied(shorter, delta)
 
 
 def _long_log(facts: int) -> list[Fact]:
@@ -293,7 +371,7 @@ def test_the_column_codec_refuses_what_is_not_its_form() -> None:
 def test_a_sorted_index_reads_as_the_dict_it_stands_for(
     keys: list[int], added: list[tuple[int, int]]
 ) -> None:
-    assert ascends(keys)
+    assert Ascends(keys, len(keys)).value()
     index, expected = (
         SortedIndex.of(keys, ascending=True),
         dict(zip(keys, range(len(keys)), strict=True)),
@@ -306,5 +384,5 @@ def test_a_sorted_index_reads_as_the_dict_it_stands_for(
     for probe in range(-1, 82):
         assert index.get(probe) == expected.get(probe)
         assert (probe in index) == (probe in expected)
-    assert not ascends([*keys, None])
-    assert len(keys) < 2 or not ascends(keys[::-1])
+    assert not Ascends([*keys, None], len(keys) + 1).value()
+    assert len(keys) < 2 or not Ascends(keys[::-1], len(keys)).value()

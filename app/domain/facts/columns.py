@@ -10,17 +10,17 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
-from app.domain.column_codec import Later
+from app.domain.column_codec import Ascends, Later, Span
 from app.domain.facts.stored_items import (
     UNREAD,
     Column,
     ItemStore,
     SortedIndex,
-    ascends,
     held,
     lazy,
     logged_seq,
     prefix,
+    read_at_once,
 )
 from app.domain.growing import Claims, Prefix
 from app.domain.items import Item, logged_key
@@ -88,18 +88,19 @@ class VisibleColumns:
         """The first `length` entries as a checkpoint holds them: the items of logged facts by
         their seq, the written ones (which no fact is) whole."""
         return {
-            "seqs": self.seqs[:length],
-            "phases": self.phases[:length],
-            "tokens": self.tokens[:length],
+            "seqs": Span(self.seqs, length),
+            "phases": Span(self.phases, length),
+            "tokens": Span(self.tokens, length),
             # Derivable from the tokens and phases; written so that a restore computes nothing
             # per fact.
-            "cumulative": self.cumulative[: length + 1],
-            "phase_set": self.phase_set[:length],
-            "ascending": ascends(self.seqs[:length]),
-            "written": [
-                [at, self.items[at], self.metadata[at]]
-                for at in self.written[: bisect.bisect_left(self.written, length)]
-            ],
+            "cumulative": Span(self.cumulative, length + 1),
+            "phase_set": Span(self.phase_set, length),
+            "ascending": Ascends(self.seqs, length),
+            "written": Span(
+                self.written,
+                bisect.bisect_left(self.written, length),
+                each=lambda at: [at, self.items[at], self.metadata[at]],
+            ),
         }
 
     @classmethod
@@ -199,6 +200,13 @@ class LoggedColumns:
             self._keyed = keyed
         return self._keyed
 
+    def _keys_up_to(self, length: int) -> int:
+        """How many of the key columns' entries belong to the first `length` facts (all of
+        them, for all the facts: read without reading a restored key, which parses them all)."""
+        if length == len(self.order):
+            return len(self.key_seqs)
+        return bisect.bisect_right(self.key_seqs, self.order[length - 1] if length else 0)
+
     def entry(self, seq: int) -> Visible:
         at = self.at[seq]
         return seq, self.items[at], self.metadata[at], self.phases[at], self.tokens[at]
@@ -206,20 +214,19 @@ class LoggedColumns:
     def record(self, length: int, *, last_seq: int) -> dict[str, Any]:
         """The first `length` facts and the own facts up to `last_seq`, as a checkpoint holds
         them: no item, which the log holds."""
-        last = self.order[length - 1] if length else 0
-        keys = bisect.bisect_right(self.key_seqs, last)
+        keys = self._keys_up_to(length)
         return {
             "key_count": keys,
-            "order": self.order[:length],
-            "phases": self.phases[:length],
-            "tokens": self.tokens[:length],
-            "internal": self.internal[: bisect.bisect_right(self.internal, last_seq)],
+            "order": Span(self.order, length),
+            "phases": Span(self.phases, length),
+            "tokens": Span(self.tokens, length),
+            "internal": Span(self.internal, bisect.bisect_right(self.internal, last_seq)),
             # Read by few calls after a restore: parsed when first read.
             "keys": Later(
                 {
-                    "kinds": self.key_kinds[:keys],
-                    "ids": self.key_ids[:keys],
-                    "seqs": self.key_seqs[:keys],
+                    "kinds": Span(self.key_kinds, keys),
+                    "ids": Span(self.key_ids, keys),
+                    "seqs": Span(self.key_seqs, keys),
                 }
             ),
         }
@@ -237,9 +244,9 @@ class LoggedColumns:
         columns.internal = record["internal"]
         keys: Later = record["keys"]
         count = record["key_count"]
-        columns.key_kinds = lazy([UNREAD] * count, lambda at: keys.value()["kinds"][at])
-        columns.key_ids = lazy([UNREAD] * count, lambda at: keys.value()["ids"][at])
-        columns.key_seqs = lazy([UNREAD] * count, lambda at: keys.value()["seqs"][at])
+        columns.key_kinds = read_at_once(lambda: keys.value()["kinds"], count)
+        columns.key_ids = read_at_once(lambda: keys.value()["ids"], count)
+        columns.key_seqs = read_at_once(lambda: keys.value()["seqs"], count)
         columns._keyed = None
         return columns
 
@@ -254,7 +261,7 @@ class LoggedColumns:
         copy.metadata = prefix(self.metadata, length)
         copy.phases = self.phases[:length]
         copy.tokens = self.tokens[:length]
-        keys = bisect.bisect_right(self.key_seqs, copy.order[-1] if copy.order else 0)
+        keys = self._keys_up_to(length)
         copy.key_kinds, copy.key_ids = prefix(self.key_kinds, keys), prefix(self.key_ids, keys)
         copy.key_seqs = prefix(self.key_seqs, keys)
         copy._keyed = None

@@ -16,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from contextlib import nullcontext
@@ -32,11 +31,11 @@ __all__ = [
     "ReadItems",
     "SortedIndex",
     "StoredFact",
-    "ascends",
     "held",
     "lazy",
     "logged_seq",
     "prefix",
+    "read_at_once",
 ]
 
 T = TypeVar("T")
@@ -135,10 +134,19 @@ class LazyColumn(Sequence[T], Generic[T]):
     """A growing column some of whose values are `UNREAD` until read, each then resolved by
     `resolve(index)` and kept."""
 
-    __slots__ = ("_resolve", "_values")
+    __slots__ = ("_read_all", "_resolve", "_values")
 
-    def __init__(self, values: list[Any], resolve: Callable[[int], T]) -> None:
+    def __init__(
+        self,
+        values: list[Any],
+        resolve: Callable[[int], T],
+        *,
+        read_all: Callable[[], Sequence[T]] | None = None,
+    ) -> None:
         self._values, self._resolve = values, resolve
+        self._read_all = read_all
+        """Reads every value at once (those of the first indexes it returns): a column read
+        whole from one parse resolves all its values the first time one is read."""
 
     def __len__(self) -> int:
         return len(self._values)
@@ -149,8 +157,17 @@ class LazyColumn(Sequence[T], Generic[T]):
     def __getitem__(self, index: slice) -> list[T]: ...
     def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
-            return [self[at] for at in range(*index.indices(len(self._values)))]
+            part = self._values[index]
+            if UNREAD in part and self._read_all is not None:
+                self._fill()
+                part = self._values[index]
+            if UNREAD in part:
+                return [self[at] for at in range(*index.indices(len(self._values)))]
+            return part
         value = self._values[index]
+        if value is UNREAD and self._read_all is not None:
+            self._fill()
+            value = self._values[index]
         if value is UNREAD:
             if index < 0:
                 index += len(self._values)
@@ -158,15 +175,25 @@ class LazyColumn(Sequence[T], Generic[T]):
         return value  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[T]:
-        for index in range(len(self._values)):
-            yield self[index]
+        values = self._values
+        if self._read_all is not None and UNREAD in values:
+            self._fill()
+        if UNREAD not in values:
+            return iter(values)
+        return (self[index] for index in range(len(values)))
+
+    def _fill(self) -> None:
+        assert self._read_all is not None
+        every, self._read_all = self._read_all(), None
+        count = min(len(every), len(self._values))
+        self._values[:count] = every[:count]
 
     def append(self, value: T) -> None:
         self._values.append(value)
 
     def prefix(self, length: int) -> LazyColumn[T]:
         """A column of its own holding the first `length` values, read as this one is."""
-        return LazyColumn(self._values[:length], self._resolve)
+        return LazyColumn(self._values[:length], self._resolve, read_all=self._read_all)
 
     def raw(self, index: int) -> T | _Unread:
         """The value at `index` as held: `UNREAD` when it was not read yet."""
@@ -193,6 +220,17 @@ def lazy(values: list[Any], resolve: Callable[[int], T]) -> LazyColumn[T]:
     return LazyColumn(values, resolve)
 
 
+def read_at_once(read: Callable[[], Sequence[T]], count: int) -> LazyColumn[T]:
+    """A column of `count` values, all read by `read()` (a sequence of at least `count`) when
+    the first is read: a column parsed whole, whose readers mostly read it whole (an index
+    built from it)."""
+
+    def unresolvable(index: int) -> T:
+        raise IndexError(f"a column read at once has no value at {index}")
+
+    return LazyColumn([UNREAD] * count, unresolvable, read_all=read)
+
+
 class SortedIndex(MutableMapping[int, int]):
     """Each key's position in a column of keys restored in ascending order (read by bisection,
     so restoring the index costs nothing per key), and the entries set since, which take
@@ -207,8 +245,8 @@ class SortedIndex(MutableMapping[int, int]):
     @classmethod
     def of(cls, keys: Sequence[int | None], *, ascending: bool) -> MutableMapping[int, int]:
         """The index of `keys` (the last position where one repeats, as a dict gives it): this
-        kind where they strictly ascend (`ascending`, as `ascends` found when they were
-        written), else a dict."""
+        kind where they strictly ascend (`ascending`, as `column_codec.Ascends` found when they
+        were written), else a dict."""
         if ascending:
             return cls(keys)  # type: ignore[arg-type]
         return {key: at for at, key in enumerate(keys) if key is not None}
@@ -246,8 +284,3 @@ class SortedIndex(MutableMapping[int, int]):
 
     def __len__(self) -> int:
         return self._count + sum(1 for key in self._added if self._restored(key) is None)
-
-
-def ascends(keys: Sequence[int | None]) -> bool:
-    """Whether `keys` strictly ascend, none of them None."""
-    return None not in keys and all(a < b for a, b in itertools.pairwise(keys))  # type: ignore[operator]
