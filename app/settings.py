@@ -110,6 +110,12 @@ class Settings(BaseSettings):
         description="Model-visible facts a session's log holds before it is checkpointed: a "
         "shorter one is folded from its log in about the time a restore takes.",
     )
+    checkpoint_retention_days: int = Field(
+        default=30,
+        ge=1,
+        description="A session's checkpoint whose newest link is older goes with retention: a "
+        "session resumed after that folds its log once.",
+    )
     shutdown_checkpoint_seconds: float = Field(
         default=10.0,
         ge=0,

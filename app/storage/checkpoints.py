@@ -37,9 +37,9 @@ from typing import Any, cast
 
 import orjson
 import zstandard
-from sqlalchemy import Engine, Row, delete, func, select
+from sqlalchemy import Engine, Row, delete, exists, func, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 import app.domain
 from app.domain.checkpoint import CHECKPOINT_FORMAT, checkpoint_of, restored
@@ -60,6 +60,7 @@ __all__ = [
     "checkpointed_seq",
     "keep_link",
     "link_of",
+    "prune",
     "reading_with",
     "remember_checkpoint",
     "restore",
@@ -86,7 +87,7 @@ _LEVEL = 3
 """zstd's level for a body: a tenth of the bytes, in about 2 ms per MB either way."""
 
 
-MAX_LINKS = 32
+MAX_LINKS = 64
 """Deltas a chain holds at most before the next link is written whole: a restore reads the
 whole link and at most this many deltas."""
 
@@ -329,6 +330,28 @@ def write_checkpoint(
     if db.execute(statement).scalar_one_or_none() is None:
         return None
     return link
+
+
+def prune(db: Session, *, older_than: datetime, limit: int) -> int:
+    """Deletes the checkpoints of up to `limit` sessions whose newest link was written before
+    `older_than` (sessions no one has appended to since: resumed, one folds its log once);
+    how many sessions' checkpoints it deleted."""
+    newer = aliased(CheckpointRow)
+    stale = (
+        select(CheckpointRow.session_id)
+        .where(
+            CheckpointRow.created_at < older_than,
+            ~exists().where(
+                newer.session_id == CheckpointRow.session_id, newer.created_at >= older_than
+            ),
+        )
+        .distinct()
+        .limit(limit)
+    )
+    sessions = list(db.scalars(stale))
+    if sessions:
+        db.execute(delete(CheckpointRow).where(CheckpointRow.session_id.in_(sessions)))
+    return len(sessions)
 
 
 def _extendable(db: Session, session_pk: int, link: Link | None) -> Link | None:

@@ -42,7 +42,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
-from app.storage import bodies, evaluations
+from app.storage import bodies, checkpoints, evaluations
 from app.storage.tables import AssemblyRow, week_of
 
 log = logging.getLogger("contextd")
@@ -244,6 +244,8 @@ def prune_once(
         batch,
     )
     _in_batches(factory, lambda db: evaluations.prune(db, older_than=cutoff, limit=batch), batch)
+    idle = now - timedelta(days=settings.checkpoint_retention_days)
+    _in_batches(factory, lambda db: checkpoints.prune(db, older_than=idle, limit=batch), batch)
     return total
 
 

@@ -170,7 +170,8 @@ class CheckpointRow(Base):
     (a database restored to another state) is not the one the body was derived from."""
     body_digest: Mapped[str] = mapped_column(String(64))
     body: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime]
+    created_at: Mapped[datetime] = mapped_column(index=True)
+    """Retention drops the links of a session whose newest link is older than it keeps."""
 
 
 class EvaluationRow(Base):

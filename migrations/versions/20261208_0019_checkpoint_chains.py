@@ -27,6 +27,7 @@ def upgrade() -> None:
         # SQLite cannot change a table's primary key in place; its rows are derived data.
         op.drop_table("checkpoints")
         _create(["session_id", "last_seq"], chains=True)
+        _index()
         return
     op.execute("DELETE FROM checkpoints")
     op.add_column("checkpoints", sa.Column("base_seq", sa.BigInteger(), nullable=False))
@@ -36,9 +37,16 @@ def upgrade() -> None:
     op.execute("ALTER TABLE checkpoints ALTER COLUMN body SET STORAGE EXTERNAL")
     op.drop_constraint("checkpoints_pkey", "checkpoints", type_="primary")
     op.create_primary_key("checkpoints_pkey", "checkpoints", ["session_id", "last_seq"])
+    _index()
+
+
+def _index() -> None:
+    # Retention finds the links written before its cutoff (`checkpoints.prune`).
+    op.create_index("ix_checkpoints_created_at", "checkpoints", ["created_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_checkpoints_created_at", "checkpoints")
     if op.get_bind().dialect.name != "postgresql":
         op.drop_table("checkpoints")
         _create(["session_id"], chains=False)

@@ -12,7 +12,7 @@ from app.settings import Settings
 from app.storage import evaluations, plans, retention, tenant_rows
 from app.storage.database import create_db_engine, create_session_factory
 from app.storage.retention import prune_once
-from app.storage.tables import AssemblyRow, EvaluationRow, Fact
+from app.storage.tables import AssemblyRow, CheckpointRow, EvaluationRow, Fact
 from tests.builders import user_msg
 from tests.integration.storage import append_items, new_session
 
@@ -162,3 +162,50 @@ def test_retention_deletes_evaluation_jobs_that_have_not_moved_for_as_long_as_a_
         kept = set(db.scalars(select(EvaluationRow.id).where(EvaluationRow.id.in_(ages))))
     engine.dispose()
     assert kept == {"eval_recent"}
+
+
+def test_retention_deletes_the_checkpoints_of_sessions_idle_for_as_long_as_it_keeps_them(
+    postgres_url: str,
+) -> None:
+    """A session's links go together, once its newest one is older than the setting: a chain
+    is never cut in two (its whole link may be older than its deltas)."""
+    settings = Settings(database_url=postgres_url, checkpoint_retention_days=30)
+    engine = create_db_engine(settings)
+    factory = create_session_factory(engine)
+    now = datetime(2026, 12, 7, 12, tzinfo=UTC)
+    ages = {"resumed": (40, 2), "idle": (40, 35), "recent": (5,)}
+    pks = {name: new_session(engine, f"checkpoint-retention-{name}") for name in ages}
+    with factory() as db:
+        append_items(db, pks["idle"], [user_msg("hello")])
+        db.commit()
+    with factory() as db:
+        for name, days in ages.items():
+            for seq, age in enumerate(days, start=1):
+                db.add(
+                    CheckpointRow(
+                        session_id=pks[name],
+                        last_seq=seq,
+                        base_seq=1,
+                        previous_seq=None if seq == 1 else seq - 1,
+                        previous_digest=None if seq == 1 else "0" * 64,
+                        derivation="0" * 64,
+                        log_digest="0" * 64,
+                        body_digest="0" * 64,
+                        body=b"body",
+                        created_at=now - timedelta(days=age),
+                    )
+                )
+        db.commit()
+
+    prune_once(factory, settings, now=now)
+
+    with factory() as db:
+        kept = db.execute(
+            select(CheckpointRow.session_id, func.count())
+            .where(CheckpointRow.session_id.in_(pks.values()))
+            .group_by(CheckpointRow.session_id)
+        ).all()
+        facts = db.scalar(select(func.count()).where(Fact.session_id == pks["idle"]))
+    engine.dispose()
+    assert dict(kept) == {pks["resumed"]: 2, pks["recent"]: 1}
+    assert facts == 1
