@@ -168,7 +168,9 @@ PLAN_STORE_LATENCY = Histogram(
 CHECKPOINTS = Counter(
     "contextd_checkpoints_total",
     "Session checkpoint links by outcome: written after an answer, whole or as a delta against "
-    "the link before; restored by a worker that had no fold of the session; or refused before "
+    "the link before; restored by a worker that had no fold of the session (restored_index: the "
+    "grader's occurrence index a whole link holds, read by that worker's first grade); or "
+    "refused before "
     "use (corrupt, derived by other code, derived from a log that no longer holds its last "
     "fact, a chain missing a link, malformed) and the log folded instead.",
     ["outcome"],

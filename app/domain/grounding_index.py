@@ -22,10 +22,11 @@ from __future__ import annotations
 import bisect
 import re
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 from app.domain.facts import LoggedUpTo
 from app.domain.grounding import (
@@ -39,7 +40,14 @@ from app.domain.grounding import (
 )
 from app.domain.text_search import Strings
 
-__all__ = ["ElidedRange", "OccurrenceIndex", "grade_indexed", "occurrence_index"]
+__all__ = [
+    "ElidedRange",
+    "OccurrenceIndex",
+    "grade_indexed",
+    "keep_index",
+    "kept_index",
+    "occurrence_index",
+]
 
 RUN = re.compile(r"[A-Za-z0-9_./-]+")
 """A maximal run of the characters identifiers are made of."""
@@ -68,6 +76,13 @@ class OccurrenceIndex:
         """Postings held, all told (a measure of the index's size)."""
         self._own: set[int] = set()
         """The seqs of the service's own facts indexed."""
+        self._restored: tuple[array[int], array[int]] | None = None
+        """Of an index restored from a checkpoint (`restored`): each restored run's postings,
+        as one column of seqs and where each run's start in it, read in place; a run's
+        postings are read out (into `_postings`) when a fact appended adds to them."""
+        self._restored_runs = 0
+        self._run_ids: dict[str, int] | None = None
+        """The restored runs' ids by run, built when a fact is first indexed after a restore."""
 
     def advance(self, logged: LoggedUpTo) -> None:
         """Index the facts of `logged` not indexed yet."""
@@ -100,6 +115,13 @@ class OccurrenceIndex:
     def _index(self, seq: int, item: object, added: list[str], *, in_order: bool) -> None:
         for run in dict.fromkeys(RUN.findall(item_text(item))):
             postings = self._postings.get(run)
+            if postings is None and self._restored is not None:
+                if self._run_ids is None:
+                    restored = self._runs[: self._restored_runs]
+                    self._run_ids = {run: at for at, run in enumerate(restored)}
+                at = self._run_ids.get(run)
+                if at is not None:
+                    self._postings[run] = postings = self._restored_postings(at)
             if postings is None:
                 self._postings[run] = postings = array("q")
                 added.append(run)
@@ -122,14 +144,82 @@ class OccurrenceIndex:
         """For each of `strings` the index holds within some run, the postings of every run
         holding it: one pass over the vocabulary."""
         with self.lock:
-            vocabulary, starts, runs = self._vocabulary, self._starts, self._runs
+            vocabulary, starts = self._vocabulary, self._starts
             found: dict[str, set[int]] = {}
             for end, string in strings.occurrences(vocabulary):
                 found.setdefault(string, set()).add(bisect.bisect_right(starts, end) - 1)
             return {
-                string: [self._postings[runs[run]] for run in sorted(held)]
+                string: [self._postings_of(run) for run in sorted(held)]
                 for string, held in found.items()
             }
+
+    def _postings_of(self, at: int) -> array[int]:
+        """The postings of run `at` (its index among the runs)."""
+        postings = self._postings.get(self._runs[at])
+        if postings is None:
+            return self._restored_postings(at)
+        return postings
+
+    def _restored_postings(self, at: int) -> array[int]:
+        assert self._restored is not None
+        offsets, seqs = self._restored
+        return seqs[offsets[at] : offsets[at + 1]]
+
+    def record(self) -> dict[str, Any]:
+        """This index as a checkpoint holds it (`restored`): the vocabulary, and every run's
+        postings as one column."""
+        with self.lock:
+            offsets, seqs = array("q", [0]), array("q")
+            for at in range(len(self._runs)):
+                seqs.extend(self._postings_of(at))
+                offsets.append(len(seqs))
+            return {
+                "facts": self.facts,
+                "postings": self.postings,
+                "vocabulary": self._vocabulary,
+                "starts": array("q", self._starts),
+                "offsets": offsets,
+                "seqs": seqs,
+                "own": sorted(self._own),
+            }
+
+    @classmethod
+    def restored(cls, record: Mapping[str, Any]) -> OccurrenceIndex:
+        """The index `record` holds (`record`): read in place, each run's postings read out
+        only when a fact appended adds to them. Raises ValueError (or the KeyError, TypeError
+        of a malformed record) when it cannot."""
+        index = cls()
+        vocabulary: str = record["vocabulary"]
+        runs = vocabulary.split("\n")[:-1]
+        offsets, seqs = _column(record["offsets"]), _column(record["seqs"])
+        if not len(offsets) == len(runs) + 1 == len(record["starts"]) + 1 or (
+            offsets[-1] != len(seqs)
+        ):
+            raise ValueError("an occurrence index's columns differ in length")
+        index.facts, index.postings = record["facts"], record["postings"]
+        index._vocabulary, index._runs, index._starts = vocabulary, runs, record["starts"]
+        index._own = set(record["own"])
+        index._restored, index._restored_runs = (offsets, seqs), len(runs)
+        return index
+
+
+def _column(values: Sequence[int]) -> array[int]:
+    """`values` as 64-bit integers (read back in place already, or a short list)."""
+    if isinstance(values, array) and values.typecode == "q":
+        return values
+    return array("q", values)
+
+
+def kept_index(logged: LoggedUpTo) -> OccurrenceIndex | None:
+    """The occurrence index kept with `logged`, if one was made."""
+    index = logged.derived.get(_INDEX_KEY)
+    return index if isinstance(index, OccurrenceIndex) else None
+
+
+def keep_index(logged: LoggedUpTo, index: OccurrenceIndex, lock: ContextManager[object]) -> None:
+    """Keeps `index` (restored) with `logged`, taking `lock`, unless one is kept already."""
+    index.lock = lock
+    logged.derived.setdefault(_INDEX_KEY, index)
 
 
 def occurrence_index(

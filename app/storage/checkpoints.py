@@ -45,7 +45,9 @@ import app.domain
 from app.domain.checkpoint import CHECKPOINT_FORMAT, checkpoint_of, restored
 from app.domain.column_codec import decoded, encoded
 from app.domain.facts import Fold
+from app.domain.facts.columns import LoggedUpTo
 from app.domain.facts.stored_items import ItemStore, StoredFact
+from app.domain.grounding_index import OccurrenceIndex, keep_index, kept_index
 from app.domain.record_delta import applied, delta_of
 from app.storage import fact_log
 from app.storage.caches import Keyed, caches_of, fold_key
@@ -64,6 +66,7 @@ __all__ = [
     "reading_with",
     "remember_checkpoint",
     "restore",
+    "restore_index",
     "write_checkpoint",
 ]
 
@@ -225,15 +228,20 @@ def _newest_chain(links: Sequence[Row[Any]]) -> list[Row[Any]] | None:
     return None
 
 
-def _bodies(db: Session, session_pk: int, seqs: Sequence[int]) -> dict[int, bytes]:
-    """The bodies of the session's links at `seqs`. On PostgreSQL they are read in binary (as
-    text, a body would travel as hex, twice its bytes, and be decoded)."""
-    query = select(CheckpointRow.last_seq, CheckpointRow.body).where(
-        CheckpointRow.session_id == session_pk, CheckpointRow.last_seq.in_(seqs)
+def _bodies(
+    db: Session, session_pk: int, seqs: Sequence[int], *, column: Any = CheckpointRow.body
+) -> dict[int, bytes]:
+    """The bodies (`column`: or the index bodies) of the session's links at `seqs` that have
+    one. On PostgreSQL they are read in binary (as text, a body would travel as hex, twice its
+    bytes, and be decoded)."""
+    query = select(CheckpointRow.last_seq, column).where(
+        CheckpointRow.session_id == session_pk,
+        CheckpointRow.last_seq.in_(seqs),
+        column.is_not(None),
     )
     connection = db.connection()
     if connection.dialect.name != "postgresql":
-        return {row.last_seq: row.body for row in connection.execute(query)}
+        return dict(connection.execute(query).all())
     driver = connection.connection.driver_connection
     compiled = query.compile(
         dialect=connection.dialect, compile_kwargs={"render_postcompile": True}
@@ -290,6 +298,7 @@ def write_checkpoint(
         return None
     record = checkpoint_of(fold)
     previous = None if replace else _extendable(db, session_pk, link_of(fold))
+    index_body: bytes | None = None
     compress = zstandard.ZstdCompressor(level=_LEVEL).compress
     if previous is not None:
         body = compress(encoded(delta_of(record, previous.record)))
@@ -306,6 +315,9 @@ def write_checkpoint(
         body = compress(encoded(record))
         digest = hashlib.sha256(body).hexdigest()
         link = Link(fold.last_seq, fold.last_seq, digest, record, 0, 0, len(body))
+        index = kept_index(LoggedUpTo(fold.logged, fold.logged_length))
+        if index is not None:
+            index_body = compress(encoded(index.record()))
     if previous is None:
         older = delete(CheckpointRow).where(CheckpointRow.session_id == session_pk)
         db.execute(older if replace else older.where(CheckpointRow.last_seq < link.last_seq))
@@ -322,6 +334,8 @@ def write_checkpoint(
             log_digest=_log_digest(fact.seq, fact.type, fact.tokens, fact.item),
             body_digest=link.body_digest,
             body=body,
+            index_digest=None if index_body is None else hashlib.sha256(index_body).hexdigest(),
+            index_body=index_body,
             created_at=now,
         )
         .on_conflict_do_nothing(index_elements=["session_id", "last_seq"])
@@ -330,6 +344,36 @@ def write_checkpoint(
     if db.execute(statement).scalar_one_or_none() is None:
         return None
     return link
+
+
+def restore_index(db: Session, *, session_pk: int, logged: LoggedUpTo) -> bool:
+    """Keeps with `logged` the grader's occurrence index its checkpoint holds (the whole link
+    of the chain it was restored from, checked against its hash), unless an index is kept with
+    it already; whether it did. The grader then indexes only the facts after it."""
+    link = logged.derived.get(_MEMO)
+    if not isinstance(link, Link) or kept_index(logged) is not None:
+        return False
+    digest = db.execute(
+        select(CheckpointRow.index_digest).where(
+            CheckpointRow.session_id == session_pk,
+            CheckpointRow.last_seq == link.base_seq,
+            CheckpointRow.derivation == DERIVATION,
+        )
+    ).scalar_one_or_none()
+    body = _bodies(db, session_pk, [link.base_seq], column=CheckpointRow.index_body).get(
+        link.base_seq
+    )
+    if digest is None or body is None or hashlib.sha256(body).hexdigest() != digest:
+        return False
+    try:
+        index = OccurrenceIndex.restored(decoded(zstandard.ZstdDecompressor().decompress(body)))
+    except (ValueError, KeyError, TypeError, IndexError, zstandard.ZstdError):
+        log.warning(
+            "session #%s: its occurrence index at seq %s is malformed", session_pk, link.base_seq
+        )
+        return False
+    keep_index(logged, index, threading.Lock())
+    return True
 
 
 def prune(db: Session, *, older_than: datetime, limit: int) -> int:

@@ -170,6 +170,10 @@ class CheckpointRow(Base):
     (a database restored to another state) is not the one the body was derived from."""
     body_digest: Mapped[str] = mapped_column(String(64))
     body: Mapped[bytes] = mapped_column(LargeBinary)
+    index_digest: Mapped[str | None] = mapped_column(String(64))
+    index_body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    """A whole link's: the grader's occurrence index of the log, as the writer held it (None
+    where it held none), read only by a worker's first grade of the session."""
     created_at: Mapped[datetime] = mapped_column(index=True)
     """Retention drops the links of a session whose newest link is older than it keeps."""
 

@@ -29,8 +29,8 @@ from app.domain.grounding import ActionGrounding, items_text
 from app.domain.grounding_index import ElidedRange, grade_indexed, occurrence_index
 from app.domain.items import Item, is_model_output
 from app.domain.stored_plan import answer_of, offered
-from app.metrics import AFTER_ANSWER_FAILURES, record_grounding
-from app.storage import fact_log, groundings, session_rows
+from app.metrics import AFTER_ANSWER_FAILURES, record_checkpoint, record_grounding
+from app.storage import checkpoints, fact_log, groundings, session_rows
 from app.storage.folds import fold_session
 from app.usecases.plan_record import request_of, shown_history
 
@@ -135,6 +135,9 @@ def _read_for_grading(
     ]
     # The service's own facts inside the elided ranges, read the first time only: the index
     # keeps them (a session that compacts has a compaction fact in every range it compacted).
+    # A worker new to the session starts from the index its checkpoint holds, if it holds one.
+    if checkpoints.restore_index(db, session_pk=session.id, logged=active.logged):
+        record_checkpoint("restored_index")
     index = occurrence_index(active.logged, lock=threading.Lock)
     own = [seq for entry in elided for seq in active.logged.internal(entry.first, entry.last)]
     index.add_own_facts(

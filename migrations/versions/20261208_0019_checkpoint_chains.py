@@ -3,6 +3,9 @@ against its previous link between, so that a write costs what changed and a work
 session folds few facts beyond the newest link (`app.storage.checkpoints`). One row per link,
 keyed by (session, seq).
 
+A whole link also holds the grader's occurrence index of the log (`index_body`), read only
+when a worker new to the session first grades an action.
+
 Derived data, not facts: the rows a previous version wrote are dropped (that version's bodies
 would be derived again anyway: another code derived them).
 
@@ -33,8 +36,11 @@ def upgrade() -> None:
     op.add_column("checkpoints", sa.Column("base_seq", sa.BigInteger(), nullable=False))
     op.add_column("checkpoints", sa.Column("previous_seq", sa.BigInteger(), nullable=True))
     op.add_column("checkpoints", sa.Column("previous_digest", sa.String(64), nullable=True))
+    op.add_column("checkpoints", sa.Column("index_digest", sa.String(64), nullable=True))
+    op.add_column("checkpoints", sa.Column("index_body", sa.LargeBinary(), nullable=True))
     # The body is compressed already: stored out of line as it is, not compressed again.
     op.execute("ALTER TABLE checkpoints ALTER COLUMN body SET STORAGE EXTERNAL")
+    op.execute("ALTER TABLE checkpoints ALTER COLUMN index_body SET STORAGE EXTERNAL")
     op.drop_constraint("checkpoints_pkey", "checkpoints", type_="primary")
     op.create_primary_key("checkpoints_pkey", "checkpoints", ["session_id", "last_seq"])
     _index()
@@ -54,6 +60,8 @@ def downgrade() -> None:
     op.execute("DELETE FROM checkpoints")
     op.drop_constraint("checkpoints_pkey", "checkpoints", type_="primary")
     op.create_primary_key("checkpoints_pkey", "checkpoints", ["session_id"])
+    op.drop_column("checkpoints", "index_body")
+    op.drop_column("checkpoints", "index_digest")
     op.drop_column("checkpoints", "previous_digest")
     op.drop_column("checkpoints", "previous_seq")
     op.drop_column("checkpoints", "base_seq")
@@ -65,6 +73,8 @@ def _create(key: list[str], *, chains: bool) -> None:
             sa.Column("base_seq", sa.BigInteger(), nullable=False),
             sa.Column("previous_seq", sa.BigInteger(), nullable=True),
             sa.Column("previous_digest", sa.String(64), nullable=True),
+            sa.Column("index_digest", sa.String(64), nullable=True),
+            sa.Column("index_body", sa.LargeBinary(), nullable=True),
         ]
         if chains
         else []

@@ -363,3 +363,36 @@ def test_on_sqlite_a_chain_is_written_and_restored_alike(
     with TestClient(create_app(settings)) as reader:
         assert decisions(reader.post("/assemble", json=body).json()) == expected
     assert _outcome("restored") == restored + 1
+
+
+def _graded(client: TestClient, session_id: str, items: list[dict[str, Any]]) -> Any:
+    """Assembles, appends `items` (the next action), and reads the grade of that assembly."""
+    assembly = client.post("/assemble", json={"session_id": session_id}).json()["assembly_id"]
+    appended = client.post(f"/sessions/{session_id}/items", json={"items": items})
+    assert appended.status_code == 201, appended.text
+    client.get("/healthz")  # the grade is work after the append's answer
+    return client.get(f"/assemblies/{assembly}").json()["grounding"]
+
+
+def test_a_new_apps_first_grade_starts_from_the_index_a_whole_link_holds(
+    app_with: Callable[..., TestClient], postgres_url: str, session_id: str
+) -> None:
+    """Two sessions of the same items: a new app grades one from the occurrence index the
+    checkpoint holds, another (checkpoints off) the other from the log; the grades agree."""
+    items = load_trajectory(TRAJECTORIES[4])
+    writer = app_with(checkpoint_every_facts=EVERY)
+    twin = f"{session_id}-twin"
+    for session in (session_id, twin):
+        _grown(writer, session, items[:100])
+    whole = _links(postgres_url, session_id)[0]
+    assert whole.previous_seq is None
+    assert whole.index_body is not None
+    assert whole.index_digest == hashlib.sha256(whole.index_body).hexdigest()
+    action = next(at for at in range(100, len(items)) if items[at]["type"] == "function_call")
+    restored = _outcome("restored_index")
+    from_checkpoint = _graded(app_with(checkpoint_every_facts=EVERY), session_id, items[action:])
+    assert _outcome("restored_index") == restored + 1
+    from_log = _graded(app_with(checkpoint_every_facts=0), twin, items[action:])
+    assert _outcome("restored_index") == restored + 1
+    assert from_checkpoint is not None
+    assert from_checkpoint == from_log

@@ -26,7 +26,13 @@ from app.domain.grounding import (
     grade_action,
     items_text,
 )
-from app.domain.grounding_index import ElidedRange, grade_indexed, occurrence_index
+from app.domain.column_codec import decoded, encoded
+from app.domain.grounding_index import (
+    ElidedRange,
+    OccurrenceIndex,
+    grade_indexed,
+    occurrence_index,
+)
 from app.domain.items import is_model_output, item_type
 from tests.builders import Fact
 from tests.conftest import TRAJECTORIES, load_trajectory
@@ -91,8 +97,20 @@ def _in_active(active: ActiveHistory, as_of: int, seq: int) -> bool:
     return seq <= as_of and active.position_of(seq) is not None
 
 
+def _restored_in_place(active: ActiveHistory, index: OccurrenceIndex) -> OccurrenceIndex:
+    """`index` written as a checkpoint holds it and restored, kept with the log in its place (so
+    that the next call advances the restored one, as a worker new to the session does)."""
+    copy = OccurrenceIndex.restored(decoded(encoded(index.record())))
+    derived = active.logged.derived
+    derived[next(key for key, kept in derived.items() if kept is index)] = copy
+    return copy
+
+
+@pytest.mark.parametrize("restoring", [False, True], ids=["kept", "restored"])
 @pytest.mark.parametrize("path", TRAJECTORIES, ids=[path.stem for path in TRAJECTORIES])
-def test_the_indexed_grade_is_the_grade_over_the_text(path: Any) -> None:
+def test_the_indexed_grade_is_the_grade_over_the_text(path: Any, restoring: bool) -> None:
+    """With `restoring`, the index is restored from its checkpoint's record before each grade
+    (own facts, runs added to and runs new since all read through the restored columns)."""
     rng = random.Random(path.stem)
     log = _log(load_trajectory(path), rng)
     by_seq = {fact.seq: fact for fact in log}
@@ -135,6 +153,8 @@ def test_the_indexed_grade_is_the_grade_over_the_text(path: Any) -> None:
             goal=goal,
         )
         index = occurrence_index(active.logged)
+        if restoring:
+            index = _restored_in_place(active, index)
         # The grader reads the own facts inside the ranges the first time it meets them.
         own = [seq for e in elided for seq in active.logged.internal(e.first, e.last)]
         index.add_own_facts([(seq, by_seq[seq].item) for seq in index.own_facts_missing(own)])
