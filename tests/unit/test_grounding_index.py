@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.domain.column_codec import decoded, encoded
 from app.domain.facts import (
     COMPACTION_FACT,
     EMPTY_FOLD,
@@ -26,7 +27,6 @@ from app.domain.grounding import (
     grade_action,
     items_text,
 )
-from app.domain.column_codec import decoded, encoded
 from app.domain.grounding_index import (
     ElidedRange,
     OccurrenceIndex,
