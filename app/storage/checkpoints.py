@@ -155,19 +155,10 @@ _LINK_COLUMNS = (
 def restore(db: Session, *, session_pk: int, up_to_seq: int) -> Restored:
     """The session's newest checkpoint of a seq up to `up_to_seq` whose chain is whole,
     checked and restored (see the module docstring)."""
-    links = db.execute(
-        select(*_LINK_COLUMNS)
-        .where(CheckpointRow.session_id == session_pk, CheckpointRow.last_seq <= up_to_seq)
-        .order_by(CheckpointRow.last_seq.desc())
-    ).all()
-    if not links:
-        return Restored(None)
-    ours = [link for link in links if link.derivation == DERIVATION]
-    if not ours:
-        return Restored(None, "derived_by_other_code")
-    chain = _newest_chain(cast(list[Row[Any]], ours))
-    if chain is None:
-        return Restored(None, "broken_chain")
+    found = _chain(db, session_pk, up_to_seq)
+    if found is None or isinstance(found, str):
+        return Restored(None, found)
+    chain, bodies = found
     newest = chain[-1]
     fact = fact_log.get_fact(db, session_id=session_pk, seq=newest.last_seq)
     if (
@@ -175,11 +166,7 @@ def restore(db: Session, *, session_pk: int, up_to_seq: int) -> Restored:
         or _log_digest(fact.seq, fact.type, fact.tokens, fact.item) != newest.log_digest
     ):
         return Restored(None, "log_changed")
-    bodies = _bodies(db, session_pk, [link.last_seq for link in chain])
-    if any(
-        hashlib.sha256(bodies.get(link.last_seq, b"")).hexdigest() != link.body_digest
-        for link in chain
-    ):
+    if any(hashlib.sha256(bodies[link.last_seq]).hexdigest() != link.body_digest for link in chain):
         return Restored(None, "corrupt")
     try:
         decompress = zstandard.ZstdDecompressor().decompress
@@ -199,16 +186,49 @@ def restore(db: Session, *, session_pk: int, up_to_seq: int) -> Restored:
         return Restored(None, "malformed")
     if fold.last_seq != newest.last_seq:
         return Restored(None, "malformed")
-    fold.logged.derived[_MEMO] = Link(
-        last_seq=newest.last_seq,
-        base_seq=newest.base_seq,
-        body_digest=newest.body_digest,
-        record=checkpoint_of(fold),
-        deltas=len(chain) - 1,
-        chain_bytes=sum(len(bodies[link.last_seq]) for link in chain[1:]),
-        base_bytes=len(bodies[chain[0].last_seq]),
+    keep_link(
+        fold,
+        Link(
+            last_seq=newest.last_seq,
+            base_seq=newest.base_seq,
+            body_digest=newest.body_digest,
+            record=checkpoint_of(fold),
+            deltas=len(chain) - 1,
+            chain_bytes=sum(len(bodies[link.last_seq]) for link in chain[1:]),
+            base_bytes=len(bodies[chain[0].last_seq]),
+        ),
     )
     return Restored(fold)
+
+
+_READS = 3
+"""Times a restore reads a session's links at most: another worker's whole link may remove
+links of the chain it chose between its read of the links and its read of their bodies."""
+
+
+def _chain(
+    db: Session, session_pk: int, up_to_seq: int
+) -> tuple[list[Row[Any]], dict[int, bytes]] | str | None:
+    """The session's newest chain of links up to `up_to_seq` that is whole (oldest first), and
+    its bodies; None when the session has no link up to it, or why none can be used."""
+    for _ in range(_READS):
+        links = db.execute(
+            select(*_LINK_COLUMNS)
+            .where(CheckpointRow.session_id == session_pk, CheckpointRow.last_seq <= up_to_seq)
+            .order_by(CheckpointRow.last_seq.desc())
+        ).all()
+        if not links:
+            return None
+        ours = [link for link in links if link.derivation == DERIVATION]
+        if not ours:
+            return "derived_by_other_code"
+        chain = _newest_chain(cast(list[Row[Any]], ours))
+        if chain is None:
+            return "broken_chain"
+        bodies = _bodies(db, session_pk, [link.last_seq for link in chain])
+        if all(link.last_seq in bodies for link in chain):
+            return chain, bodies
+    return "broken_chain"
 
 
 def _newest_chain(links: Sequence[Row[Any]]) -> list[Row[Any]] | None:
@@ -421,8 +441,8 @@ def _extendable(db: Session, session_pk: int, link: Link | None) -> Link | None:
 
 
 def keep_link(fold: Fold, link: Link) -> None:
-    """Keeps `link` (written and committed) with `fold`'s log: the next link is a delta
-    against it."""
+    """Keeps `link` (written and committed, or restored) with `fold`'s log: this process's
+    next link is a delta against it."""
     fold.logged.derived[_MEMO] = link
 
 
