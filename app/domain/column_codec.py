@@ -171,8 +171,10 @@ def encoded(record: Mapping[str, Any]) -> bytes:
     def pack(value: Any) -> Any:
         if isinstance(value, Span):
             value = value.values()
-        elif isinstance(value, (Ascends, Plain)):
-            return value.value() if isinstance(value, Ascends) else {"$plain": value.value}
+        elif isinstance(value, Ascends):
+            return value.value()
+        elif isinstance(value, Plain):
+            return {"$plain": value.value}
         elif isinstance(value, Tail):
             return {"$tail": [value.start, pack(value.values)]}
         elif isinstance(value, Delta):

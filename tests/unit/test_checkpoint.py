@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.domain.checkpoint import CHECKPOINT_FORMAT, checkpoint_of, restored
-from app.domain.column_codec import MIN_COLUMN, Ascends, Later, decoded, encoded
+from app.domain.column_codec import MIN_COLUMN, Ascends, Later, Plain, Span, decoded, encoded
 from app.domain.elision import Shown
 from app.domain.facts import EMPTY_FOLD, ActiveHistory, Fold, fold_facts
 from app.domain.facts.stored_items import (
@@ -340,6 +340,20 @@ def test_a_part_written_for_later_is_parsed_when_read() -> None:
     assert isinstance(later, Later)
     assert later.value() == {"ids": ["a", "b"]}
     assert list(back["n"]) == list(range(40))
+
+
+def test_a_users_data_comes_back_as_it_was_written() -> None:
+    """World state may hold the codec's own keys, and long lists of numbers: read back as they
+    were (a list stays a list), never taken for a column or a part."""
+    world = {
+        "$later": [0, 4],
+        "$ints": "not a column",
+        "files": {"$tail": [0, ["a.py"]], "sizes": list(range(MIN_COLUMN + 8))},
+    }
+    back = decoded(encoded({"sections": Plain(world), "column": Span(list(range(40)), 40)}))
+    assert back["sections"] == world
+    assert type(back["sections"]["files"]["sizes"]) is list
+    assert list(back["column"]) == list(range(40))
 
 
 def test_the_column_codec_refuses_what_is_not_its_form() -> None:
