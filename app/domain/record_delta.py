@@ -91,22 +91,19 @@ def _applied(base: Any, delta: Any) -> Any:
     if isinstance(delta, Later):
         if not isinstance(base, Later):
             return delta
-        return Later(compute=lambda: _applied_json(base.value(), delta.value()))
+        return Later(compute=lambda: _applied(base.value(), _parts(delta.value())))
     return delta
 
 
-def _applied_json(base: Any, delta: Any) -> Any:
-    """A `Later` part's delta, parsed from its JSON (`$tail` and `$delta` objects, see
-    `app.domain.column_codec`), applied to its base's value."""
+def _parts(delta: Any) -> Any:
+    """A `Later` part's delta as parsed from its JSON (`$tail` and `$delta` objects, see
+    `app.domain.column_codec`), as the `Tail` and `Delta` the rest of a delta is read as."""
     if isinstance(delta, dict) and len(delta) == 1:
         if "$tail" in delta:
             start, values = delta["$tail"]
-            return _extended(base, start, values)
-        if "$delta" in delta:
-            parts = delta["$delta"]
-            if isinstance(parts, dict) and isinstance(base, dict):
-                return {key: _applied_json(base.get(key), value) for key, value in parts.items()}
-            raise ValueError("a checkpoint's delta does not fit its base")
+            return Tail(start, values)
+        if "$delta" in delta and isinstance(delta["$delta"], dict):
+            return Delta({key: _parts(value) for key, value in delta["$delta"].items()})
     return delta
 
 

@@ -98,6 +98,10 @@ MAX_CHAIN_SHARE = 0.5
 """The bytes a chain's deltas hold at most, as a share of its whole link's, before the next
 link is written whole: a restore reads at most this much more than a whole link."""
 
+_MALFORMED = (ValueError, KeyError, TypeError, IndexError, zstandard.ZstdError)
+"""What reading a body that is not what it says raises (the domain's readers raise ValueError,
+or the KeyError, TypeError, IndexError of a record of the wrong shape)."""
+
 _MEMO = ("checkpoint",)
 """The key of `Link` in its log's derived values (`LoggedColumns.derived`)."""
 
@@ -179,7 +183,7 @@ def restore(db: Session, *, session_pk: int, up_to_seq: int) -> Restored:
             lock=threading.Lock(),
         )
         fold = restored(record, store)
-    except (ValueError, KeyError, TypeError, IndexError, zstandard.ZstdError):
+    except _MALFORMED:
         log.warning(
             "session #%s: its checkpoint at seq %s is malformed", session_pk, newest.last_seq
         )
@@ -380,14 +384,16 @@ def restore_index(db: Session, *, session_pk: int, logged: LoggedUpTo) -> bool:
             CheckpointRow.derivation == DERIVATION,
         )
     ).scalar_one_or_none()
+    if digest is None:
+        return False
     body = _bodies(db, session_pk, [link.base_seq], column=CheckpointRow.index_body).get(
         link.base_seq
     )
-    if digest is None or body is None or hashlib.sha256(body).hexdigest() != digest:
+    if body is None or hashlib.sha256(body).hexdigest() != digest:
         return False
     try:
         index = OccurrenceIndex.restored(decoded(zstandard.ZstdDecompressor().decompress(body)))
-    except (ValueError, KeyError, TypeError, IndexError, zstandard.ZstdError):
+    except _MALFORMED:
         log.warning(
             "session #%s: its occurrence index at seq %s is malformed", session_pk, link.base_seq
         )
